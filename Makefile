@@ -1,0 +1,34 @@
+# Contributor shortcuts. `make dev` once, then `make test` / `make lint`.
+PYTHON ?= python3.13
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: dev test lint format build deploy clean ci
+
+dev:            ## virtualenv with the project and its dev tools
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -e '.[dev]'
+
+test:           ## the whole suite against a throwaway PostgreSQL and moto
+	$(BIN)/pytest
+
+lint:           ## ruff (style + security rules) and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format:
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+build:          ## sam build (needs python3.13 on PATH)
+	sam build
+
+deploy:         ## sam deploy with samconfig.toml defaults
+	sam deploy
+
+ci:             ## what CI runs
+	bash .ci/run
+
+clean:
+	rm -rf .aws-sam .venv-ci .pytest_cache .mypy_cache .ruff_cache

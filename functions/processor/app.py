@@ -1,0 +1,9 @@
+"""Processor Lambda entry point — owned by its own issue; this placeholder only fixes the layout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    raise NotImplementedError("the processor function is not built yet")

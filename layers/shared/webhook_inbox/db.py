@@ -1,0 +1,200 @@
+"""Database connections and the single mapping of driver errors onto our hierarchy.
+
+One connection per process (one per Lambda execution environment), opened lazily and
+re-opened after a failure. ``prepare_threshold=None`` keeps psycopg from creating server-side
+prepared statements, which would pin sessions behind RDS Proxy.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import quote
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from webhook_inbox.errors import (
+    ConfigurationError,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Bounded waits everywhere: a webhook provider gives us seconds, not minutes.
+DEFAULT_CONNECT_TIMEOUT_S = 3
+DEFAULT_STATEMENT_TIMEOUT_MS = 5000
+DEFAULT_LOCK_TIMEOUT_MS = 2000
+
+_SECRET_TTL_S = 300.0
+
+
+@contextmanager
+def translate() -> Iterator[None]:
+    """Map psycopg errors onto the project's hierarchy. The only place that knows psycopg's."""
+    try:
+        yield
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise StoreConflict(type(exc).__name__) from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
+        # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
+        raise StoreUnavailable(type(exc).__name__) from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
+
+
+def translated(func: Callable[P, R]) -> Callable[P, R]:
+    """Decorator form of :func:`translate` for data-layer functions."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with translate():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _int_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {value}")
+    return value
+
+
+def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
+    """Open a connection with bounded connect, statement and lock timeouts."""
+    statement_ms = _int_env("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
+    lock_ms = _int_env("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
+    with translate():
+        return psycopg.connect(
+            conninfo,
+            connect_timeout=_int_env("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
+            prepare_threshold=None,
+            application_name=application_name,
+            # Startup parameters rather than SET statements: SET pins RDS Proxy sessions.
+            options=f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}",
+            # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT).
+            tcp_user_timeout=statement_ms + 2000,
+            keepalives=1,
+            keepalives_idle=30,
+        )
+
+
+# --- credentials -------------------------------------------------------------------------
+
+_secret_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+_secret_lock = threading.Lock()
+
+
+def _read_secret(arn: str) -> dict[str, Any]:
+    with _secret_lock:
+        cached = _secret_cache.get(arn)
+        if cached and time.monotonic() - cached[0] < _SECRET_TTL_S:
+            return cached[1]
+        import boto3  # deferred: only deployments that use a secret pay for the import
+
+        raw = boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ConfigurationError("database secret is not JSON") from None
+        if not isinstance(value, dict):
+            raise ConfigurationError("database secret must be a JSON object")
+        _secret_cache[arn] = (time.monotonic(), value)
+        return value
+
+
+def conninfo_from_rds_secret(secret: dict[str, Any], *, password: str | None = None) -> str:
+    """Build a libpq URI from the RDS secret JSON shape (username, password, host, port, dbname)."""
+    try:
+        user = str(secret["username"])
+        host = str(secret["host"])
+    except KeyError as missing:
+        raise ConfigurationError(f"database secret lacks {missing.args[0]!r}") from None
+    port = int(secret.get("port", 5432))
+    dbname = str(secret.get("dbname", "postgres"))
+    pw = password if password is not None else str(secret.get("password", ""))
+    return (
+        f"postgresql://{quote(user, safe='')}:{quote(pw, safe='')}@{host}:{port}/"
+        f"{quote(dbname, safe='')}?sslmode={secret.get('sslmode', 'require')}"
+    )
+
+
+def _iam_token(host: str, port: int, user: str) -> str:
+    import boto3
+
+    token: str = boto3.client("rds").generate_db_auth_token(
+        DBHostname=host, Port=port, DBUsername=user
+    )
+    return token
+
+
+def database_conninfo() -> str:
+    """Where to connect: ``DATABASE_URL``, else the RDS-shaped secret ``DATABASE_SECRET_ARN``.
+
+    With ``DATABASE_IAM_AUTH=true`` the secret's password is replaced by an IAM auth token
+    (valid 15 minutes; a new one is made for every new connection).
+    """
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    arn = os.environ.get("DATABASE_SECRET_ARN")
+    if not arn:
+        raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
+    secret = _read_secret(arn)
+    if os.environ.get("DATABASE_IAM_AUTH", "").lower() in {"1", "true", "yes"}:
+        host = str(secret.get("host", ""))
+        port = int(secret.get("port", 5432))
+        token = _iam_token(host, port, str(secret.get("username", "")))
+        return conninfo_from_rds_secret(secret, password=token)
+    return conninfo_from_rds_secret(secret)
+
+
+# --- the process-wide connection ---------------------------------------------------------
+
+_connection: psycopg.Connection[Any] | None = None
+
+
+def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
+    """The process's connection: opened on first use, re-opened if it was closed or broke."""
+    global _connection  # noqa: PLW0603 - one connection per execution environment, by design
+    conn = _connection
+    if conn is not None and not conn.closed and not conn.broken:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            with translate():
+                conn.rollback()
+        return conn
+    _connection = connect(database_conninfo(), application_name=application_name)
+    return _connection
+
+
+def discard_connection() -> None:
+    """Drop the process's connection after a failure so the next call opens a fresh one."""
+    global _connection
+    conn, _connection = _connection, None
+    if conn is not None:
+        # Closing a broken connection may itself fail; it is gone either way.
+        with suppress(psycopg.Error):
+            conn.close()
+
+
+def reset_for_tests() -> None:
+    """Forget cached connection and secrets (tests switch databases between cases)."""
+    discard_connection()
+    _secret_cache.clear()

@@ -1,0 +1,98 @@
+"""The project's one exception hierarchy.
+
+Every error the library raises derives from :class:`WebhookInboxError`. Driver errors (psycopg)
+are translated into this hierarchy in exactly one place, :func:`webhook_inbox.db.translate`, and
+the hierarchy is mapped to HTTP answers / SQS outcomes in exactly one place per entry point.
+"""
+
+from __future__ import annotations
+
+
+class WebhookInboxError(Exception):
+    """Root of every error raised by webhook_inbox."""
+
+
+class ConfigurationError(WebhookInboxError):
+    """The deployment's configuration is missing or invalid (an operator must fix it)."""
+
+
+# --- storage -----------------------------------------------------------------------------
+
+
+class StoreError(WebhookInboxError):
+    """A database call failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or did not answer in time; retrying later may succeed."""
+
+
+class StoreConflict(StoreError):
+    """A transaction lost a race (serialization failure, deadlock); retrying may succeed."""
+
+
+class LeaseLost(StoreError):
+    """The worker's lease on an inbox row expired and another worker may own the row now."""
+
+
+class MigrationError(StoreError):
+    """The schema cannot be brought up to date (for example an applied migration was edited)."""
+
+
+# --- ingest ------------------------------------------------------------------------------
+
+
+class RequestRejected(WebhookInboxError):
+    """An inbound delivery is refused; ``status`` is the HTTP status to answer with."""
+
+    status: int = 400
+    reason: str = "invalid"
+
+    def __init__(self, detail: str, *, reason: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if reason is not None:
+            self.reason = reason
+
+
+class UnknownProvider(RequestRejected):
+    status = 404
+    reason = "unknown_provider"
+
+
+class PayloadTooLarge(RequestRejected):
+    status = 413
+    reason = "size"
+
+
+class InvalidPayload(RequestRejected):
+    status = 400
+    reason = "schema"
+
+
+class AuthenticationFailed(RequestRejected):
+    """Signature missing, malformed, wrong or stale. The detail is for logs only."""
+
+    status = 401
+    reason = "signature"
+
+
+# --- processing --------------------------------------------------------------------------
+
+
+class EventError(WebhookInboxError):
+    """A domain handler could not apply an event."""
+
+    kind: str = "handler_error"
+
+
+class RetryableEventError(EventError):
+    """Try again later with backoff (a dependency was not ready, a transient failure)."""
+
+    kind = "retryable"
+
+
+class PermanentEventError(EventError):
+    """Retrying cannot help (validation failure, unsupported schema version): dead-letter now."""
+
+    kind = "permanent"

@@ -1,0 +1,200 @@
+"""Data layer for the inbox (webhook_events): plain functions over a psycopg connection.
+
+Each function is one statement, hence one round trip; none commits. The caller owns the
+transaction (ingest runs in autocommit, the processor groups a batch, the sweeper holds row locks
+while it sends). SQL lives in ``sql/inbox.sql``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import Connection
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from webhook_inbox.db import translated
+from webhook_inbox.errors import LeaseLost, StoreError
+from webhook_inbox.queries import query
+
+STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
+TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
+
+
+def _q(name: str) -> Any:
+    return query("inbox", name)
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    id: int
+    status: str
+    delivery_count: int
+    is_new: bool
+
+
+@dataclass(frozen=True)
+class LeasedEvent:
+    id: int
+    provider: str
+    event_id: str
+    delivery_id: str | None
+    event_type: str
+    payload: Any
+    attempts: int
+    received_at: datetime
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class StatusSummary:
+    status: str
+    count: int
+    oldest_received_at: datetime | None
+
+
+@translated
+def claim_event(
+    conn: Connection[Any],
+    *,
+    provider: str,
+    event_id: str,
+    event_type: str,
+    body_sha256: bytes,
+    payload: Any,
+    delivery_id: str | None = None,
+) -> ClaimResult:
+    """Store an authentic event once; a duplicate only bumps its delivery count."""
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(
+            _q("claim_event"),
+            {
+                "provider": provider,
+                "event_id": event_id,
+                "delivery_id": delivery_id,
+                "event_type": event_type,
+                "body_sha256": body_sha256,
+                "payload": Jsonb(payload),
+            },
+        )
+        row = cur.fetchone()
+    if row is None:  # cannot happen: INSERT … ON CONFLICT DO UPDATE … RETURNING yields a row
+        raise StoreError("claim returned no row")
+    return row
+
+
+@translated
+def mark_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
+    conn.execute(_q("mark_enqueued"), {"ids": list(ids)})
+
+
+@translated
+def lease_events(
+    conn: Connection[Any], ids: Sequence[int], *, owner: str, lease_seconds: float
+) -> list[LeasedEvent]:
+    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due."""
+    if lease_seconds <= 0:
+        raise ValueError("a lease must be positive")
+    with conn.cursor(row_factory=class_row(LeasedEvent)) as cur:
+        cur.execute(
+            _q("lease_events"),
+            {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds},
+        )
+        return cur.fetchall()
+
+
+def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
+    """Run a lease-guarded transition; raise LeaseLost when the worker no longer owns the row."""
+    row = conn.execute(_q(name), params).fetchone()
+    if row is None:
+        raise LeaseLost(f"event row {params['id']} is no longer leased by {params['owner']}")
+    return row[0]
+
+
+@translated
+def mark_processed(conn: Connection[Any], event_row_id: int, *, owner: str) -> timedelta:
+    """Mark processed; returns the received → processed latency."""
+    latency: timedelta = _guarded(conn, "mark_processed", {"id": event_row_id, "owner": owner})
+    return latency
+
+
+@translated
+def mark_failed(
+    conn: Connection[Any],
+    event_row_id: int,
+    *,
+    owner: str,
+    delay_seconds: float,
+    error_kind: str,
+    error: str,
+) -> datetime:
+    """Mark failed and due again after ``delay_seconds``; returns the new ``available_at``."""
+    available_at: datetime = _guarded(
+        conn,
+        "mark_failed",
+        {
+            "id": event_row_id,
+            "owner": owner,
+            "delay_seconds": delay_seconds,
+            "error_kind": error_kind[:64],
+            "error": error,
+        },
+    )
+    return available_at
+
+
+@translated
+def mark_dead_letter(
+    conn: Connection[Any], event_row_id: int, *, owner: str, error_kind: str, error: str
+) -> None:
+    _guarded(
+        conn,
+        "mark_dead_letter",
+        {"id": event_row_id, "owner": owner, "error_kind": error_kind[:64], "error": error},
+    )
+
+
+@translated
+def mark_ignored(conn: Connection[Any], event_row_id: int, *, owner: str, disposition: str) -> None:
+    _guarded(conn, "mark_ignored", {"id": event_row_id, "owner": owner, "disposition": disposition})
+
+
+@translated
+def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> list[tuple[int, str]]:
+    """Turn expired leases into failed (due now) or dead_letter rows; returns (id, new status)."""
+    rows = conn.execute(
+        _q("expire_leases"), {"max_attempts": max_attempts, "limit": limit}
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+@translated
+def lock_due_for_enqueue(
+    conn: Connection[Any], *, limit: int, stale_seconds: float
+) -> list[tuple[int, str]]:
+    """Lock (until the transaction ends) rows that must be sent to the processing queue."""
+    rows = conn.execute(
+        _q("lock_due_for_enqueue"), {"limit": limit, "stale_seconds": stale_seconds}
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+@translated
+def status_summary(conn: Connection[Any]) -> dict[str, StatusSummary]:
+    """Count and oldest received_at for every status (zero for absent ones)."""
+    with conn.cursor(row_factory=class_row(StatusSummary)) as cur:
+        found = {row.status: row for row in cur.execute(_q("status_summary"))}
+    return {s: found.get(s, StatusSummary(s, 0, None)) for s in STATUSES}
+
+
+@translated
+def get_event(conn: Connection[Any], provider: str, event_id: str) -> dict[str, Any] | None:
+    cur = conn.execute(_q("get_event"), {"provider": provider, "event_id": event_id})
+    row = cur.fetchone()
+    if row is None:
+        return None
+    columns = [c.name for c in cur.description or ()]
+    return dict(zip(columns, row, strict=True))

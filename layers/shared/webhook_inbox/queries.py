@@ -1,0 +1,43 @@
+"""Named SQL queries, loaded from the ``sql/*.sql`` files beside this module.
+
+Each file holds blocks introduced by a ``-- name: <query_name>`` line; the block runs to the next
+such line. Keeping SQL in files makes every statement findable and reviewable in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from psycopg import sql
+
+from webhook_inbox.errors import ConfigurationError
+
+_NAME_LINE = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def parse(text: str) -> dict[str, str]:
+    """Split a .sql file into ``{name: statement}``."""
+    parts = _NAME_LINE.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ConfigurationError(f"query {name!r} is defined twice")
+        queries[name] = body.strip()
+    return queries
+
+
+@cache
+def _file(group: str) -> dict[str, str]:
+    text = resources.files("webhook_inbox").joinpath("sql", f"{group}.sql").read_text("utf-8")
+    return parse(text)
+
+
+@cache
+def query(group: str, name: str) -> sql.SQL:
+    """The statement ``name`` from ``sql/<group>.sql``, ready for ``cursor.execute``."""
+    try:
+        return sql.SQL(_file(group)[name])
+    except KeyError:
+        raise ConfigurationError(f"no query {name!r} in sql/{group}.sql") from None

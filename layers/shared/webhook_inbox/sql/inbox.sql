@@ -1,0 +1,114 @@
+-- Statements over webhook_events, the inbox. Named blocks, loaded by webhook_inbox.queries.
+
+-- name: claim_event
+-- One round trip for new and duplicate deliveries alike. DO UPDATE (not DO NOTHING) so that a
+-- duplicate returns the stored row even when the first insert committed after our snapshot;
+-- xmax = 0 only on a freshly inserted tuple.
+INSERT INTO webhook_events AS e
+    (provider, event_id, delivery_id, event_type, body_sha256, payload)
+VALUES (%(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s)
+ON CONFLICT (provider, event_id) DO UPDATE
+    SET delivery_count = e.delivery_count + 1,
+        last_delivery_at = now()
+RETURNING e.id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+
+-- name: mark_enqueued
+UPDATE webhook_events
+   SET enqueued_at = now()
+ WHERE id = ANY(%(ids)s)
+
+-- name: lease_events
+-- Lease every claimable row among the given ids in one statement. Claimable: received; failed
+-- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
+UPDATE webhook_events AS e
+   SET status = 'processing',
+       lease_owner = %(owner)s,
+       lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+       attempts = e.attempts + 1,
+       updated_at = now()
+ WHERE e.id = ANY(ARRAY(
+        SELECT id
+          FROM webhook_events
+         WHERE id = ANY(%(ids)s)
+           AND (status = 'received'
+                OR (status = 'failed' AND available_at <= now())
+                OR (status = 'processing' AND lease_expires_at <= now()))
+         ORDER BY id
+           FOR UPDATE SKIP LOCKED))
+RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, e.attempts,
+          e.received_at, e.lease_expires_at
+
+-- name: mark_processed
+-- Guarded by the lease: if it expired and another worker took the row, nothing matches and the
+-- caller must roll back its domain work.
+UPDATE webhook_events
+   SET status = 'processed', processed_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING processed_at - received_at AS latency
+
+-- name: mark_failed
+UPDATE webhook_events
+   SET status = 'failed', available_at = now() + make_interval(secs => %(delay_seconds)s),
+       updated_at = now(), lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL,
+       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING available_at
+
+-- name: mark_dead_letter
+UPDATE webhook_events
+   SET status = 'dead_letter', updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id
+
+-- name: mark_ignored
+UPDATE webhook_events
+   SET status = 'ignored', processed_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id
+
+-- name: expire_leases
+-- Expired leases become failed (due at once: the lease already was the delay) or, once the
+-- attempts are spent, dead_letter. SKIP LOCKED keeps overlapping sweepers apart.
+UPDATE webhook_events AS e
+   SET status = CASE WHEN e.attempts >= %(max_attempts)s THEN 'dead_letter' ELSE 'failed' END,
+       available_at = now(), updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+       enqueued_at = NULL, error_kind = 'lease_expired',
+       last_error = 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+ WHERE e.id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status = 'processing' AND lease_expires_at <= now()
+         ORDER BY lease_expires_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+RETURNING e.id, e.status
+
+-- name: lock_due_for_enqueue
+-- Rows the processing queue should see (again): received or failed, due, and either never sent
+-- for this attempt (enqueued_at is cleared whenever a row becomes failed) or sent so long ago
+-- that the message must have been lost. Locked until the caller's transaction ends, so an
+-- overlapping sweeper skips them instead of sending them twice.
+SELECT id, status
+  FROM webhook_events
+ WHERE status IN ('received', 'failed')
+   AND available_at <= now()
+   AND (enqueued_at IS NULL
+        OR greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s))
+ ORDER BY available_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: status_summary
+-- Counts and oldest received_at per status (served by webhook_events_status_received_idx).
+SELECT status, count(*) AS count, min(received_at) AS oldest_received_at
+  FROM webhook_events
+ GROUP BY status
+
+-- name: get_event
+SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
+       available_at, lease_owner, lease_expires_at, enqueued_at, received_at, last_delivery_at,
+       updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = %(event_id)s

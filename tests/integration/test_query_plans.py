@@ -1,0 +1,71 @@
+"""The sweeper's and processor's queries use the partial indexes, not sequential scans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from webhook_inbox.queries import query
+
+PARAMS: dict[str, Any] = {
+    "ids": [1, 2, 3],
+    "owner": "w",
+    "lease_seconds": 60,
+    "limit": 100,
+    "stale_seconds": 300,
+    "max_attempts": 5,
+}
+
+
+@pytest.fixture
+def populated(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    # Mostly terminal rows, as in production: the ready states are a thin slice.
+    conn.execute(
+        "INSERT INTO webhook_events (provider, event_id, event_type, body_sha256, payload, status,"
+        " processed_at) SELECT 'stripe', 'evt_' || g, 'x', sha256(g::text::bytea), %s,"
+        " CASE WHEN g %% 100 = 0 THEN 'received' ELSE 'processed' END,"
+        " CASE WHEN g %% 100 = 0 THEN NULL ELSE now() END"
+        " FROM generate_series(1, 20000) AS g",
+        (Jsonb({}),),
+    )
+    conn.execute(
+        "INSERT INTO outbox_messages (topic, deduplication_key, payload, status, published_at)"
+        " SELECT 't', 'k' || g, '{}', CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'published' END,"
+        " CASE WHEN g % 100 = 0 THEN NULL ELSE now() END FROM generate_series(1, 20000) AS g"
+    )
+    conn.execute("ANALYZE webhook_events")
+    conn.execute("ANALYZE outbox_messages")
+    return conn
+
+
+def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
+    statement = query(group, name).as_string(conn)
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute("EXPLAIN " + statement, PARAMS).fetchall()  # type: ignore[operator]
+    return "\n".join(r[0] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("group", "name", "index"),
+    [
+        ("inbox", "lock_due_for_enqueue", {"webhook_events_ready_idx"}),
+        # No row is processing here, so either index finds nothing equally fast.
+        (
+            "inbox",
+            "expire_leases",
+            {"webhook_events_lease_idx", "webhook_events_status_received_idx"},
+        ),
+        ("inbox", "lease_events", {"webhook_events_pkey"}),
+        ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
+    ],
+)
+def test_query_uses_its_index(
+    populated: psycopg.Connection[Any], group: str, name: str, index: set[str]
+) -> None:
+    plan = _plan(populated, group, name)
+    assert any(candidate in plan for candidate in index), plan
+    assert "Seq Scan on webhook_events" not in plan, plan
+    assert "Seq Scan on outbox_messages" not in plan, plan

@@ -1,0 +1,91 @@
+import json
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+from psycopg.conninfo import conninfo_to_dict
+
+from webhook_inbox import db
+from webhook_inbox.errors import ConfigurationError, StoreUnavailable
+
+SECRET = {
+    "engine": "postgres",
+    "username": "inbox_app",
+    "password": "p@ss:word/with?chars",
+    "host": "proxy.example.internal",
+    "port": 5432,
+    "dbname": "inbox",
+}
+
+
+@pytest.fixture
+def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    db.reset_for_tests()
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(
+            Name="webhook-inbox/db", SecretString=json.dumps(SECRET)
+        )["ARN"]
+        monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
+        yield arn
+    db.reset_for_tests()
+
+
+def test_database_url_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/d")
+    monkeypatch.setenv("DATABASE_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:1:secret:x")
+    assert db.database_conninfo() == "postgresql://u@h/d"
+
+
+def test_nothing_configured_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("DATABASE_SECRET_ARN", raising=False)
+    with pytest.raises(ConfigurationError, match="DATABASE_URL or DATABASE_SECRET_ARN"):
+        db.database_conninfo()
+
+
+def test_rds_secret_becomes_a_conninfo_with_tls(secret_arn: str) -> None:
+    params = conninfo_to_dict(db.database_conninfo())
+    assert params["user"] == "inbox_app"
+    assert params["password"] == SECRET["password"]
+    assert params["host"] == "proxy.example.internal"
+    assert params["dbname"] == "inbox"
+    assert params["sslmode"] == "require"
+
+
+def test_secret_is_cached(secret_arn: str) -> None:
+    db.database_conninfo()
+    boto3.client("secretsmanager").delete_secret(
+        SecretId=secret_arn, ForceDeleteWithoutRecovery=True
+    )
+    assert conninfo_to_dict(db.database_conninfo())["user"] == "inbox_app"
+
+
+def test_iam_auth_replaces_the_password_with_a_token(
+    secret_arn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_IAM_AUTH", "true")
+    password = conninfo_to_dict(db.database_conninfo())["password"]
+    assert password != SECRET["password"]
+    assert "X-Amz-Signature" in password
+
+
+def test_secret_missing_fields_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="host"):
+        db.conninfo_from_rds_secret({"username": "u"})
+
+
+def test_unreachable_database_is_store_unavailable_within_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DB_CONNECT_TIMEOUT_S", "1")
+    # Port 9 on loopback: nothing listens, the connection is refused at once.
+    with pytest.raises(StoreUnavailable):
+        db.connect("postgresql://nobody@127.0.0.1:9/none")
+
+
+def test_invalid_timeout_setting_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "soon")
+    with pytest.raises(ConfigurationError, match="DB_STATEMENT_TIMEOUT_MS"):
+        db.connect("postgresql://nobody@127.0.0.1:9/none")
