@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -105,3 +108,16 @@ def load_event(name: str) -> dict[str, Any]:
         path = path.with_suffix(".json")
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
+
+
+def load_function(name: str) -> ModuleType:
+    """Import functions/<name>/app.py as SAM would run it (the layer package on the path)."""
+    path = ROOT / "functions" / name / "app.py"
+    module_name = f"function_{name}_app"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
