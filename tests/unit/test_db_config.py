@@ -89,3 +89,19 @@ def test_invalid_timeout_setting_is_rejected(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "soon")
     with pytest.raises(ConfigurationError, match="DB_STATEMENT_TIMEOUT_MS"):
         db.connect("postgresql://nobody@127.0.0.1:9/none")
+
+
+@pytest.mark.parametrize(
+    ("conninfo", "mode", "expected"),
+    [
+        ("postgresql://u@db.abc123.us-east-1.rds.amazonaws.com/d", "auto", True),
+        ("postgresql://u@inbox.proxy-abc123.us-east-1.rds.amazonaws.com/d", "auto", False),
+        ("postgresql://u@inbox.proxy-abc123.us-east-1.rds.amazonaws.com/d", "on", True),
+        ("postgresql://u@localhost/d", "off", False),
+    ],
+)
+def test_startup_options_are_never_sent_to_rds_proxy(
+    conninfo: str, mode: str, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DB_STARTUP_OPTIONS", mode)
+    assert db._send_startup_options(conninfo) is expected

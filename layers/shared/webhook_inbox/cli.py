@@ -15,6 +15,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     conninfo = args.database_url or db.database_conninfo()
     with db.connect(conninfo, application_name="webhook-inbox-migrate") as conn:
         applied = migrate(conn)
+        if args.role_timeouts:
+            db.set_role_timeouts(conn)
+            conn.commit()
+            print("statement and lock timeouts set as the role's defaults")
     total = len(available_migrations())
     if applied:
         print(f"applied {len(applied)} migration(s): {', '.join(applied)} ({total} known)")
@@ -32,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_migrate.add_argument(
         "--database-url",
         help="libpq URL (default: $DATABASE_URL, else the secret in $DATABASE_SECRET_ARN)",
+    )
+    p_migrate.add_argument(
+        "--role-timeouts",
+        action="store_true",
+        help="also store DB_STATEMENT_TIMEOUT_MS / DB_LOCK_TIMEOUT_MS as the role's defaults "
+        "(needed behind RDS Proxy, which refuses per-connection options)",
     )
     p_migrate.set_defaults(func=_cmd_migrate)
     return parser

@@ -19,6 +19,8 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from webhook_inbox.errors import (
     ConfigurationError,
@@ -77,22 +79,65 @@ def _int_env(name: str, default: int) -> int:
     return value
 
 
+def session_timeouts_ms() -> tuple[int, int]:
+    """(statement_timeout, lock_timeout) in milliseconds, from the environment."""
+    return (
+        _int_env("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS),
+        _int_env("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
+    )
+
+
+def _send_startup_options(conninfo: str) -> bool:
+    """Whether timeouts can travel as startup ``options``.
+
+    RDS Proxy refuses any connection that carries ``options`` ("RDS Proxy currently doesn't
+    support command-line options"), and a SET would pin the session. Behind the proxy the
+    timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
+    """
+    mode = os.environ.get("DB_STARTUP_OPTIONS", "auto").lower()
+    if mode in {"on", "true", "1"}:
+        return True
+    if mode in {"off", "false", "0"}:
+        return False
+    host = str(conninfo_to_dict(conninfo).get("host") or "")
+    return ".proxy-" not in host
+
+
 def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """Open a connection with bounded connect, statement and lock timeouts."""
-    statement_ms = _int_env("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
-    lock_ms = _int_env("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
+    statement_ms, lock_ms = session_timeouts_ms()
+    extra: dict[str, Any] = {}
     with translate():
+        if _send_startup_options(conninfo):
+            extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
         return psycopg.connect(
             conninfo,
             connect_timeout=_int_env("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
             prepare_threshold=None,
             application_name=application_name,
-            # Startup parameters rather than SET statements: SET pins RDS Proxy sessions.
-            options=f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}",
-            # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT).
+            # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);
+            # statement_timeout cannot help when the server is unreachable.
             tcp_user_timeout=statement_ms + 2000,
             keepalives=1,
             keepalives_idle=30,
+            **extra,
+        )
+
+
+def set_role_timeouts(conn: psycopg.Connection[Any]) -> None:
+    """Make the configured timeouts the connecting role's defaults (for use behind RDS Proxy).
+
+    Any role may set its own defaults; they apply to sessions opened afterwards.
+    """
+    statement_ms, lock_ms = session_timeouts_ms()
+    with translate():
+        conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER SET statement_timeout = {}").format(
+                sql.Literal(statement_ms)
+            )
+        )
+        conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER SET lock_timeout = {}").format(sql.Literal(lock_ms))
         )
 
 

@@ -52,6 +52,9 @@ def migrate(conn: psycopg.Connection[Any]) -> list[str]:
     """Bring the schema up to date in one transaction; return the versions applied now."""
     applied_now: list[str] = []
     with translate(), conn.transaction():
+        # DDL on a large table may legitimately outlast the application's statement timeout.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
