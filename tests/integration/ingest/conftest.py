@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -63,6 +63,8 @@ class IngestHarness:
     queue_url: str
     sqs: Any
     now: int
+    # Digests of every body a test signed (the property test: only these may be stored).
+    signed_digests: set[bytes] = field(default_factory=set)
 
     def deliver(
         self,
