@@ -191,9 +191,11 @@ def test_event_types_come_from_where_each_provider_puts_them(
 
 def _flip(text: str, index: int = -2) -> str:
     ch = text[index]
-    replacement = "A" if ch != "A" else "B"
-    if ch.isdigit():
-        replacement = "1" if ch != "1" else "2"
+    # Change the value, not just the case: "a" -> "A" is the same hex digit.
+    if ch in "0123456789abcdefABCDEF":
+        replacement = "0" if ch != "0" else "1"
+    else:
+        replacement = "A" if ch != "A" else "B"
     return (
         text[:index] + replacement + text[index + 1 :] if index != -1 else text[:-1] + replacement
     )
