@@ -276,8 +276,7 @@ def _process_rows(
     results: list[EventResult] = []
     with db.translate(), conn.transaction():
         not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
-        if not_leased:
-            _report_not_leased(conn, not_leased)
+        locked = _report_not_leased(conn, not_leased) if not_leased else set()
         for event in leased:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
@@ -286,16 +285,31 @@ def _process_rows(
 
     for result in results:
         _report(result)
-    redeliver = {r.event.id for r in results if r.outcome == "unfinished"}
+    redeliver = {r.event.id for r in results if r.outcome == "unfinished"} | locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
 
 
-def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> None:
+def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
+    """Log why rows were not leased; return those SQS must deliver again.
+
+    A ``received`` row that was not leased was skipped because another transaction held its row
+    lock at that instant (ingest's ``mark_enqueued`` right after its SendMessage, a duplicate
+    delivery counting itself, a sweeper re-enqueueing it). Acknowledging its message would leave
+    it waiting for the sweeper's stale re-enqueue; redelivery retries it within the visibility
+    timeout instead. (Found by the chaos soak, tests/reliability.)
+    """
     status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
+    locked: set[int] = set()
     for row_id in row_ids:
         status = status_of.get(row_id)
-        if status is None:
+        if status == "received":
+            locked.add(row_id)
+            logger.info(
+                "event locked by a concurrent writer, redelivery requested",
+                extra={"event_row_id": row_id},
+            )
+        elif status is None:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
         else:
@@ -303,6 +317,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> Non
                 "event not claimable, acknowledged",
                 extra={"event_row_id": row_id, "status": status},
             )
+    return locked
 
 
 def _connection_lost(conn: psycopg.Connection[Any]) -> bool:

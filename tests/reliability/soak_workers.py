@@ -1,0 +1,219 @@
+"""Worker processes of the chaos soak: ``python -m tests.reliability.soak_workers <role>``.
+
+Each role runs the real function module (functions/<name>/app.py, loaded as SAM would) in a
+process of its own, so the soak can SIGKILL it like Lambda's runtime would lose an execution
+environment:
+
+* ``ingest``    — an HTTP server on 127.0.0.1 (one request at a time, like one Lambda
+                  environment) that turns each POST into an HTTP API v2 event;
+* ``processor`` — the SQS event source mapping: receive up to 10 messages, invoke the handler,
+                  delete what it did not report as a batch item failure;
+* ``sweeper``   — the schedule: invoke the handler every ``SOAK_SWEEP_INTERVAL_S``.
+
+Faults are injected at the boto3 boundary: while the control directory holds ``faults.on``,
+SendMessage / SendMessageBatch / PutEvents / PublishBatch calls fail with the given probability
+before they leave the process. Every injected fault is appended to ``faults-<pid>.log`` at once
+(a SIGKILLed worker keeps its count).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.support import FakeLambdaContext, load_function
+
+
+class Control:
+    """The files the soak uses to steer its workers."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
+        self._log = self.directory / f"faults-{os.getpid()}.log"
+
+    def faults_on(self) -> bool:
+        return (self.directory / "faults.on").exists()
+
+    def stopping(self) -> bool:
+        return (self.directory / "stop").exists()
+
+    def record(self, kind: str) -> None:
+        with self._log.open("a") as log:
+            log.write(kind + "\n")
+
+
+@dataclass
+class DeadlineContext(FakeLambdaContext):
+    """A LambdaContext whose remaining time runs down from the invocation's start."""
+
+    timeout_s: float = 6.0
+    started: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.started = time.monotonic()
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.started + self.timeout_s - time.monotonic()) * 1000))
+
+
+def install_boto_faults(control: Control) -> None:
+    """Fail outgoing sends and publishes at random while faults are on (every client made from
+    the default session afterwards inherits these hooks)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    send_rate = float(os.environ.get("SOAK_SQS_FAULT_RATE", "0"))
+    publish_rate = float(os.environ.get("SOAK_PUBLISH_FAULT_RATE", "0"))
+
+    def hook(kind: str, operation: str, rate: float) -> Any:
+        def fail_sometimes(**_: Any) -> None:
+            if rate > 0 and control.faults_on() and random.random() < rate:
+                control.record(kind)
+                raise ClientError(
+                    {"Error": {"Code": "ServiceUnavailable", "Message": "injected by the soak"}},
+                    operation,
+                )
+
+        return fail_sometimes
+
+    boto3.setup_default_session()
+    events = boto3.DEFAULT_SESSION.events  # type: ignore[attr-defined]
+    events.register("before-call.sqs.SendMessage", hook("sqs_send", "SendMessage", send_rate))
+    events.register(
+        "before-call.sqs.SendMessageBatch", hook("sqs_send", "SendMessageBatch", send_rate)
+    )
+    events.register("before-call.events.PutEvents", hook("publish", "PutEvents", publish_rate))
+    events.register("before-call.sns.PublishBatch", hook("publish", "PublishBatch", publish_rate))
+
+
+# --- roles ---------------------------------------------------------------------------------
+
+
+def run_ingest(control: Control) -> None:
+    from tests.ingest_support import v2_event
+
+    app = load_function("ingest")
+    port = int(os.environ["SOAK_PORT"])
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            provider = self.path.rstrip("/").rsplit("/", 1)[-1]
+            event = v2_event(provider, body, dict(self.headers.items()))
+            reply = app.handler(event, FakeLambdaContext())
+            payload = reply["body"].encode()
+            self.send_response(reply["statusCode"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # the function's own log lines are what we keep
+
+    server = HTTPServer(("127.0.0.1", port), Handler)
+    server.timeout = 0.5
+    while not control.stopping():
+        server.handle_request()
+    server.server_close()
+
+
+def _sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "messageAttributes": {},
+            "md5OfBody": m.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": queue_arn,
+            "awsRegion": "us-east-1",
+        }
+        for m in messages
+    ]
+
+
+def run_processor(control: Control) -> None:
+    """The SQS event source mapping around the processor function."""
+    import boto3
+
+    from webhook_inbox import processing
+
+    # Compressed time: leases outlive an invocation by a margin of seconds, not half a minute,
+    # so a SIGKILLed worker's rows come free within the soak.
+    processing.LEASE_MARGIN_SECONDS = float(os.environ.get("SOAK_LEASE_MARGIN_S", "2"))
+    processing.MIN_LEASE_SECONDS = float(os.environ.get("SOAK_MIN_LEASE_S", "3"))
+    app = load_function("processor")
+    queue_url = os.environ["PROCESSING_QUEUE_URL"]
+    timeout_s = float(os.environ.get("SOAK_FUNCTION_TIMEOUT_S", "5"))
+    name = os.environ.get("SOAK_WORKER_NAME", f"processor-{os.getpid()}")
+    sqs = boto3.client("sqs")
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    while not control.stopping():
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", [])
+        if not messages:
+            continue
+        context = DeadlineContext(function_name=name, timeout_s=timeout_s)
+        context.aws_request_id = str(uuid.uuid4())
+        try:
+            result = app.handler({"Records": _sqs_records(messages, queue_arn)}, context)
+        except Exception:  # noqa: BLE001 - an invocation error: Lambda retries the whole batch
+            control.record("invocation_error")
+            traceback.print_exc(file=sys.stderr)
+            continue
+        failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+
+
+def run_sweeper(control: Control) -> None:
+    app = load_function("sweeper")
+    interval = float(os.environ.get("SOAK_SWEEP_INTERVAL_S", "1"))
+    timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "20"))
+    name = os.environ.get("SOAK_WORKER_NAME", f"sweeper-{os.getpid()}")
+    while not control.stopping():
+        context = DeadlineContext(function_name=name, timeout_s=timeout_s)
+        context.aws_request_id = str(uuid.uuid4())
+        try:
+            app.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, context)
+        except Exception:  # noqa: BLE001 - a failed scheduled run; the next one starts over
+            control.record("sweep_error")
+            traceback.print_exc(file=sys.stderr)
+        time.sleep(interval * random.uniform(0.5, 1.5))
+
+
+ROLES = {"ingest": run_ingest, "processor": run_processor, "sweeper": run_sweeper}
+
+
+def main() -> None:
+    role = sys.argv[1]
+    control = Control(os.environ["SOAK_CONTROL_DIR"])
+    install_boto_faults(control)
+    ROLES[role](control)
+    json.dump({"role": role, "pid": os.getpid(), "exit": "clean"}, sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
