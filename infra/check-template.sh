@@ -12,7 +12,9 @@ REGION=${AWS_REGION:-us-east-1}
 export SAM_CLI_TELEMETRY=0
 
 find_python313() {
-    if command -v python3.13 >/dev/null 2>&1; then command -v python3.13; return; fi
+    # pyenv shims exist for every installed version but fail unless it is selected: only take
+    # an interpreter that runs, and hand out its real path (sam build searches PATH for it).
+    if python3.13 -c '' >/dev/null 2>&1; then python3.13 -c 'import sys; print(sys.executable)'; return; fi
     if command -v pyenv >/dev/null 2>&1; then
         local version
         version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.|$)' | tail -n1 || true)
