@@ -3,7 +3,8 @@
 The function's environment is the template's (Globals + its own Variables, resolved for an
 existing-database deployment), with the resources it names stood in by moto and the database
 by this test's PostgreSQL (DATABASE_URL wins over DATABASE_SECRET_ARN in webhook_inbox.db).
-An ``events/env.json`` in SAM's ``--env-vars`` format is applied on top, as SAM applies it.
+An ``events/env.json`` in SAM's ``--env-vars`` format is applied on top, as SAM applies it, and
+the sample ``events/providers.local.json`` stands in for the ProvidersConfig parameter.
 Fixtures are matched to functions by file name; a fixture that matches none fails the test.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import psycopg
 import pytest
 from moto import mock_aws
 
@@ -24,13 +26,16 @@ from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import EVENTS_DIR, FakeLambdaContext, load_function
 
 SAM_ENV_FILE = "env.json"
+SAMPLE_PROVIDERS = "providers.local.json"  # a PROVIDERS_CONFIG document, not an event
 FIXTURE_OWNERS = [
     (re.compile(r"^(migrations|cloudformation)"), "MigrationsFunction"),
     (re.compile(r"^(apigw|api-|http|ingest|function-url|webhook)"), "IngestFunction"),
     (re.compile(r"^(sqs|processor)"), "ProcessorFunction"),
     (re.compile(r"^(schedule|sweeper|eventbridge)"), "SweeperFunction"),
 ]
-FIXTURES = sorted(p.name for p in EVENTS_DIR.glob("*.json") if p.name != SAM_ENV_FILE)
+FIXTURES = sorted(
+    p.name for p in EVENTS_DIR.glob("*.json") if p.name not in {SAM_ENV_FILE, SAMPLE_PROVIDERS}
+)
 
 
 def owner_of(fixture: str) -> str:
@@ -64,6 +69,8 @@ def aws() -> Iterator[dict[str, str]]:
 def template_environment(function: str, refs: dict[str, str]) -> dict[str, str]:
     params = parameter_defaults()
     params["DatabaseSecretArn"] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf"
+    if (EVENTS_DIR / SAMPLE_PROVIDERS).is_file():
+        params["ProvidersConfig"] = (EVENTS_DIR / SAMPLE_PROVIDERS).read_text()
     everything = {name: f"<{name}>" for name in load_template()["Resources"]}
     resolver = Resolver(params, {**everything, **refs})
     variables = serverless_functions()[function]["Environment"]["Variables"]
@@ -108,6 +115,14 @@ def test_fixture_runs_through_its_handler_with_the_templates_environment(
         assert isinstance(result["statusCode"], int), result
         assert result["statusCode"] < 500, result
         assert isinstance(result.get("body", ""), str)
+        if result["statusCode"] == 202:
+            # Accepted: stored, and announced on the queue the template's environment names.
+            with psycopg.connect(database_url) as conn:
+                (row_id,) = conn.execute("SELECT id FROM webhook_events").fetchone() or (None,)
+            messages = boto3.client("sqs").receive_message(
+                QueueUrl=aws["ProcessingQueue"], MaxNumberOfMessages=10
+            )["Messages"]
+            assert [json.loads(m["Body"]) for m in messages] == [{"id": row_id}]
     elif function == "ProcessorFunction":
         assert isinstance(result["batchItemFailures"], list), result
     elif function == "MigrationsFunction":

@@ -63,6 +63,12 @@ ACTIONS_NOT_CALLED_BY_CODE = {
 }
 ESM_ONLY_FUNCTIONS = {"ProcessorFunction"}  # only these may hold the event-source actions
 SPECIAL_METHODS = {"generate_db_auth_token": "rds-db:connect"}  # presigned locally, no API call
+# IAM authorises SQS batch calls with the single-message action.
+IAM_ACTION_OF_API = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
 
 # Which function emits each metric (the project's metric contract, namespace WebhookInbox).
 METRIC_OWNERS = {
@@ -201,7 +207,7 @@ def required_actions(name: str) -> set[str]:
         client = boto3.client(service, region_name="us-east-1")  # offline: builds the model only
         mapping = client.meta.method_to_api_mapping
         required |= {f"{service}:{mapping[m]}" for m in usage.called_methods if m in mapping}
-    return required
+    return {IAM_ACTION_OF_API.get(action, action) for action in required}
 
 
 @pytest.mark.parametrize("name", FUNCTION_NAMES)
