@@ -326,7 +326,8 @@ class Boto3Usage:
 
 
 def boto3_usage(paths: Iterable[Path]) -> Boto3Usage:
-    """Services passed to ``….client("name")`` and every method name called anywhere."""
+    """Services passed to ``….client("name")`` (or a wrapper named ``*_client``) and every
+    method name called anywhere."""
     services: set[str] = set()
     methods: set[str] = set()
     for path in paths:
@@ -337,14 +338,14 @@ def boto3_usage(paths: Iterable[Path]) -> Boto3Usage:
             methods.add(callee)
             first = node.args[0] if node.args else None
             if (
-                callee == "client"
+                callee.endswith("client")
                 and isinstance(first, ast.Constant)
                 and isinstance(first.value, str)
             ):
                 services.add(first.value)
             for keyword in node.keywords:  # client(service_name="sqs")
                 if (
-                    callee == "client"
+                    callee.endswith("client")
                     and keyword.arg == "service_name"
                     and isinstance(keyword.value, ast.Constant)
                 ):

@@ -20,11 +20,20 @@ logging.getLogger().setLevel(logging.INFO)
 PHYSICAL_ID = "webhook-inbox-schema"
 
 
-def apply_migrations(_properties: Mapping[str, Any]) -> dict[str, str]:
+def apply_migrations(properties: Mapping[str, Any]) -> dict[str, str]:
     conn = db.connect(db.database_conninfo(), application_name="webhook-inbox-migrations")
     try:
         applied_now = migrate(conn)
         current = applied_versions(conn)
+        if "RoleStatementTimeoutMs" in properties:
+            # The application's timeouts (not this function's long DDL ones) as the role's
+            # defaults: behind RDS Proxy they cannot travel with the connection.
+            db.set_role_timeouts(
+                conn,
+                statement_ms=int(properties["RoleStatementTimeoutMs"]),
+                lock_ms=int(properties["RoleLockTimeoutMs"]),
+            )
+            conn.commit()
     finally:
         conn.close()
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -18,8 +19,12 @@ UNREACHABLE_DB = "postgresql://migrator:s3cr3t-pw@127.0.0.1:1/nothing?connect_ti
 
 
 @pytest.fixture
-def app() -> Any:
-    return load_function("migrations")
+def app(pg_server: Any) -> Iterator[Any]:
+    yield load_function("migrations")
+    # The create request stores role timeouts; the role is shared by every test database.
+    with pg_server.admin() as admin:
+        admin.execute("ALTER ROLE CURRENT_USER RESET statement_timeout")
+        admin.execute("ALTER ROLE CURRENT_USER RESET lock_timeout")
 
 
 def request(kind: str, url: str, **extra: Any) -> dict[str, Any]:
@@ -60,6 +65,11 @@ def test_create_applies_every_migration_and_answers_success(
         assert conn.execute("SELECT to_regclass('webhook_events') IS NOT NULL").fetchone() == (
             True,
         )
+    # The application's timeouts became the role's defaults (RDS Proxy refuses options).
+    monkeypatch.setenv("DB_STARTUP_OPTIONS", "off")
+    with db.connect(empty_database_url) as fresh:
+        assert fresh.execute("SHOW statement_timeout").fetchone() == ("5s",)
+        assert fresh.execute("SHOW lock_timeout").fetchone() == ("2s",)
 
 
 def test_update_is_idempotent_and_keeps_the_physical_id(

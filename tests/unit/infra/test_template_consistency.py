@@ -63,8 +63,9 @@ ACTIONS_NOT_CALLED_BY_CODE = {
 }
 ESM_ONLY_FUNCTIONS = {"ProcessorFunction"}  # only these may hold the event-source actions
 SPECIAL_METHODS = {"generate_db_auth_token": "rds-db:connect"}  # presigned locally, no API call
-# IAM authorises SQS batch calls with the single-message action.
+# IAM authorises SQS and SNS batch calls with the single-message action.
 IAM_ACTION_OF_API = {
+    "sns:PublishBatch": "sns:Publish",
     "sqs:SendMessageBatch": "sqs:SendMessage",
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
@@ -360,3 +361,11 @@ def test_functions_that_import_powertools_get_its_settings() -> None:
     for name in FUNCTION_NAMES:
         if imports_module(closure(name), "aws_lambda_powertools"):
             assert "POWERTOOLS_SERVICE_NAME" in FUNCTIONS[name]["Environment"]["Variables"]
+
+
+def test_role_timeouts_stored_on_deploy_equal_the_functions_timeouts() -> None:
+    template = load_template()
+    schema = template["Resources"]["DatabaseSchema"]["Properties"]
+    app_env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert schema["RoleStatementTimeoutMs"] == app_env["DB_STATEMENT_TIMEOUT_MS"]
+    assert schema["RoleLockTimeoutMs"] == app_env["DB_LOCK_TIMEOUT_MS"]
