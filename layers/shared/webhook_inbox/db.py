@@ -124,12 +124,22 @@ def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycop
         )
 
 
-def set_role_timeouts(conn: psycopg.Connection[Any]) -> None:
-    """Make the configured timeouts the connecting role's defaults (for use behind RDS Proxy).
+def set_role_timeouts(
+    conn: psycopg.Connection[Any],
+    *,
+    statement_ms: int | None = None,
+    lock_ms: int | None = None,
+) -> None:
+    """Make the timeouts (default: this process's settings) the connecting role's defaults.
 
-    Any role may set its own defaults; they apply to sessions opened afterwards.
+    For use behind RDS Proxy, which refuses per-connection options. Any role may set its own
+    defaults; they apply to sessions opened afterwards.
     """
-    statement_ms, lock_ms = session_timeouts_ms()
+    configured_statement_ms, configured_lock_ms = session_timeouts_ms()
+    statement_ms = configured_statement_ms if statement_ms is None else statement_ms
+    lock_ms = configured_lock_ms if lock_ms is None else lock_ms
+    if statement_ms <= 0 or lock_ms <= 0:
+        raise ConfigurationError("role timeouts must be positive")
     with translate():
         conn.execute(
             sql.SQL("ALTER ROLE CURRENT_USER SET statement_timeout = {}").format(

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Offline checks of template.yaml and the SAM build, each tool in its own virtualenv
+# (aws-sam-cli and checkov pin conflicting versions of shared dependencies):
+#   sam validate --lint, sam validate --region, cfn-lint, checkov --skip-download, sam build,
+#   then an inspection of the build (layer precompiled for 3.13, no dependencies in functions).
+# Needs python3.13 (the Lambda runtime's version) and make; no Docker, no AWS account.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TOOLS_DIR=${TOOLS_DIR:-.venv-tools}
+REGION=${AWS_REGION:-us-east-1}
+export SAM_CLI_TELEMETRY=0
+
+find_python313() {
+    # pyenv shims exist for every installed version but fail unless it is selected: only take
+    # an interpreter that runs, and hand out its real path (sam build searches PATH for it).
+    if python3.13 -c '' >/dev/null 2>&1; then python3.13 -c 'import sys; print(sys.executable)'; return; fi
+    if command -v pyenv >/dev/null 2>&1; then
+        local version
+        version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.|$)' | tail -n1 || true)
+        if [ -n "$version" ] && [ -x "$(pyenv prefix "$version")/bin/python3.13" ]; then
+            echo "$(pyenv prefix "$version")/bin/python3.13"; return
+        fi
+    fi
+    echo "python3.13 not found: sam build needs the Lambda runtime's Python on PATH" >&2
+    return 1
+}
+
+PY313=$(find_python313)
+# sam build looks up python3.13 on PATH, and the layer Makefile compiles with it.
+export PATH="$(dirname "$PY313"):$PATH"
+echo "== python for sam build: $("$PY313" --version) at $PY313"
+
+install_tool() {  # install_tool NAME PIP-SPEC...
+    local name=$1; shift
+    if [ ! -x "$TOOLS_DIR/$name/bin/python" ]; then
+        "$PY313" -m venv "$TOOLS_DIR/$name"
+    fi
+    "$TOOLS_DIR/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+}
+
+echo "== installing tools into $TOOLS_DIR/ (one virtualenv each)"
+mkdir -p "$TOOLS_DIR"
+pids=()
+install_tool sam aws-sam-cli >"$TOOLS_DIR/sam.log" 2>&1 & pids+=($!)
+install_tool checkov checkov >"$TOOLS_DIR/checkov.log" 2>&1 & pids+=($!)
+install_tool cfn-lint cfn-lint >"$TOOLS_DIR/cfn-lint.log" 2>&1 & pids+=($!)
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+if [ "$failed" -ne 0 ]; then
+    tail -n 20 "$TOOLS_DIR"/*.log >&2
+    exit 1
+fi
+SAM="$TOOLS_DIR/sam/bin/sam"
+echo "   $("$SAM" --version); checkov $("$TOOLS_DIR/checkov/bin/checkov" --version); $("$TOOLS_DIR/cfn-lint/bin/cfn-lint" --version)"
+
+# Offline: no credentials are needed, and none may be used.
+export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
+unset AWS_PROFILE AWS_SESSION_TOKEN
+
+echo "== sam validate --lint";            "$SAM" validate --lint --template template.yaml
+echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template template.yaml
+echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" template.yaml
+echo "== checkov"
+"$TOOLS_DIR/checkov/bin/checkov" -f template.yaml --framework cloudformation --skip-download \
+    --quiet --compact
+echo "== sam build"
+"$SAM" build --template template.yaml --build-dir .aws-sam/build
+echo "== inspecting the build"
+"$PY313" infra/inspect_build.py .aws-sam/build

@@ -1,0 +1,86 @@
+"""Check what `sam build` produced, beyond "it built" (stdlib only; run by infra/check-template.sh).
+
+- The layer ships bytecode for the runtime's Python (cpython-313) next to every module, in
+  unchecked-hash mode, so nothing is compiled at cold start on Lambda's read-only file system.
+- Its native wheels are for arm64 (the functions' architecture), not the build host's.
+- Function packages carry only their own entry point: every dependency comes from the layer once.
+- Everything fits Lambda's 250 MB unzipped limit for a function plus its layers.
+
+Usage: python infra/inspect_build.py .aws-sam/build
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+LAYER = "SharedLayer"
+FUNCTIONS = ("IngestFunction", "ProcessorFunction", "SweeperFunction", "MigrationsFunction")
+UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
+ELF_MACHINE_AARCH64 = 0xB7
+PYC_FLAG_HASH_BASED = 0b01
+PYC_FLAG_CHECK_SOURCE = 0b10
+
+
+def size_of(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def check_layer(site: Path) -> list[str]:
+    problems = []
+    package = site / "webhook_inbox"
+    if not package.is_dir():
+        return [f"{package} is missing"]
+    sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"
+        if not pyc.is_file():
+            problems.append(f"no cpython-313 bytecode for {source.relative_to(site)}")
+            continue
+        flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+        if not flags & PYC_FLAG_HASH_BASED or flags & PYC_FLAG_CHECK_SOURCE:
+            problems.append(f"{pyc.relative_to(site)} is not unchecked-hash bytecode")
+    native = list(site.rglob("*.so"))
+    if not native:
+        problems.append("no native extension found (psycopg_binary should bring some)")
+    for lib in native:
+        header = lib.read_bytes()[:20]
+        if header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") != (
+            ELF_MACHINE_AARCH64
+        ):
+            problems.append(f"{lib.relative_to(site)} is not an arm64 (aarch64) binary")
+    print(
+        f"layer: {len(sources)} modules, all with cpython-313 unchecked-hash bytecode; "
+        f"{len(native)} arm64 native libraries; {size_of(site) / 1e6:.1f} MB unzipped"
+    )
+    return problems
+
+
+def check_function(root: Path) -> list[str]:
+    problems = []
+    if not (root / "app.py").is_file():
+        problems.append(f"{root.name}: app.py is missing")
+    extra = [p.name for p in root.iterdir() if p.name not in {"app.py", "__pycache__"}]
+    if extra:
+        problems.append(f"{root.name}: carries more than its entry point: {sorted(extra)}")
+    return problems
+
+
+def main(build_dir: str) -> int:
+    build = Path(build_dir)
+    problems = check_layer(build / LAYER / "python")
+    layer_bytes = size_of(build / LAYER)
+    for name in FUNCTIONS:
+        problems += check_function(build / name)
+        total = layer_bytes + size_of(build / name)
+        if total > UNZIPPED_LIMIT_BYTES:
+            problems.append(f"{name} with its layer is {total / 1e6:.0f} MB unzipped (limit 250)")
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"functions: {', '.join(FUNCTIONS)} carry only app.py")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ".aws-sam/build"))

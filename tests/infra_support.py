@@ -1,0 +1,373 @@
+"""Read template.yaml and scan the code, so infra tests compare facts instead of restating them.
+
+- :func:`load_template` parses the SAM template with CloudFormation's short tags (``!Ref``…).
+- :func:`resolve` evaluates intrinsic functions for a chosen set of parameter values.
+- :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
+  (deferred imports inside functions included), which is the code that function can run.
+- :func:`env_reads`, :func:`string_constants`, :func:`boto3_usage` scan that code's AST.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_PATH = ROOT / "template.yaml"
+PACKAGE_DIR = ROOT / "layers" / "shared" / "webhook_inbox"
+
+
+# --- the template ------------------------------------------------------------------------
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """YAML loader turning ``!Ref x`` into ``{"Ref": x}``, ``!GetAtt a.b`` into ``Fn::GetAtt``."""
+
+
+def _construct_intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    key = suffix if suffix in ("Ref", "Condition") else f"Fn::{suffix}"
+    return {key: value}
+
+
+_CfnLoader.add_multi_constructor("!", _construct_intrinsic)
+
+
+@functools.cache
+def load_template() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.load(TEMPLATE_PATH.read_text(), Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+    return loaded
+
+
+def resources_of_type(kind: str) -> dict[str, dict[str, Any]]:
+    return {name: res for name, res in load_template()["Resources"].items() if res["Type"] == kind}
+
+
+def serverless_functions() -> dict[str, dict[str, Any]]:
+    """Each AWS::Serverless::Function's properties with the template's Globals merged in."""
+    template = load_template()
+    globals_ = template.get("Globals", {}).get("Function", {})
+    merged = {}
+    for name, res in resources_of_type("AWS::Serverless::Function").items():
+        props = dict(globals_)
+        props.update(res["Properties"])
+        env = dict(globals_.get("Environment", {}).get("Variables", {}))
+        env.update(res["Properties"].get("Environment", {}).get("Variables", {}))
+        props["Environment"] = {"Variables": env}
+        merged[name] = props
+    return merged
+
+
+def function_dir(props: Mapping[str, Any]) -> Path:
+    return ROOT / str(props["CodeUri"]).rstrip("/")
+
+
+def function_entry(props: Mapping[str, Any]) -> tuple[Path, str]:
+    """(path of the handler's module, handler attribute) as the Lambda runtime resolves them."""
+    module, attribute = str(props["Handler"]).rsplit(".", 1)
+    return function_dir(props) / (module.replace(".", "/") + ".py"), attribute
+
+
+def parameter_defaults() -> dict[str, Any]:
+    return {
+        name: spec.get("Default") for name, spec in load_template().get("Parameters", {}).items()
+    }
+
+
+@dataclass
+class Resolver:
+    """Evaluates intrinsics for given parameter values; resource refs come from ``refs``."""
+
+    parameters: Mapping[str, Any]
+    refs: Mapping[str, Any]
+    stack_name: str = "webhook-inbox"
+    region: str = "us-east-1"
+    account: str = "123456789012"
+
+    def pseudo(self, name: str) -> Any:
+        return {
+            "AWS::StackName": self.stack_name,
+            "AWS::Region": self.region,
+            "AWS::AccountId": self.account,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::NoValue": None,
+        }[name]
+
+    def ref(self, name: str) -> Any:
+        if name.startswith("AWS::"):
+            return self.pseudo(name)
+        if name in self.parameters:
+            return self.parameters[name]
+        if name in self.refs:
+            return self.refs[name]
+        raise KeyError(f"no test value for !Ref {name}")
+
+    def condition(self, name: str) -> bool:
+        return bool(self.resolve(load_template()["Conditions"][name]))
+
+    def resolve(self, value: Any) -> Any:  # noqa: PLR0911, PLR0912 - one branch per intrinsic
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) != 1:
+            return {k: self.resolve(v) for k, v in value.items()}
+        ((key, arg),) = value.items()
+        if key == "Ref":
+            return self.ref(arg)
+        if key == "Condition":
+            return self.condition(arg)
+        if key == "Fn::If":
+            name, when_true, when_false = arg
+            return self.resolve(when_true if self.condition(name) else when_false)
+        if key == "Fn::Equals":
+            left, right = (self.resolve(v) for v in arg)
+            return str(left) == str(right)
+        if key == "Fn::Not":
+            return not self.resolve(arg[0])
+        if key == "Fn::And":
+            return all(self.resolve(v) for v in arg)
+        if key == "Fn::Or":
+            return any(self.resolve(v) for v in arg)
+        if key == "Fn::Join":
+            separator, items = arg
+            return separator.join(str(v) for v in self.resolve(items))
+        if key == "Fn::GetAtt":
+            target = ".".join(arg)
+            if target in self.refs:
+                return self.refs[target]
+            raise KeyError(f"no test value for !GetAtt {target}")
+        if key == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else arg
+            resolved = {k: self.resolve(v) for k, v in variables.items()}
+            out = text
+            for name in _sub_names(text):
+                if name in resolved:
+                    replacement = resolved[name]
+                elif "." in name:
+                    replacement = self.resolve({"Fn::GetAtt": name.split(".", 1)})
+                else:
+                    replacement = self.ref(name)
+                out = out.replace("${" + name + "}", str(replacement))
+            return out
+        return {key: self.resolve(arg)}
+
+
+def _sub_names(text: str) -> list[str]:
+    names, start = [], 0
+    while (i := text.find("${", start)) != -1:
+        j = text.index("}", i)
+        names.append(text[i + 2 : j])
+        start = j + 1
+    return names
+
+
+def policy_actions(props: Mapping[str, Any]) -> set[str]:
+    """Every IAM action a function's inline policy statements grant, on any condition branch."""
+    actions: set[str] = set()
+
+    def visit(statement: Any) -> None:
+        if isinstance(statement, dict) and "Fn::If" in statement:
+            for branch in statement["Fn::If"][1:]:
+                visit(branch)
+        elif isinstance(statement, dict) and statement.get("Effect") == "Allow":
+            granted = statement["Action"]
+            actions.update([granted] if isinstance(granted, str) else granted)
+
+    for policy in props.get("Policies", []):
+        if isinstance(policy, dict):
+            for statement in policy.get("Statement", []):
+                visit(statement)
+    return actions
+
+
+# --- the code ----------------------------------------------------------------------------
+
+
+def _module_path(dotted: str) -> Path | None:
+    """File of a ``webhook_inbox[.x[.y]]`` module, or None when it is not a module of ours."""
+    parts = dotted.split(".")
+    if parts[0] != "webhook_inbox":
+        return None
+    base = PACKAGE_DIR.joinpath(*parts[1:])
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _dotted_name_of(path: Path) -> str:
+    relative = path.relative_to(PACKAGE_DIR.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    inside_package = PACKAGE_DIR in path.parents
+    current = _dotted_name_of(path) if inside_package else ""
+    is_package_init = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = current.split(".")
+                drop = node.level - 1 if is_package_init else node.level
+                anchor = anchor[: len(anchor) - drop] if drop else anchor
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            # `from webhook_inbox import db` imports the submodule webhook_inbox.db
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def module_closure(entry: Path) -> list[Path]:
+    """``entry`` plus every webhook_inbox module it can import, directly or transitively."""
+    seen: dict[Path, None] = {entry: None}
+    queue = [entry]
+    while queue:
+        path = queue.pop()
+        for dotted in _imported_modules(path):
+            parts = dotted.split(".")
+            # importing a.b.c runs a/__init__, a/b/__init__ too
+            for depth in range(1, len(parts) + 1):
+                module = _module_path(".".join(parts[:depth]))
+                if module is not None and module not in seen:
+                    seen[module] = None
+                    queue.append(module)
+    return list(seen)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def _callee_name(node: ast.Call) -> str:
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return ""
+
+
+def env_reads(paths: Iterable[Path]) -> set[str]:
+    """Environment variable names the code reads with a literal name.
+
+    ``os.environ[...]``, ``os.environ.get(...)``, ``os.getenv(...)``, and helper calls whose name
+    says they read the environment (``_int_env("X", …)``, ``env_str("X")``…).
+    """
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            key: ast.AST | None = None
+            if isinstance(node, ast.Subscript) and _is_environ(node.value):
+                key = node.slice
+            elif isinstance(node, ast.Call) and node.args:
+                callee = _callee_name(node)
+                on_environ = isinstance(node.func, ast.Attribute) and _is_environ(node.func.value)
+                if (on_environ and callee in {"get", "setdefault", "pop"}) or (
+                    "env" in callee.lower() and not on_environ
+                ):
+                    key = node.args[0]
+            if (
+                isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+                and (key.value.isupper() or "_" in key.value)
+            ):
+                names.add(key.value)
+    return names
+
+
+def string_constants(paths: Iterable[Path]) -> set[str]:
+    found: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.add(node.value)
+    return found
+
+
+def imports_module(paths: Iterable[Path], top_level: str) -> bool:
+    return any(
+        name == top_level or name.startswith(top_level + ".")
+        for path in paths
+        for name in _imported_modules(path)
+    )
+
+
+@dataclass
+class Boto3Usage:
+    services: set[str]
+    called_methods: set[str]
+
+
+def boto3_usage(paths: Iterable[Path]) -> Boto3Usage:
+    """Services passed to ``….client("name")`` (or a wrapper named ``*_client``) and every
+    method name called anywhere."""
+    services: set[str] = set()
+    methods: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = _callee_name(node)
+            methods.add(callee)
+            first = node.args[0] if node.args else None
+            if (
+                callee.endswith("client")
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
+                services.add(first.value)
+            for keyword in node.keywords:  # client(service_name="sqs")
+                if (
+                    callee.endswith("client")
+                    and keyword.arg == "service_name"
+                    and isinstance(keyword.value, ast.Constant)
+                ):
+                    services.add(str(keyword.value.value))
+    return Boto3Usage(services, methods)
+
+
+def is_placeholder(app_path: Path, attribute: str = "handler") -> bool:
+    """True while functions/<name>/app.py is the foundation's stub (its handler only raises
+    NotImplementedError): the function's own issue has not landed on this branch yet."""
+    tree = ast.parse(app_path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == attribute:
+            body = [
+                stmt
+                for stmt in node.body
+                if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+            ]
+            if len(body) != 1 or not isinstance(body[0], ast.Raise):
+                return False
+            raised = body[0].exc
+            if isinstance(raised, ast.Call):
+                raised = raised.func
+            return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False

@@ -1,0 +1,192 @@
+"""The DatabaseSchema custom resource: migrate on Create/Update, no-op Delete, always answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.infra.conftest import ResponseRecorder
+from tests.support import FakeLambdaContext, load_event, load_function
+from webhook_inbox import custom_resource, db
+from webhook_inbox.migrate import available_migrations
+
+UNREACHABLE_DB = "postgresql://migrator:s3cr3t-pw@127.0.0.1:1/nothing?connect_timeout=2"
+
+
+@pytest.fixture
+def app(pg_server: Any) -> Iterator[Any]:
+    yield load_function("migrations")
+    # The create request stores role timeouts; the role is shared by every test database.
+    with pg_server.admin() as admin:
+        admin.execute("ALTER ROLE CURRENT_USER RESET statement_timeout")
+        admin.execute("ALTER ROLE CURRENT_USER RESET lock_timeout")
+
+
+def request(kind: str, url: str, **extra: Any) -> dict[str, Any]:
+    event = load_event("migrations-create")
+    event.update(RequestType=kind, ResponseURL=url, **extra)
+    return event
+
+
+def latest_version() -> str:
+    return available_migrations()[-1].version
+
+
+def test_create_applies_every_migration_and_answers_success(
+    app: Any,
+    empty_database_url: str,
+    response_url: ResponseRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", empty_database_url)
+    db.reset_for_tests()
+
+    app.handler(request("Create", response_url.url), FakeLambdaContext())
+
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "SUCCESS"
+    assert answer["PhysicalResourceId"] == "webhook-inbox-schema"
+    assert answer["RequestId"] == "11111111-2222-3333-4444-555555555555"
+    assert answer["LogicalResourceId"] == "DatabaseSchema"
+    assert answer["StackId"].startswith("arn:aws:cloudformation:")
+    assert answer["Data"]["AppliedNow"] == ",".join(m.version for m in available_migrations())
+    assert answer["Data"]["SchemaVersion"] == latest_version()
+    # The pre-signed URL was signed for an empty content type.
+    assert response_url.requests[0]["content_type"] == ""
+    assert response_url.requests[0]["path"].startswith("/cfn-response?X-Amz-Signature=")
+    with psycopg.connect(empty_database_url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY 1")]
+        assert versions == [m.version for m in available_migrations()]
+        assert conn.execute("SELECT to_regclass('webhook_events') IS NOT NULL").fetchone() == (
+            True,
+        )
+    # The application's timeouts became the role's defaults (RDS Proxy refuses options).
+    monkeypatch.setenv("DB_STARTUP_OPTIONS", "off")
+    with db.connect(empty_database_url) as fresh:
+        assert fresh.execute("SHOW statement_timeout").fetchone() == ("5s",)
+        assert fresh.execute("SHOW lock_timeout").fetchone() == ("2s",)
+
+
+def test_update_is_idempotent_and_keeps_the_physical_id(
+    app: Any,
+    database_url: str,
+    response_url: ResponseRecorder,
+) -> None:
+    event = request("Update", response_url.url, PhysicalResourceId="webhook-inbox-schema")
+    app.handler(event, FakeLambdaContext())
+    app.handler(event, FakeLambdaContext())
+
+    answers = response_url.bodies()
+    assert [a["Status"] for a in answers] == ["SUCCESS", "SUCCESS"]
+    assert {a["PhysicalResourceId"] for a in answers} == {"webhook-inbox-schema"}
+    assert [a["Data"]["AppliedNow"] for a in answers] == ["", ""]
+    assert answers[0]["Data"]["SchemaVersion"] == latest_version()
+
+
+def test_delete_answers_success_without_touching_the_database(
+    app: Any, response_url: ResponseRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unreachable database proves Delete never connects (it would answer FAILED otherwise).
+    monkeypatch.setenv("DATABASE_URL", UNREACHABLE_DB)
+    db.reset_for_tests()
+    event = request("Delete", response_url.url, PhysicalResourceId="webhook-inbox-schema")
+
+    app.handler(event, FakeLambdaContext())
+
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "SUCCESS"
+    assert answer["PhysicalResourceId"] == "webhook-inbox-schema"
+
+
+def test_unreachable_database_answers_failed_without_leaking_the_password(
+    app: Any, response_url: ResponseRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", UNREACHABLE_DB)
+    db.reset_for_tests()
+
+    started = time.monotonic()
+    app.handler(request("Create", response_url.url), FakeLambdaContext())
+
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"].startswith("StoreUnavailable")
+    assert "s3cr3t-pw" not in response_url.requests[0]["body"]
+    assert time.monotonic() - started < 10
+
+
+def test_an_edited_applied_migration_fails_the_deploy(
+    app: Any,
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    response_url: ResponseRecorder,
+) -> None:
+    conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = '0001'")
+
+    app.handler(request("Update", response_url.url), FakeLambdaContext())
+
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "FAILED"
+    assert "MigrationError" in answer["Reason"]
+    assert len(answer["Reason"]) <= custom_resource.MAX_REASON_CHARS
+
+
+def test_the_watchdog_answers_failed_before_the_lambda_times_out(
+    response_url: ResponseRecorder,
+) -> None:
+    release = threading.Event()
+
+    def slow_action(_props: Any) -> dict[str, str]:
+        release.wait(timeout=10)
+        return {"late": "yes"}
+
+    # 5 s margin + 0.5 s: the watchdog fires about half a second in.
+    context = FakeLambdaContext(remaining_ms=int((custom_resource.WATCHDOG_MARGIN_S + 0.5) * 1000))
+    worker = threading.Thread(
+        target=custom_resource.run,
+        args=(request("Create", response_url.url), context),
+        kwargs={"on_create_or_update": slow_action, "physical_id": "p"},
+    )
+    worker.start()
+    try:
+        assert response_url.arrived.wait(timeout=5), "no answer before the Lambda timeout"
+        (answer,) = response_url.bodies()
+        assert answer["Status"] == "FAILED"
+        assert "timed out" in answer["Reason"]
+    finally:
+        release.set()
+        worker.join(timeout=10)
+    # The action finishing later must not send a second, contradicting answer.
+    assert [a["Status"] for a in response_url.bodies()] == ["FAILED"]
+
+
+def test_a_failed_response_put_is_retried(response_url: ResponseRecorder) -> None:
+    response_url.fail_next = 1
+
+    custom_resource.run(
+        request("Create", response_url.url),
+        FakeLambdaContext(),
+        on_create_or_update=lambda _props: {"ok": "1"},
+        physical_id="p",
+    )
+
+    assert [r["status"] for r in response_url.requests] == [500, 200]
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "SUCCESS"
+    assert answer["Data"] == {"ok": "1"}
+
+
+def test_an_unknown_request_type_answers_failed(response_url: ResponseRecorder) -> None:
+    custom_resource.run(
+        request("Upgrade", response_url.url),
+        FakeLambdaContext(),
+        on_create_or_update=lambda _props: None,
+        physical_id="p",
+    )
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "FAILED"
+    assert "RequestType" in answer["Reason"]
