@@ -508,11 +508,30 @@ class Chaos:
                 restarts_left -= 1
                 next_restart = now + 8.0
 
+    def _busy_processors(self) -> list[str]:
+        """Processor workers holding leases right now (their owner is "<name>:<request id>")."""
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=1) as conn:
+                owners = conn.execute(
+                    "SELECT DISTINCT split_part(lease_owner, ':', 1) FROM webhook_events"
+                    " WHERE status = 'processing' AND lease_expires_at > now()"
+                ).fetchall()
+        except psycopg.OperationalError:
+            return []
+        running = set(self.workers.running("processor"))
+        return sorted(running & {owner for (owner,) in owners})
+
     def _kill_processor(self) -> None:
         running = self.workers.running("processor")
         if not running:
             return
-        victim = self.rng.choice(running)
+        # Prefer a worker caught mid-batch: poll briefly for one that holds leases.
+        deadline = time.monotonic() + 1.0
+        busy = self._busy_processors()
+        while not busy and time.monotonic() < deadline:
+            time.sleep(0.02)
+            busy = self._busy_processors()
+        victim = self.rng.choice(busy or running)
         self.workers.kill(victim)
         self.killed.append(victim)
         self.report.faults["sigkill"] += 1

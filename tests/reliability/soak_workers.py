@@ -189,9 +189,22 @@ def run_processor(control: Control) -> None:
 
 
 def run_sweeper(control: Control) -> None:
+    import dataclasses
+
+    from webhook_inbox.sweeper import SweeperConfig
+
     app = load_function("sweeper")
     interval = float(os.environ.get("SOAK_SWEEP_INTERVAL_S", "1"))
-    timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "20"))
+    timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "6"))
+    # The same time compression as the processors': a minute-scale schedule, half-minute lease
+    # margins and a 15-minute "message lost" threshold become seconds.
+    app._config = dataclasses.replace(
+        SweeperConfig.from_env(),
+        reenqueue_stale_seconds=15.0,
+        safety_margin_ms=1500,
+        measure_reserve_ms=500,
+        outbox_lease_margin_s=2.0,
+    )
     name = os.environ.get("SOAK_WORKER_NAME", f"sweeper-{os.getpid()}")
     while not control.stopping():
         context = DeadlineContext(function_name=name, timeout_s=timeout_s)
