@@ -157,6 +157,8 @@ class Result:
 
 
 def measure(url: str, *, messages: int, rounds: int, latencies_ms: list[float]) -> list[Result]:
+    seed(url, min(messages, 200))  # warm-up: caches, plans, connections; not counted
+    drain(url, 1, 0.0)
     results = []
     for latency_ms in latencies_ms:
         by_sweepers = {1: Result(latency_ms, 1, []), 2: Result(latency_ms, 2, [])}
