@@ -204,8 +204,11 @@ class Bench:
         def prepare() -> None:
             self.connections("webhook-inbox-ingest").autocommit = True
 
-        with quiet_output():
-            return run_threads(shard(deliveries, concurrency), prepare, deliver)
+        try:
+            with quiet_output():
+                return run_threads(shard(deliveries, concurrency), prepare, deliver)
+        finally:
+            self.connections.close_all()  # the threads are gone; their connections go too
 
     def baseline_run(self, deliveries: list[Delivery], concurrency: int, expect_new: bool) -> Run:
         sql = self.claim_sql
@@ -220,7 +223,10 @@ class Bench:
             if row is None or row[3] is not expect_new:
                 raise AssertionError("baseline claim returned an unexpected row")
 
-        return run_threads(shard(deliveries, concurrency), prepare, deliver)
+        try:
+            return run_threads(shard(deliveries, concurrency), prepare, deliver)
+        finally:
+            self.connections.close_all()
 
     def wire_counts(self) -> dict[str, tuple[float, float]]:
         """Round trips and commits per delivery, new and duplicate, handler and baseline."""
