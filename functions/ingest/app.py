@@ -1,9 +1,82 @@
-"""Ingest Lambda entry point — owned by its own issue; this placeholder only fixes the layout."""
+"""Ingest Lambda: ``POST /webhooks/{provider}`` from API Gateway REST (v1), HTTP API (v2) or a
+Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest``; this module only
+wires the AWS client, logs and metrics.
+
+Kept lean for cold starts: no Tracer, Parameters or pydantic; boto3 is imported on the first
+delivery that needs it (a new event to enqueue), not at import time.
+"""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from webhook_inbox import ingest
+
+logger = Logger()
+
+_client_lock = threading.Lock()
+_sqs: Any = None
+
+
+def sqs_client() -> Any:
+    """The process's SQS client, created on first use (boto3 session creation is not
+    thread-safe, hence the lock)."""
+    global _sqs  # noqa: PLW0603 - one client per execution environment
+    with _client_lock:
+        if _sqs is None:
+            import boto3
+
+            _sqs = boto3.client("sqs")
+        return _sqs
+
+
+def reset_clients() -> None:
+    """Forget the cached client (tests start a fresh moto mock per case)."""
+    global _sqs  # noqa: PLW0603
+    with _client_lock:
+        _sqs = None
+
+
+def _emit(name: str, outcome: ingest.Outcome) -> None:
+    # single_metric flushes its own EMF document: no state shared between concurrent requests,
+    # and each metric carries only its own bounded dimensions.
+    with single_metric(name=name, unit=MetricUnit.Count, value=1) as metric:
+        if outcome.provider:
+            metric.add_dimension(name="provider", value=outcome.provider)
+        if name == "Rejected" and outcome.reason:
+            metric.add_dimension(name="reason", value=outcome.reason)
+
+
+def observe(outcome: ingest.Outcome, context: Any) -> None:
+    fields = {
+        "outcome": outcome.outcome,
+        "status": outcome.status,
+        "provider": outcome.provider,
+        "event_id": outcome.event_id,
+        "event_type": outcome.event_type,
+        "delivery_id": outcome.delivery_id,
+        "row_id": outcome.row_id,
+        "reason": outcome.reason,
+        "detail": outcome.detail,
+        "duration_ms": outcome.duration_ms,
+        "request_id": getattr(context, "aws_request_id", None),
+    }
+    fields = {k: v for k, v in fields.items() if v is not None}
+    if outcome.status >= 500 or outcome.enqueue_failed:
+        logger.error("delivery", extra=fields)
+    elif outcome.status >= 400:
+        logger.warning("delivery", extra=fields)
+    else:
+        logger.info("delivery", extra=fields)
+    for name in filter(None, [outcome.metric, *outcome.extra_metrics]):
+        _emit(name, outcome)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    raise NotImplementedError("the ingest function is not built yet")
+    outcome = ingest.handle(event, sqs_client=sqs_client)
+    observe(outcome, context)
+    return outcome.response()

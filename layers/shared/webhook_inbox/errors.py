@@ -96,3 +96,11 @@ class PermanentEventError(EventError):
     """Retrying cannot help (validation failure, unsupported schema version): dead-letter now."""
 
     kind = "permanent"
+
+
+class SignatureMismatch(AuthenticationFailed):
+    """A well-formed signature that no active secret reproduces (may warrant a secret refresh)."""
+
+
+class SecretUnavailable(WebhookInboxError):
+    """A provider secret could not be read (Secrets Manager down, throttled, or missing)."""

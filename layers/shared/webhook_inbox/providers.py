@@ -1,0 +1,344 @@
+"""The provider registry: which providers a deployment accepts, their schemes and secrets.
+
+Configured by one JSON document in ``PROVIDERS_CONFIG`` or a file named by
+``PROVIDERS_CONFIG_FILE`` (JSON, or TOML when the name ends in ``.toml``), parsed and validated
+once per process::
+
+    {"providers": {
+        "stripe": {"scheme": "stripe",
+                   "secrets": [{"secret_arn": "arn:aws:secretsmanager:…"}],
+                   "tolerance_seconds": 300},
+        "acme":   {"scheme": "hmac-sha256",
+                   "secrets": [{"env": "ACME_SECRET"}, {"value": "dev-only"}],
+                   "options": {"signature_header": "X-Acme-Signature"}}}}
+
+Each secret is ``{"env": NAME}``, ``{"value": "…"}`` (local use) or ``{"secret_arn": ARN}``
+(optionally with ``"json_key"`` when the secret string is a JSON object). Several secrets are
+all accepted (rotation); the first one signs (:func:`sign_delivery`). Secrets Manager values are
+cached for five minutes; a signature that no cached secret reproduces may force one refresh,
+at most once a minute per secret, so bad traffic cannot hammer Secrets Manager.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webhook_inbox import schemes
+from webhook_inbox.errors import ConfigurationError, SecretUnavailable, SignatureMismatch
+
+PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+SECRET_TTL_S = 300.0
+FORCED_REFRESH_INTERVAL_S = 60.0
+MAX_TOLERANCE_S = 86_400
+
+_PROVIDER_KEYS = frozenset({"scheme", "secrets", "tolerance_seconds", "options"})
+
+
+# --- secrets -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where one secret comes from: ``env``, ``value`` or ``secret_arn``."""
+
+    kind: str
+    ref: str
+    json_key: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> SecretRef:
+        if not isinstance(raw, Mapping):
+            raise ConfigurationError(f"{where}: each secret is an object")
+        kinds = [k for k in ("env", "value", "secret_arn") if k in raw]
+        extra = set(raw) - {"env", "value", "secret_arn", "json_key"}
+        if len(kinds) != 1 or extra:
+            raise ConfigurationError(f"{where}: a secret has exactly one of env, value, secret_arn")
+        kind = kinds[0]
+        ref = raw[kind]
+        json_key = raw.get("json_key")
+        if not isinstance(ref, str) or not ref:
+            raise ConfigurationError(f"{where}: {kind} must be a non-empty string")
+        if json_key is not None and (kind != "secret_arn" or not isinstance(json_key, str)):
+            raise ConfigurationError(f"{where}: json_key is a string, only with secret_arn")
+        return cls(kind, ref, json_key)
+
+
+class _ManagedSecrets:
+    """Secrets Manager values cached per ARN, shared by every provider in the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, str | None], tuple[float, str]] = {}
+        self._last_forced: dict[tuple[str, str | None], float] = {}
+        self._client: Any = None
+
+    def _fetch(self, arn: str, json_key: str | None) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if self._client is None:
+            import boto3  # deferred: only deployments that use Secrets Manager pay for it
+
+            self._client = boto3.client("secretsmanager")
+        try:
+            raw: str = self._client.get_secret_value(SecretId=arn)["SecretString"]
+        except (BotoCoreError, ClientError, KeyError) as exc:
+            raise SecretUnavailable(f"cannot read provider secret: {type(exc).__name__}") from exc
+        if json_key is None:
+            return raw
+        try:
+            value = json.loads(raw)[json_key]
+        except (ValueError, TypeError, KeyError):
+            raise ConfigurationError(f"provider secret has no JSON key {json_key!r}") from None
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(f"provider secret key {json_key!r} is not a string")
+        return value
+
+    def get(self, arn: str, json_key: str | None) -> str:
+        key = (arn, json_key)
+        with self._lock:
+            cached = self._values.get(key)
+            if cached and time.monotonic() - cached[0] < SECRET_TTL_S:
+                return cached[1]
+            try:
+                value = self._fetch(arn, json_key)
+            except SecretUnavailable:
+                if cached:  # serve the last good value while Secrets Manager is unavailable
+                    return cached[1]
+                raise
+            self._values[key] = (time.monotonic(), value)
+            return value
+
+    def force_refresh(self, arn: str, json_key: str | None) -> bool:
+        """Re-read one secret now, unless that was done less than a minute ago."""
+        key = (arn, json_key)
+        with self._lock:
+            now = time.monotonic()
+            last = self._last_forced.get(key)
+            if last is not None and now - last < FORCED_REFRESH_INTERVAL_S:
+                return False
+            self._last_forced[key] = now
+            try:
+                value = self._fetch(arn, json_key)
+            except SecretUnavailable:
+                return False  # keep what we have; the caller answers with the original 401
+            changed = self._values.get(key, (0.0, None))[1] != value
+            self._values[key] = (now, value)
+            return changed
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._last_forced.clear()
+            self._client = None
+
+
+MANAGED_SECRETS = _ManagedSecrets()
+
+
+# --- providers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    scheme: schemes.Scheme
+    secret_refs: tuple[SecretRef, ...]
+    tolerance_seconds: int = schemes.DEFAULT_TOLERANCE_S
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        values = []
+        for ref in self.secret_refs:
+            if ref.kind == "value":
+                value = ref.ref
+            elif ref.kind == "env":
+                value = os.environ.get(ref.ref, "")
+                if not value:
+                    raise ConfigurationError(f"provider {self.name}: ${ref.ref} is not set")
+            else:
+                value = MANAGED_SECRETS.get(ref.ref, ref.json_key)
+            values.append(value)
+        return values
+
+    def verify(self, headers: schemes.Headers, body: bytes, *, now: int) -> schemes.Verified:
+        """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
+        try:
+            return self.scheme.verify(
+                headers, body, self.secrets(), now=now, tolerance=self.tolerance_seconds
+            )
+        except SignatureMismatch:
+            managed = [r for r in self.secret_refs if r.kind == "secret_arn"]
+            refreshed = [MANAGED_SECRETS.force_refresh(r.ref, r.json_key) for r in managed]
+            if not any(refreshed):
+                raise
+        return self.scheme.verify(
+            headers, body, self.secrets(), now=now, tolerance=self.tolerance_seconds
+        )
+
+    def identify(
+        self,
+        headers: schemes.Headers,
+        payload: Mapping[str, Any],
+        verified: schemes.Verified,
+        body: bytes,
+    ) -> schemes.Identity:
+        return self.scheme.identify(headers, payload, verified, body)
+
+
+def _parse_provider(name: str, raw: Any) -> Provider:
+    where = f"provider {name!r}"
+    if not PROVIDER_NAME.fullmatch(name):
+        raise ConfigurationError(f"{where}: names match ^[a-z0-9][a-z0-9_-]{{0,63}}$")
+    if not isinstance(raw, Mapping):
+        raise ConfigurationError(f"{where}: must be an object")
+    unknown = set(raw) - _PROVIDER_KEYS
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown key(s) {sorted(unknown)}")
+    scheme_name = raw.get("scheme")
+    if not isinstance(scheme_name, str):
+        raise ConfigurationError(f"{where}: scheme is required")
+    options = raw.get("options", {})
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"{where}: options must be an object")
+    try:
+        scheme = schemes.build(scheme_name, options)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+    secrets = raw.get("secrets")
+    if not isinstance(secrets, list) or not secrets:
+        raise ConfigurationError(f"{where}: secrets must be a non-empty list")
+    refs = tuple(SecretRef.parse(s, where) for s in secrets)
+    for ref in refs:
+        if ref.kind == "value":
+            scheme.check_secret(ref.ref)
+    tolerance = raw.get("tolerance_seconds", schemes.DEFAULT_TOLERANCE_S)
+    if (
+        not isinstance(tolerance, int)
+        or isinstance(tolerance, bool)
+        or not 1 <= tolerance <= MAX_TOLERANCE_S
+    ):
+        raise ConfigurationError(f"{where}: tolerance_seconds must be 1..{MAX_TOLERANCE_S}")
+    return Provider(name, scheme, refs, tolerance, dict(options))
+
+
+@dataclass(frozen=True)
+class Registry:
+    providers: Mapping[str, Provider]
+
+    def get(self, name: str) -> Provider | None:
+        return self.providers.get(name)
+
+    def __getitem__(self, name: str) -> Provider:
+        provider = self.providers.get(name)
+        if provider is None:
+            raise KeyError(name)
+        return provider
+
+
+def parse_config(document: Any) -> Registry:
+    """Validate a parsed configuration document (see the module docstring)."""
+    if not isinstance(document, Mapping) or set(document) != {"providers"}:
+        raise ConfigurationError('provider config is an object with one key, "providers"')
+    providers = document["providers"]
+    if not isinstance(providers, Mapping):
+        raise ConfigurationError('"providers" maps provider names to their settings')
+    return Registry({name: _parse_provider(name, raw) for name, raw in providers.items()})
+
+
+def load_config_text(text: str, *, toml: bool = False) -> Registry:
+    if toml:
+        import tomllib
+
+        try:
+            document: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"provider config is not TOML: {exc}") from None
+    else:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"provider config is not JSON: {exc}") from None
+    return parse_config(document)
+
+
+_registry_lock = threading.Lock()
+_registry_cache: dict[tuple[str | None, str | None], Registry] = {}
+
+
+def registry() -> Registry:
+    """The deployment's providers, parsed once per configuration (per process)."""
+    key = (os.environ.get("PROVIDERS_CONFIG"), os.environ.get("PROVIDERS_CONFIG_FILE"))
+    with _registry_lock:
+        cached = _registry_cache.get(key)
+        if cached is not None:
+            return cached
+        inline, path = key
+        if inline:
+            loaded = load_config_text(inline)
+        elif path:
+            try:
+                text = Path(path).read_text("utf-8")
+            except OSError as exc:
+                raise ConfigurationError(f"cannot read PROVIDERS_CONFIG_FILE: {exc}") from None
+            loaded = load_config_text(text, toml=path.endswith(".toml"))
+        else:
+            raise ConfigurationError("set PROVIDERS_CONFIG or PROVIDERS_CONFIG_FILE")
+        _registry_cache.clear()
+        _registry_cache[key] = loaded
+        return loaded
+
+
+def sign_delivery(
+    provider: Provider,
+    body: bytes,
+    *,
+    event_id: str | None = None,
+    timestamp: int | None = None,
+    event_type: str | None = None,
+) -> dict[str, str]:
+    """Headers that make ``body`` an authentic delivery from ``provider`` (signed with its
+    first secret), as the provider itself would send them, plus ``Content-Type``.
+
+    ``event_id`` fills the id header for schemes that have one (a random one is made where the
+    scheme signs it); ``timestamp`` defaults to now; ``event_type`` fills the type header for
+    schemes that carry the type outside the body (GitHub ``X-GitHub-Event``, Shopify
+    ``X-Shopify-Topic``, a generic ``type_header``).
+    """
+    secret = provider.secrets()[0]
+    headers = {"Content-Type": "application/json"}
+    headers.update(
+        provider.scheme.sign(
+            secret,
+            body,
+            event_id=event_id,
+            timestamp=int(time.time()) if timestamp is None else timestamp,
+            event_type=event_type,
+        )
+    )
+    return headers
+
+
+def reset_for_tests() -> None:
+    with _registry_lock:
+        _registry_cache.clear()
+    MANAGED_SECRETS.clear()
+
+
+__all__: Sequence[str] = (
+    "PROVIDER_NAME",
+    "Provider",
+    "Registry",
+    "SecretRef",
+    "load_config_text",
+    "parse_config",
+    "registry",
+    "sign_delivery",
+)

@@ -1,0 +1,136 @@
+"""Fixtures for the ingest function: sample providers, a moto queue, a frozen clock, deliver()."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+
+from tests.ingest_support import SHAPES, sample_config_text
+from tests.support import FakeLambdaContext, load_function
+from webhook_inbox import ingest, providers
+
+# Extra providers the tests need beside the shipped sample ones.
+ROTATING_SECRETS = ("whsec_new_rotation_secret", "whsec_old_rotation_secret")
+KAT_SVIX_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+KAT_GITHUB_SECRET = "It's a Secret to Everybody"
+
+
+def providers_config() -> dict[str, Any]:
+    config: dict[str, Any] = json.loads(sample_config_text())
+    extra = {
+        "rotating": {"scheme": "stripe", "secrets": [{"value": s} for s in ROTATING_SECRETS]},
+        "kat-svix": {"scheme": "standard-webhooks", "secrets": [{"value": KAT_SVIX_SECRET}]},
+        "kat-github": {"scheme": "github", "secrets": [{"value": KAT_GITHUB_SECRET}]},
+        "svix-headers": {
+            "scheme": "standard-webhooks",
+            "secrets": config["providers"]["svix"]["secrets"],
+            "options": {"header_prefix": "svix"},
+        },
+    }
+    config["providers"].update(extra)
+    return config
+
+
+def secret_of(name: str, config: dict[str, Any] | None = None) -> str:
+    value: str = (config or providers_config())["providers"][name]["secrets"][0]["value"]
+    return value
+
+
+@pytest.fixture(scope="session")
+def ingest_app() -> ModuleType:
+    return load_function("ingest")
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any
+    raw: dict[str, Any]
+
+
+@dataclass
+class IngestHarness:
+    app: ModuleType
+    queue_url: str
+    sqs: Any
+    now: int
+
+    def deliver(
+        self,
+        provider: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        shape: str = "v2",
+        base64_body: bool = False,
+    ) -> Reply:
+        event = SHAPES[shape](provider, body, headers, base64_body=base64_body)
+        return self.invoke(event)
+
+    def invoke(self, event: Any) -> Reply:
+        raw = self.app.handler(event, FakeLambdaContext())
+        return Reply(raw["statusCode"], json.loads(raw["body"]), raw)
+
+    def sign(self, provider: str, body: bytes, **kwargs: Any) -> dict[str, str]:
+        kwargs.setdefault("timestamp", self.now)
+        return providers.sign_delivery(providers.registry()[provider], body, **kwargs)
+
+    def queued(self) -> list[dict[str, Any]]:
+        """Drain the processing queue (bounded) and return the message bodies."""
+        found: list[dict[str, Any]] = []
+        for _ in range(10):
+            batch = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+            ).get("Messages", [])
+            if not batch:
+                break
+            for message in batch:
+                found.append(json.loads(message["Body"]))
+                self.sqs.delete_message(
+                    QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return found
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def harness(
+    ingest_app: ModuleType,
+    database_url: str,
+    aws: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[IngestHarness]:
+    """DATABASE_URL, PROVIDERS_CONFIG, a moto queue and a frozen clock for one test."""
+    sqs = boto3.client("sqs")
+    queue_url = sqs.create_queue(QueueName="processing")["QueueUrl"]
+    monkeypatch.setenv("PROCESSING_QUEUE_URL", queue_url)
+    monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(providers_config()))
+    monkeypatch.delenv("PROVIDERS_CONFIG_FILE", raising=False)
+    monkeypatch.delenv("MAX_BODY_BYTES", raising=False)
+    now = int(time.time())
+    monkeypatch.setattr(ingest, "current_time", lambda: float(now))
+    providers.reset_for_tests()
+    ingest_app.reset_clients()
+    yield IngestHarness(ingest_app, queue_url, sqs, now)
+    providers.reset_for_tests()
+    ingest_app.reset_clients()
+
+
+def row_count(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM webhook_events").fetchone()
+    assert row is not None
+    return int(row[0])

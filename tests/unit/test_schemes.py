@@ -1,0 +1,295 @@
+"""Signature schemes without I/O: DESIGN §5 known answers, official libraries as oracles both
+ways (they sign → we verify; we sign → they verify), strict decoding, tolerance boundaries."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import standardwebhooks
+import stripe
+import svix.webhooks
+from slack_sdk.signature import SignatureVerifier
+
+from webhook_inbox import schemes
+from webhook_inbox.errors import AuthenticationFailed, ConfigurationError, SignatureMismatch
+from webhook_inbox.providers import load_config_text, parse_config, sign_delivery
+
+SW_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SW_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+SW_TS = 1614265330
+SW_BODY = b'{"test": 2432232314}'
+SW_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+GH_SECRET = "It's a Secret to Everybody"
+GH_BODY = b"Hello, World!"
+GH_HEX = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+
+STRIPE_SECRET = "whsec_test_stripe_secret"
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+
+
+def lower(headers: dict[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items()}
+
+
+# --- known answers ------------------------------------------------------------------------
+
+
+def test_standard_webhooks_known_answer_signs_and_verifies() -> None:
+    scheme = schemes.StandardWebhooks()
+    headers = scheme.sign(SW_SECRET, SW_BODY, event_id=SW_ID, timestamp=SW_TS)
+    assert headers["webhook-signature"] == SW_SIGNATURE
+    verified = scheme.verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+    assert verified.signed_id == SW_ID
+
+
+def test_github_known_answer_signs_and_verifies() -> None:
+    scheme = schemes.GitHub()
+    headers = lower(scheme.sign(GH_SECRET, GH_BODY, event_id=None, timestamp=0))
+    assert headers["x-hub-signature-256"] == f"sha256={GH_HEX}"
+    scheme.verify(headers, GH_BODY, [GH_SECRET], now=0, tolerance=300)
+
+
+def test_shopify_signature_is_base64_hmac_of_the_body() -> None:
+    secret, body = "hush", b'{"id":1}'
+    expected = base64.b64encode(hmac.new(b"hush", body, hashlib.sha256).digest()).decode()
+    headers = lower(schemes.Shopify().sign(secret, body, event_id="w1", timestamp=0))
+    assert headers["x-shopify-hmac-sha256"] == expected
+    schemes.Shopify().verify(headers, body, [secret], now=0, tolerance=300)
+
+
+# --- official libraries as oracles --------------------------------------------------------
+
+
+def test_standardwebhooks_library_and_ours_agree_both_ways() -> None:
+    now = int(time.time())
+    body = b'{"type":"invoice.paid","data":{"n":1}}'
+    theirs = standardwebhooks.Webhook(SW_SECRET).sign(
+        "msg_1", datetime.fromtimestamp(now, tz=UTC), body.decode()
+    )
+    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(now), "webhook-signature": theirs}
+    schemes.StandardWebhooks().verify(headers, body, [SW_SECRET], now=now, tolerance=300)
+    ours = schemes.StandardWebhooks().sign(SW_SECRET, body, event_id="msg_2", timestamp=now)
+    standardwebhooks.Webhook(SW_SECRET).verify(body, ours)
+
+
+def test_svix_library_and_ours_agree_both_ways_with_svix_headers() -> None:
+    now = int(time.time())
+    body = b'{"type":"user.created"}'
+    theirs = svix.webhooks.Webhook(SW_SECRET).sign(
+        "msg_s", datetime.fromtimestamp(now, tz=UTC), body.decode()
+    )
+    headers = {"svix-id": "msg_s", "svix-timestamp": str(now), "svix-signature": theirs}
+    assert (
+        schemes.StandardWebhooks().verify(headers, body, [SW_SECRET], now=now, tolerance=300)
+    ).signed_id == "msg_s"
+    svix_scheme = schemes.StandardWebhooks({"header_prefix": "svix"})
+    ours = svix_scheme.sign(SW_SECRET, body, event_id="msg_t", timestamp=now)
+    assert set(ours) == {"svix-id", "svix-timestamp", "svix-signature"}
+    svix.webhooks.Webhook(SW_SECRET).verify(body, ours)
+
+
+def test_stripe_library_and_ours_agree_both_ways() -> None:
+    now = int(time.time())
+    body = b'{"id":"evt_1","type":"customer.created"}'
+    theirs = stripe.WebhookSignature.generate_signature_header(
+        body.decode(), STRIPE_SECRET, timestamp=now
+    )
+    schemes.Stripe().verify(
+        {"stripe-signature": theirs}, body, [STRIPE_SECRET], now=now, tolerance=300
+    )
+    ours = schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now)
+    assert stripe.WebhookSignature.verify_header(
+        body, ours["Stripe-Signature"], STRIPE_SECRET, tolerance=300
+    )
+
+
+def test_slack_sdk_and_ours_agree_both_ways() -> None:
+    now = int(time.time())
+    body = b'{"type":"event_callback","event_id":"Ev1","event":{"type":"app_mention"}}'
+    verifier = SignatureVerifier(SLACK_SECRET)
+    theirs = verifier.generate_signature(timestamp=str(now), body=body)
+    assert theirs is not None
+    headers = {"x-slack-request-timestamp": str(now), "x-slack-signature": theirs}
+    schemes.Slack().verify(headers, body, [SLACK_SECRET], now=now, tolerance=300)
+    ours = schemes.Slack().sign(SLACK_SECRET, body, event_id=None, timestamp=now)
+    assert verifier.is_valid_request(body, ours)
+
+
+# --- strictness ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        "v1",
+        "v1,",
+        "v1,not-base64!",
+        "v1," + SW_SIGNATURE[3:-1],  # truncated
+        "v1," + SW_SIGNATURE[3:] + "AAAA",  # trailing data
+        "v2," + SW_SIGNATURE[3:],  # only unknown versions
+        " ".join([SW_SIGNATURE] * 17),  # too many entries
+    ],
+)
+def test_standard_webhooks_rejects_malformed_signature_headers(header: str) -> None:
+    headers = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TS), "webhook-signature": header}
+    with pytest.raises(AuthenticationFailed):
+        schemes.StandardWebhooks().verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+
+
+def test_standard_webhooks_accepts_any_v1_entry_and_ignores_other_versions() -> None:
+    header = f"v1a,AAAA v1,{base64.b64encode(b'x' * 32).decode()} {SW_SIGNATURE}"
+    headers = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TS), "webhook-signature": header}
+    schemes.StandardWebhooks().verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "t=1,t=1,v1=" + "0" * 64,  # two timestamps
+        "v1=" + "0" * 64,  # no timestamp
+        "t=abc,v1=" + "0" * 64,
+        "t=1,v1=" + "0" * 63,
+        "t=1,v1=" + "g" * 64,
+        "t=1,v0=" + "0" * 64,  # no v1
+        "t=1;v1=" + "0" * 64,
+    ],
+)
+def test_stripe_rejects_malformed_signature_headers(header: str) -> None:
+    with pytest.raises(AuthenticationFailed):
+        schemes.Stripe().verify(
+            {"stripe-signature": header}, b"{}", [STRIPE_SECRET], now=1, tolerance=300
+        )
+
+
+def test_wrong_secret_is_a_mismatch_not_a_format_error() -> None:
+    headers = lower(schemes.GitHub().sign("right", b"{}", event_id=None, timestamp=0))
+    with pytest.raises(SignatureMismatch):
+        schemes.GitHub().verify(headers, b"{}", ["wrong"], now=0, tolerance=300)
+
+
+@pytest.mark.parametrize("offset", [-300, 300, -301, 301])
+def test_tolerance_is_inclusive_and_applies_both_ways(offset: int) -> None:
+    now = 1_700_000_000
+    body = b'{"id":"evt","type":"t"}'
+    headers = lower(schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now))
+    verify_at = now - offset  # the delivery's timestamp is `offset` seconds from our clock
+    if abs(offset) <= 300:
+        schemes.Stripe().verify(headers, body, [STRIPE_SECRET], now=verify_at, tolerance=300)
+    else:
+        with pytest.raises(AuthenticationFailed) as info:
+            schemes.Stripe().verify(headers, body, [STRIPE_SECRET], now=verify_at, tolerance=300)
+        assert info.value.reason == "stale"
+
+
+def test_generic_hmac_signs_the_configured_template() -> None:
+    scheme = schemes.GenericHmac(
+        {
+            "signature_header": "X-Sig",
+            "encoding": "base64",
+            "prefix": "v1=",
+            "timestamp_header": "X-Ts",
+            "id_header": "X-Id",
+            "signed_content": "{id}:{timestamp}:{body}",
+        }
+    )
+    body = b'{"type":"a"}'
+    headers = scheme.sign("k", body, event_id="e1", timestamp=42)
+    digest = hmac.new(b"k", b"e1:42:" + body, hashlib.sha256).digest()
+    assert headers == {
+        "X-Sig": "v1=" + base64.b64encode(digest).decode(),
+        "X-Ts": "42",
+        "X-Id": "e1",
+    }
+    verified = scheme.verify(lower(headers), body, ["k"], now=42, tolerance=10)
+    identity = scheme.identify(lower(headers), json.loads(body), verified, body)
+    assert (identity.event_id, identity.event_type, identity.delivery_id) == ("e1", "a", None)
+
+
+def test_generic_hmac_unsigned_id_header_is_informational_only() -> None:
+    scheme = schemes.GenericHmac({"signature_header": "X-Sig", "id_header": "X-Id"})
+    body = b'{"type":"a"}'
+    headers = lower(scheme.sign("k", body, event_id="e1", timestamp=0))
+    verified = scheme.verify(headers, body, ["k"], now=0, tolerance=10)
+    identity = scheme.identify(headers, json.loads(body), verified, body)
+    assert identity.event_id == "sha256:" + hashlib.sha256(body).hexdigest()
+    assert identity.delivery_id == "e1"
+
+
+def test_github_type_is_event_header_refined_by_action_and_id_is_the_body_digest() -> None:
+    body = b'{"action":"opened","issue":{"number":1}}'
+    headers = lower(
+        schemes.GitHub().sign("s", body, event_id="d-1", timestamp=0, event_type="issues")
+    )
+    identity = schemes.GitHub().identify(headers, json.loads(body), schemes.Verified(), body)
+    assert identity.event_type == "issues.opened"
+    assert identity.event_id == schemes.body_digest_id(body)
+    assert identity.delivery_id == "d-1"
+
+
+def test_slack_url_verification_is_answered_not_stored() -> None:
+    payload: dict[str, Any] = {"type": "url_verification", "challenge": "abc", "token": "t"}
+    identity = schemes.Slack().identify({}, payload, schemes.Verified(), b"")
+    assert identity.reply == {"challenge": "abc"}
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"providers": []},
+        {"providers": {"Bad Name": {"scheme": "stripe", "secrets": [{"value": "x"}]}}},
+        {"providers": {"p": {"scheme": "nope", "secrets": [{"value": "x"}]}}},
+        {"providers": {"p": {"scheme": "stripe", "secrets": []}}},
+        {"providers": {"p": {"scheme": "stripe", "secrets": [{"value": "x", "env": "Y"}]}}},
+        {"providers": {"p": {"scheme": "stripe", "secrets": [{"value": "x"}], "typo": 1}}},
+        {
+            "providers": {
+                "p": {"scheme": "stripe", "secrets": [{"value": "x"}], "options": {"a": 1}}
+            }
+        },
+        {"providers": {"p": {"scheme": "stripe", "secrets": ["x"]}}},
+        {
+            "providers": {
+                "p": {"scheme": "stripe", "secrets": [{"value": "x"}], "tolerance_seconds": 0}
+            }
+        },
+        {"providers": {"p": {"scheme": "hmac-sha256", "secrets": [{"value": "x"}]}}},
+        {
+            "providers": {
+                "p": {
+                    "scheme": "hmac-sha256",
+                    "secrets": [{"value": "x"}],
+                    "options": {"signature_header": "X-S", "signed_content": "{id}.{body}"},
+                }
+            }
+        },
+        {"providers": {"p": {"scheme": "standard-webhooks", "secrets": [{"value": "whsec_!!"}]}}},
+    ],
+)
+def test_invalid_configurations_are_refused_at_load(config: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        parse_config(config)
+
+
+def test_toml_configuration_is_accepted() -> None:
+    text = """
+[providers.acme]
+scheme = "hmac-sha256"
+secrets = [{ value = "dev-only" }]
+options = { signature_header = "X-Sig", id_path = "id" }
+"""
+    registry = load_config_text(text, toml=True)
+    headers = sign_delivery(registry["acme"], b'{"id":"1","type":"t"}')
+    assert headers["X-Sig"] == hmac.new(b"dev-only", b'{"id":"1","type":"t"}', "sha256").hexdigest()
