@@ -96,3 +96,7 @@ class PermanentEventError(EventError):
     """Retrying cannot help (validation failure, unsupported schema version): dead-letter now."""
 
     kind = "permanent"
+
+
+class RedeliveryRequested(WebhookInboxError):
+    """An SQS record must come back: raised so that it lands in the batch's batchItemFailures."""
