@@ -1,0 +1,432 @@
+"""Process one SQS batch of inbox ids: lease, run handlers, commit, schedule retries.
+
+The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
+
+1. Parse every body. A body that is not ``{"id": <positive int>}`` can never succeed: it is
+   logged, counted (``PoisonMessages``) and acknowledged.
+2. Lease all ids in one statement (its own short transaction, so the lease is visible to other
+   workers at once). Ids that come back unleased are terminal, leased by a live worker, not yet
+   due, or unknown: acknowledged, because the database — not SQS — owns retries.
+3. One transaction for the batch, one savepoint per event: the handler's writes, its outbox
+   messages and the ``processed`` mark commit together. A failing event rolls back to its
+   savepoint and is marked ``failed`` (backoff with jitter), ``dead_letter`` (permanent error or
+   attempts spent) or, without a handler, ``ignored``.
+4. After the commit, failed events whose retry is due within SQS's 900 s ``DelaySeconds`` limit are
+   sent back to the queue with that delay; longer delays are left to the sweeper.
+
+SQS must redeliver a record (it becomes a batch item failure) only when the database could not
+record its outcome: the connection broke or the commit failed (nothing of the batch committed but
+the leases, which expire), the invocation ran out of time before reaching it, or its retry
+wake-up could not be sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from webhook_inbox import db, handlers, inbox
+from webhook_inbox.backoff import backoff_delay
+from webhook_inbox.errors import (
+    ConfigurationError,
+    EventError,
+    LeaseLost,
+    PermanentEventError,
+    StoreError,
+)
+from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.queries import query
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+logger = Logger()
+metrics = Metrics()
+
+# A lease must outlive the invocation that holds it: remaining time plus a margin for the commit
+# and for clock skew between Lambda and the database. The floor keeps it positive even when the
+# context reports no time left (Powertools idempotency bug #4759: a zero-length "in progress"
+# record outlived its Lambda forever).
+LEASE_MARGIN_SECONDS = 30.0
+MIN_LEASE_SECONDS = 30.0
+# Do not start another event's handler with less time than this left; its lease covers it.
+STOP_MARGIN_MS = 2000
+SQS_MAX_DELAY_SECONDS = 900
+SQS_MAX_BATCH = 10
+MAX_ERROR_CHARS = 500
+NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    queue_url: str | None
+    max_attempts: int = 8
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 3600.0
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ProcessorSettings:
+        env = dict(os.environ) if environ is None else environ
+        return cls(
+            queue_url=env.get("PROCESSING_QUEUE_URL") or None,
+            max_attempts=int(_positive(env, "MAX_ATTEMPTS", 8)),
+            retry_base_seconds=_positive(env, "RETRY_BASE_SECONDS", 5),
+            retry_max_seconds=_positive(env, "RETRY_MAX_SECONDS", 3600),
+        )
+
+
+def _positive(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    message_id: str
+    body: str
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """What happened to one leased event in this batch."""
+
+    event: LeasedEvent
+    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished
+    duration_ms: float = 0.0
+    retry_delay_s: float | None = None
+    latency: timedelta | None = None
+    error_kind: str | None = None
+
+
+def lease_seconds_for(remaining_ms: int) -> float:
+    """Lease length for an invocation with ``remaining_ms`` left: never zero or negative."""
+    return max(MIN_LEASE_SECONDS, max(remaining_ms, 0) / 1000 + LEASE_MARGIN_SECONDS)
+
+
+def parse_body(body: str) -> int | None:
+    """The inbox row id in ``{"id": N}``, or None for a poison message."""
+    try:
+        document = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    row_id = document.get("id") if isinstance(document, dict) else None
+    if isinstance(row_id, bool) or not isinstance(row_id, int) or row_id <= 0:
+        return None
+    return row_id
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """Error kind and a bounded message that never carries payload text.
+
+    Our own exceptions carry messages written for logs (StoreError messages hold only the
+    driver's error class and SQLSTATE). Anything else may quote the payload (a KeyError names the
+    missing key, a ValueError often repeats the input), so only its type and location are kept.
+    """
+    if isinstance(exc, EventError):
+        return exc.kind, str(exc)[:MAX_ERROR_CHARS]
+    if isinstance(exc, StoreError):
+        return "store_error", str(exc)[:MAX_ERROR_CHARS]
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        where = (
+            f" in {frames[-1].name} ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
+        )
+    return "handler_error", f"{type(exc).__name__}{where}"[:MAX_ERROR_CHARS]
+
+
+# --- SQS ------------------------------------------------------------------------------------
+
+
+@cache
+def sqs_client() -> SQSClient:
+    """One client per execution environment, created on first use (tests clear the cache)."""
+    import boto3
+
+    return boto3.client("sqs")
+
+
+def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
+    """Send ``{"id": N}`` with DelaySeconds for each row; return the ids that were sent."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    sent: set[int] = set()
+    row_ids = sorted(delays)
+    for start in range(0, len(row_ids), SQS_MAX_BATCH):
+        chunk = row_ids[start : start + SQS_MAX_BATCH]
+        try:
+            response = sqs_client().send_message_batch(
+                QueueUrl=queue_url,
+                Entries=[
+                    {
+                        "Id": str(row_id),
+                        "MessageBody": json.dumps({"id": row_id}),
+                        "DelaySeconds": delays[row_id],
+                    }
+                    for row_id in chunk
+                ],
+            )
+        except (BotoCoreError, ClientError) as exc:
+            logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
+            continue
+        sent.update(int(entry["Id"]) for entry in response.get("Successful", []))
+        for entry in response.get("Failed", []):
+            logger.warning(
+                "retry wake-up rejected",
+                extra={"event_row_id": int(entry["Id"]), "error_kind": entry.get("Code")},
+            )
+    return sent
+
+
+def sqs_delay_for(retry_delay_s: float) -> int | None:
+    """DelaySeconds for a retry due in ``retry_delay_s``, or None when SQS cannot wait that long.
+
+    Rounded up plus one second, so the message never arrives before the row's ``available_at``
+    (an early message would find the row not yet due, be acknowledged, and the wake-up be lost).
+    """
+    delay = int(retry_delay_s) + (retry_delay_s > int(retry_delay_s)) + 1
+    return delay if delay <= SQS_MAX_DELAY_SECONDS else None
+
+
+# --- the batch ------------------------------------------------------------------------------
+
+
+def process_messages(
+    messages: Sequence[QueueMessage],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> list[str]:
+    """Process a batch; return the message ids SQS must deliver again."""
+    row_id_of: dict[str, int] = {}
+    for message in messages:
+        row_id = parse_body(message.body)
+        if row_id is None:
+            logger.warning("poison message acknowledged", extra={"message_id": message.message_id})
+            metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
+        else:
+            row_id_of[message.message_id] = row_id
+    if not row_id_of:
+        return []
+
+    try:
+        redeliver_rows = _process_rows(
+            sorted(set(row_id_of.values())),
+            owner=owner,
+            remaining_ms=remaining_ms,
+            settings=settings,
+        )
+    except StoreError as exc:
+        # The connection broke, or a statement outside any handler (lease, commit) failed:
+        # nothing of the batch committed except the leases, which expire. Let SQS redeliver.
+        db.discard_connection()
+        logger.error(
+            "batch abandoned: database failure",
+            extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
+        )
+        return list(row_id_of)
+    return [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+
+
+def _connection() -> psycopg.Connection[Any]:
+    conn = db.get_connection(application_name="webhook-inbox-processor")
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        with db.translate():
+            conn.rollback()  # a previous invocation was cut short inside a transaction
+    return conn
+
+
+def _process_rows(
+    row_ids: list[int],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> set[int]:
+    conn = _connection()
+    lease_seconds = lease_seconds_for(remaining_ms())
+    with db.translate(), conn.transaction():
+        leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    logger.info(
+        "batch leased",
+        extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
+    )
+
+    leased_ids = {event.id for event in leased}
+    results: list[EventResult] = []
+    with db.translate(), conn.transaction():
+        not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
+        if not_leased:
+            _report_not_leased(conn, not_leased)
+        for event in leased:
+            if remaining_ms() < STOP_MARGIN_MS:
+                results.append(EventResult(event, "unfinished"))
+                continue
+            results.append(_handle(conn, event, owner=owner, settings=settings))
+
+    for result in results:
+        _report(result)
+    redeliver = {r.event.id for r in results if r.outcome == "unfinished"}
+    redeliver |= _schedule_retries(conn, results, settings)
+    return redeliver
+
+
+def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> None:
+    status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
+    for row_id in row_ids:
+        status = status_of.get(row_id)
+        if status is None:
+            logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
+            metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
+        else:
+            logger.info(
+                "event not claimable, acknowledged",
+                extra={"event_row_id": row_id, "status": status},
+            )
+
+
+def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
+    return conn.closed or conn.broken
+
+
+def _handle(
+    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
+) -> EventResult:
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000, 3)
+
+    handler = handlers.handler_for(event.provider, event.event_type)
+    try:
+        if handler is None:
+            inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
+            return EventResult(event, "ignored", elapsed())
+        try:
+            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
+                handler(conn, event)
+                latency = inbox.mark_processed(conn, event.id, owner=owner)
+            return EventResult(event, "processed", elapsed(), latency=latency)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            if _connection_lost(conn):
+                raise  # infrastructure: the whole batch is lost, SQS redelivers it
+            failure: BaseException = exc  # a statement of this event failed; the batch goes on
+        except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
+            failure = exc
+        return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
+    except LeaseLost:
+        # Our lease expired and another worker took the row: its work, not ours, will count.
+        return EventResult(event, "lease_lost", elapsed())
+
+
+def _record_failure(
+    conn: psycopg.Connection[Any],
+    event: LeasedEvent,
+    failure: BaseException,
+    *,
+    owner: str,
+    settings: ProcessorSettings,
+    ms: float,
+) -> EventResult:
+    kind, message = describe_error(failure)
+    if isinstance(failure, PermanentEventError) or event.attempts >= settings.max_attempts:
+        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
+        return EventResult(event, "dead_letter", ms, error_kind=kind)
+    delay = backoff_delay(
+        event.attempts,
+        base_seconds=settings.retry_base_seconds,
+        cap_seconds=settings.retry_max_seconds,
+    )
+    inbox.mark_failed(
+        conn, event.id, owner=owner, delay_seconds=delay, error_kind=kind, error=message
+    )
+    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind)
+
+
+def _schedule_retries(
+    conn: psycopg.Connection[Any], results: Iterable[EventResult], settings: ProcessorSettings
+) -> set[int]:
+    """Wake failed events up on time; return the rows whose wake-up SQS must provide instead."""
+    delays: dict[int, int] = {}
+    for result in results:
+        if result.outcome == "failed" and result.retry_delay_s is not None:
+            delay = sqs_delay_for(result.retry_delay_s)
+            if delay is not None:
+                delays[result.event.id] = delay
+            # else: longer than SQS can wait; the sweeper enqueues it when it is due.
+    if not delays:
+        return set()
+    if settings.queue_url is None:
+        logger.warning("PROCESSING_QUEUE_URL unset: SQS redelivers failed events instead")
+        return set(delays)
+    sent = _send_retry_wakeups(settings.queue_url, delays)
+    if sent:
+        metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=len(sent))
+        try:
+            with db.translate(), conn.transaction():
+                inbox.mark_enqueued(conn, sorted(sent))
+        except StoreError as exc:
+            # The wake-up is on its way; without the mark the sweeper may send a second one,
+            # which finds the row processed or not due and is acknowledged.
+            db.discard_connection()
+            logger.warning("mark_enqueued failed", extra={"error_kind": type(exc).__name__})
+    return set(delays) - sent
+
+
+_METRIC_OF = {
+    "processed": "Processed",
+    "failed": "Failed",
+    "dead_letter": "DeadLettered",
+    "ignored": "Ignored",
+}
+
+
+def _report(result: EventResult) -> None:
+    """One log line per state transition (after the commit made it true) and its metric."""
+    event = result.event
+    fields: dict[str, Any] = {
+        "event_row_id": event.id,
+        "provider": event.provider,
+        "provider_event_id": event.event_id,
+        "event_type": event.event_type,
+        "attempt": event.attempts,
+        "duration_ms": result.duration_ms,
+        "outcome": result.outcome,
+    }
+    if result.error_kind:
+        fields["error_kind"] = result.error_kind
+    if result.retry_delay_s is not None:
+        fields["retry_in_s"] = round(result.retry_delay_s, 3)
+    if result.latency is not None:
+        latency_ms = result.latency.total_seconds() * 1000
+        fields["latency_ms"] = round(latency_ms, 3)
+        metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
+    metric = _METRIC_OF.get(result.outcome)
+    if metric:
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+    if result.outcome in {"processed", "ignored"}:
+        logger.info(f"event {result.outcome}", extra=fields)
+    else:
+        logger.warning(f"event {result.outcome}", extra=fields)
