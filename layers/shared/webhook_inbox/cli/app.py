@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from webhook_inbox import operator
-from webhook_inbox.cli import actions, inspect
+from webhook_inbox.cli import actions, inspect, signing
+from webhook_inbox.cli import dev as dev_command
 from webhook_inbox.cli.database import DatabaseUnreachable, add_database_option, open_connection
 from webhook_inbox.cli.params import positive_int, reason_text, when
 from webhook_inbox.errors import (
@@ -149,7 +151,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="with --all-dead: only this topic")
     _add_action_options(p, what="retried")
     p.set_defaults(func=actions.cmd_outbox_retry)
+    _add_local_commands(sub)
     return parser
+
+
+def _add_local_commands(sub: Any) -> None:
+    """Commands that need no database: sign, send, dev."""
+    p = sub.add_parser(
+        "sign",
+        help="build a correctly signed delivery (headers, curl, API Gateway event)",
+        description="Sign BODY_FILE as PROVIDER would, with the provider's first secret.",
+    )
+    signing.add_signing_options(p)
+    p.add_argument("--format", choices=signing.FORMATS, default="headers", help="output shape")
+    p.add_argument(
+        "--url",
+        default=signing.DEFAULT_BASE_URL,
+        help=f"base or full URL for --format curl (default {signing.DEFAULT_BASE_URL})",
+    )
+    p.set_defaults(func=signing.cmd_sign)
+
+    p = sub.add_parser(
+        "send",
+        help="sign and POST a delivery (a smoke test after sam deploy)",
+        description="Exit 0 on a 2xx answer, 1 otherwise.",
+    )
+    p.add_argument("url", metavar="URL", help="API base URL, or the full /webhooks/NAME URL")
+    signing.add_signing_options(p)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.set_defaults(func=signing.cmd_send)
+
+    p = sub.add_parser(
+        "dev",
+        help="run the whole pipeline locally (PostgreSQL, SQS, the three functions)",
+        description="Serve POST /webhooks/{provider} on localhost through the real ingest "
+        "handler, with a moto SQS queue polled like the Lambda event source mapping, the "
+        "sweeper on a timer, and outbox messages published to a moto EventBridge bus. "
+        "Ctrl-C stops everything.",
+    )
+    dev_command.add_arguments(p)
+    p.set_defaults(func=dev_command.cmd_dev)
 
 
 def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:

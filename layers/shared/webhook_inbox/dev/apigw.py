@@ -88,3 +88,50 @@ def apigw_response_to_http(response: Any) -> tuple[int, dict[str, str], bytes]:
     raw = base64.b64decode(body) if response.get("isBase64Encoded") else str(body).encode()
     headers = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
     return int(response["statusCode"]), headers, raw
+
+
+def http_to_apigw_v1(
+    *,
+    path: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    resource: str,
+    path_parameters: dict[str, str],
+    stage: str = "prod",
+) -> dict[str, Any]:
+    """The event a REST API (payload format 1.0) proxy integration gives the function.
+
+    Header names keep the sender's case; the body is text unless it is not UTF-8 (a REST API
+    base64-encodes only bodies matching its ``binaryMediaTypes``).
+    """
+    single: dict[str, str] = {}
+    multi: dict[str, list[str]] = {}
+    for name, value in headers:
+        single[name] = value
+        multi.setdefault(name, []).append(value)
+    try:
+        text, is_b64 = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, is_b64 = base64.b64encode(body).decode("ascii"), True
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": "POST",
+        "headers": single,
+        "multiValueHeaders": multi,
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": path_parameters,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": "POST",
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": str(uuid.uuid4()),
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": "webhook-inbox-sign"},
+        },
+        "body": text,
+        "isBase64Encoded": is_b64,
+    }

@@ -112,3 +112,9 @@ def scheduled_event(rule_arn: str, region: str) -> dict[str, Any]:
         "resources": [rule_arn],
         "detail": {},
     }
+
+
+def sample_providers_file() -> Path | None:
+    """The sample provider configuration that ships with the checkout (dev-only secrets)."""
+    path = Path(__file__).resolve().parents[4] / "events" / "providers.local.json"
+    return path if path.is_file() else None

@@ -8,6 +8,7 @@ embedded PostgreSQL started here).
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import queue as queue_module
@@ -96,6 +97,9 @@ class DevStack:
 
     def _start_moto(self) -> None:
         from moto.server import ThreadedMotoServer
+
+        # moto's web server logs every request; the console shows what matters instead.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._moto.start()

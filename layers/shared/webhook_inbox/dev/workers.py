@@ -7,6 +7,7 @@ half) and exits when the shared stop event is set or its parent disappears.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -55,9 +56,31 @@ def say(component: str, text: str) -> None:
     print(f"{component:<9}| {text}", flush=True)
 
 
+class _WithoutMetricBlobs(io.TextIOBase):
+    """stdout minus CloudWatch EMF documents (one JSON line per metric is noise on a console)."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if not line.startswith('{"_aws"'):
+                self._target.write(line + "\n")
+        self._target.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
 def _enter(settings: WorkerSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(settings.env)
+    if settings.env.get("POWERTOOLS_METRICS_DISABLED") == "true":
+        sys.stdout = _WithoutMetricBlobs(sys.stdout)
 
 
 def _orphaned(settings: WorkerSettings) -> bool:
@@ -200,6 +223,7 @@ def sweeper_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -
     _enter(settings)
     handler = load_handler(Path(settings.functions_dir), "sweeper")
     ready.put(("sweeper", 0))
+    last_failure = ""
     while not stop.wait(settings.sweep_every_s) and not _orphaned(settings):
         try:
             result = handler(
@@ -207,8 +231,12 @@ def sweeper_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -
                 LocalContext("SweeperFunction", settings.sweeper_timeout_s),
             )
         except Exception as exc:  # noqa: BLE001 - the next scheduled run tries again, as in AWS
-            say("sweeper", f"run failed: {type(exc).__name__}: {exc}")
+            failure = f"{type(exc).__name__}: {exc}"
+            if failure != last_failure:  # say it once, not every period
+                say("sweeper", f"run failed: {failure} (retrying every {settings.sweep_every_s}s)")
+            last_failure = failure
             continue
+        last_failure = ""
         if isinstance(result, dict) and any(v for v in result.values() if not isinstance(v, str)):
             say("sweeper", json.dumps(result, default=str, sort_keys=True))
     sys.stdout.flush()
