@@ -276,8 +276,7 @@ def _process_rows(
     results: list[EventResult] = []
     with db.translate(), conn.transaction():
         not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
-        if not_leased:
-            _report_not_leased(conn, not_leased)
+        skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
         for event in leased:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
@@ -287,22 +286,32 @@ def _process_rows(
     for result in results:
         _report(result)
     redeliver = {r.event.id for r in results if r.outcome == "unfinished"}
+    redeliver |= skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
 
 
-def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> None:
+def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
+    """Log why rows were not leased; return the ``received`` ones, which SQS must redeliver.
+
+    A ``received`` row is always claimable, so it was skipped only because another statement
+    held its row lock at that instant — typically ingest's ``mark_enqueued`` right after the send
+    that woke us. Acknowledging it would leave it waiting for the sweeper's stale re-enqueue.
+    """
     status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
     for row_id in row_ids:
         status = status_of.get(row_id)
         if status is None:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
+        elif status == "received":
+            logger.info("event locked elsewhere, redelivered", extra={"event_row_id": row_id})
         else:
             logger.info(
                 "event not claimable, acknowledged",
                 extra={"event_row_id": row_id, "status": status},
             )
+    return {row_id for row_id in row_ids if status_of.get(row_id) == "received"}
 
 
 def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
