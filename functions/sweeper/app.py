@@ -1,9 +1,66 @@
-"""Sweeper Lambda entry point — owned by its own issue; this placeholder only fixes the layout."""
+"""Sweeper Lambda entry point, run by an EventBridge schedule every minute.
+
+Thin on purpose: build the run from the environment, run it, report it. The steps, their batching
+and the time budget live in ``webhook_inbox.sweeper``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools import Logger, Metrics
 
+from webhook_inbox import db, publishers
+from webhook_inbox.errors import StoreError
+from webhook_inbox.publishers import Publisher
+from webhook_inbox.sweeper import Sweep, SweeperConfig, emit_metrics
+
+logger = Logger()
+metrics = Metrics()
+
+# Per execution environment, created on first use (not at import, so tests can patch them).
+_config: SweeperConfig | None = None
+_sqs: Any = None
+_publisher: Publisher | None = None
+
+
+def _dependencies() -> tuple[SweeperConfig, Any, Publisher]:
+    global _config, _sqs, _publisher  # noqa: PLW0603 - reused across warm invocations
+    if _config is None:
+        _config = SweeperConfig.from_env()
+    if _sqs is None:
+        _sqs = publishers.bounded_client("sqs")
+    if _publisher is None:
+        _publisher = publishers.from_env()
+    return _config, _sqs, _publisher
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    raise NotImplementedError("the sweeper function is not built yet")
+    config, sqs, publisher = _dependencies()
+    try:
+        sweep = Sweep(
+            db.get_connection(application_name="webhook-inbox-sweeper"),
+            config,
+            sqs=sqs,
+            publisher=publisher,
+            remaining_ms=context.get_remaining_time_in_millis,
+        )
+    except StoreError:
+        db.discard_connection()
+        logger.exception("sweep not started: database unavailable")
+        raise
+    # The one place where errors become outcomes: a database failure aborts the run, reports
+    # what was done, and fails the invocation (visible in the function's Errors metric); the
+    # next scheduled run starts over, since every step is safe to repeat.
+    try:
+        report = sweep.run()
+    except StoreError:
+        db.discard_connection()
+        emit_metrics(sweep.report, metrics)
+        logger.exception("sweep aborted", extra={"sweep": sweep.report.as_log()})
+        raise
+    emit_metrics(report, metrics)
+    logger.info("sweep finished", extra={"sweep": report.as_log()})
+    return report.as_log()

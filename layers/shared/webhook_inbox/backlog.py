@@ -1,0 +1,51 @@
+"""What the alarms watch: backlog sizes and ages. SQL in ``sql/sweeper.sql``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import Connection
+
+from webhook_inbox.db import translated
+from webhook_inbox.errors import StoreError
+from webhook_inbox.queries import query
+
+# The statuses whose size is a backlog; processed and ignored are history, not backlog.
+BACKLOG_STATUSES = ("received", "processing", "failed", "dead_letter")
+UNPROCESSED_STATUSES = ("received", "processing", "failed")
+
+
+@dataclass(frozen=True)
+class Backlog:
+    event_counts: dict[str, int]
+    oldest_unprocessed_age_seconds: float
+    outbox_pending: int
+    outbox_dead: int
+    oldest_outbox_age_seconds: float
+
+    @property
+    def dead_lettered_events(self) -> int:
+        return self.event_counts["dead_letter"]
+
+
+@translated
+def measure(conn: Connection[Any]) -> Backlog:
+    counts = dict.fromkeys(BACKLOG_STATUSES, 0)
+    # Processing rows count as unprocessed: a row that keeps failing alternates between failed
+    # and processing, and the age must not drop to zero whenever it happens to be leased.
+    oldest = 0.0
+    for status, count, age in conn.execute(query("sweeper", "event_backlog")):
+        counts[status] = int(count)
+        if status in UNPROCESSED_STATUSES:
+            oldest = max(oldest, float(age))
+    row = conn.execute(query("sweeper", "outbox_backlog")).fetchone()
+    if row is None:  # cannot happen: an aggregate without GROUP BY returns one row
+        raise StoreError("outbox backlog query returned no row")
+    return Backlog(
+        event_counts=counts,
+        oldest_unprocessed_age_seconds=oldest,
+        outbox_pending=int(row[0]),
+        outbox_dead=int(row[1]),
+        oldest_outbox_age_seconds=float(row[2]),
+    )

@@ -1,0 +1,381 @@
+"""The sweeper's run: five steps in bounded batches, inside the Lambda's time budget.
+
+1. expired leases → failed (due now) or dead_letter;
+2. received rows never enqueued (or whose message must have been lost) and failed rows now due →
+   the processing queue, ``{"id": <row id>}`` in SendMessageBatch calls of ten;
+3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
+4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
+5. retention: payloads, then old keys and published outbox rows (:mod:`webhook_inbox.retention`).
+
+Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2 holds
+the row locks while it sends, step 3 a time lease while it publishes. Before every batch the run
+checks the Lambda's remaining time and stops while a safety margin is left; what it leaves, the
+next run (a minute later) picks up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from psycopg import Connection
+
+from webhook_inbox import backlog, inbox, retention
+from webhook_inbox.backlog import Backlog
+from webhook_inbox.db import translate
+from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
+from webhook_inbox.publishers import Publisher, aws_error_text
+
+SQS_BATCH = 10
+MAX_REPORTED_ERRORS = 5
+# Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
+# legitimate retry in as a new event.
+MIN_KEY_RETENTION_DAYS = 3
+
+
+def _env_number(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SweeperConfig:
+    queue_url: str
+    max_attempts: int = 8
+    outbox_max_attempts: int = 10
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 3600.0
+    payload_retention_days: int = 30
+    key_retention_days: int = 90
+    # Tuning, not configuration: sizes that keep each statement and transaction short.
+    lease_batch: int = 500
+    enqueue_batch: int = 100
+    outbox_batch: int = 50
+    retention_batch: int = 500
+    # A row enqueued this long ago and still untouched lost its message (the processor's SQS
+    # visibility timeout and redrive are far shorter); sending it again is harmless.
+    reenqueue_stale_seconds: float = 900.0
+    # Stop starting batches when less than this is left; the backlog measurement, one indexed
+    # query, still runs down to the smaller reserve.
+    safety_margin_ms: int = 10_000
+    measure_reserve_ms: int = 5_000
+    # An outbox lease outlives this run by this much, so a crashed run's messages come back soon.
+    outbox_lease_margin_s: float = 30.0
+    max_batches_per_step: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.key_retention_days < self.payload_retention_days:
+            raise ConfigurationError("KEY_RETENTION_DAYS must be at least PAYLOAD_RETENTION_DAYS")
+        if self.key_retention_days < MIN_KEY_RETENTION_DAYS:
+            raise ConfigurationError(
+                f"KEY_RETENTION_DAYS must be at least {MIN_KEY_RETENTION_DAYS} "
+                "(providers retry for days; an earlier key would accept a retry as new)"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> SweeperConfig:
+        queue_url = environ.get("PROCESSING_QUEUE_URL", "").strip()
+        if not queue_url:
+            raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
+        return cls(
+            queue_url=queue_url,
+            max_attempts=int(_env_number(environ, "MAX_ATTEMPTS", 8)),
+            outbox_max_attempts=int(_env_number(environ, "OUTBOX_MAX_ATTEMPTS", 10)),
+            retry_base_seconds=_env_number(environ, "RETRY_BASE_SECONDS", 5),
+            retry_max_seconds=_env_number(environ, "RETRY_MAX_SECONDS", 3600),
+            payload_retention_days=int(_env_number(environ, "PAYLOAD_RETENTION_DAYS", 30)),
+            key_retention_days=int(_env_number(environ, "KEY_RETENTION_DAYS", 90)),
+        )
+
+
+class Budget:
+    """The Lambda's remaining time, asked before every batch."""
+
+    def __init__(self, remaining_ms: Callable[[], int], *, margin_ms: int) -> None:
+        self._remaining_ms = remaining_ms
+        self.margin_ms = margin_ms
+
+    def remaining_ms(self) -> int:
+        return self._remaining_ms()
+
+    def allows(self, estimate_ms: float = 0.0, *, reserve_ms: int | None = None) -> bool:
+        """Whether a batch expected to take ``estimate_ms`` ends before the reserve is reached."""
+        reserve = self.margin_ms if reserve_ms is None else reserve_ms
+        return self._remaining_ms() - estimate_ms >= reserve
+
+
+@dataclass
+class SweepReport:
+    leases_expired: int = 0
+    leases_dead_lettered: int = 0
+    reenqueued: int = 0
+    enqueue_failed: int = 0
+    outbox_published: int = 0
+    outbox_retried: int = 0
+    outbox_dead: int = 0
+    outbox_released: int = 0
+    payloads_purged: int = 0
+    events_deleted: int = 0
+    outbox_deleted: int = 0
+    completed_steps: list[str] = field(default_factory=list)
+    # The first step that ran out of time (None: every step finished its work).
+    stopped_early_at: str | None = None
+    backlog: Backlog | None = None
+    duration_ms: int = 0
+    # A few distinct AWS error texts (codes and AWS's messages; never ids or payloads).
+    errors: list[str] = field(default_factory=list)
+
+    def note_error(self, step: str, text: str) -> None:
+        entry = f"{step}: {text}"[:300]
+        if entry not in self.errors and len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(entry)
+
+    def as_log(self) -> dict[str, Any]:
+        """The one summary log line: counts and step names only, never ids or payloads."""
+        fields = asdict(self)
+        fields["backlog"] = asdict(self.backlog) if self.backlog else None
+        return fields
+
+
+class Sweep:
+    """One sweeper run over one connection. Build a new one per invocation."""
+
+    def __init__(
+        self,
+        conn: Connection[Any],
+        config: SweeperConfig,
+        *,
+        sqs: Any,
+        publisher: Publisher,
+        remaining_ms: Callable[[], int],
+        rng: random.Random | None = None,
+    ) -> None:
+        self._conn = conn
+        self._config = config
+        self._sqs = sqs
+        self._publisher = publisher
+        self._budget = Budget(remaining_ms, margin_ms=config.safety_margin_ms)
+        self._rng = rng
+        self._sqs_down = False  # a whole SendMessageBatch call failed: stop sending this run
+        self._cut_short = False  # the current batch stopped part-way because time ran out
+        self.report = SweepReport()
+
+    def run(self) -> SweepReport:
+        started = time.monotonic()
+        try:
+            with translate():  # commits inside conn.transaction() raise driver errors too
+                self._loop("expire_leases", self._expire_leases_batch)
+                self._loop("reenqueue", self._reenqueue_batch)
+                self._loop("outbox", self._outbox_batch)
+                # Measured before retention, so a retention problem never costs the alarms
+                # their data point; the measurement may use part of the safety margin.
+                if self._budget.allows(reserve_ms=self._config.measure_reserve_ms):
+                    with self._conn.transaction():
+                        self.report.backlog = backlog.measure(self._conn)
+                self._loop("purge_payloads", self._purge_batch)
+                self._loop("delete_expired", self._delete_batch)
+        finally:
+            self.report.duration_ms = int((time.monotonic() - started) * 1000)
+        return self.report
+
+    def _loop(self, step: str, batch: Callable[[], bool]) -> None:
+        """Run ``batch`` until it reports no more work, the time budget ends, or the count cap."""
+        longest_ms = 0.0
+        for _ in range(self._config.max_batches_per_step):
+            if not self._budget.allows(longest_ms):
+                break
+            self._cut_short = False
+            started = time.monotonic()
+            more = batch()
+            longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
+            if self._cut_short:
+                break
+            if not more:
+                self.report.completed_steps.append(step)
+                return
+        self.report.stopped_early_at = self.report.stopped_early_at or step
+
+    def _time_left(self) -> bool:
+        """Checked inside a batch, between AWS calls; remembers when the answer was no."""
+        if self._budget.allows():
+            return True
+        self._cut_short = True
+        return False
+
+    # --- 1. expired leases -------------------------------------------------------------------
+
+    def _expire_leases_batch(self) -> bool:
+        limit = self._config.lease_batch
+        with self._conn.transaction():
+            expired = inbox.expire_leases(
+                self._conn, max_attempts=self._config.max_attempts, limit=limit
+            )
+        self.report.leases_expired += len(expired)
+        self.report.leases_dead_lettered += sum(1 for _, s in expired if s == "dead_letter")
+        return len(expired) == limit
+
+    # --- 2. re-enqueue -----------------------------------------------------------------------
+
+    def _reenqueue_batch(self) -> bool:
+        limit = self._config.enqueue_batch
+        # The rows stay locked until this transaction ends: an overlapping sweeper skips them
+        # while we send, and finds them marked once we commit.
+        with self._conn.transaction():
+            rows = inbox.lock_due_for_enqueue(
+                self._conn, limit=limit, stale_seconds=self._config.reenqueue_stale_seconds
+            )
+            sent, _unsent = self._send([row_id for row_id, _ in rows])
+            if sent:
+                inbox.mark_enqueued(self._conn, sent)
+        self.report.reenqueued += len(sent)
+        # Unsent rows keep enqueued_at as it was and stay due. A full batch that sent something
+        # means more may be waiting; one that sent nothing means SQS is refusing (or time is
+        # up), and looping would only pick the same rows again.
+        return len(rows) == limit and bool(sent) and not self._sqs_down
+
+    def _send(self, ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        sent: list[int] = []
+        unsent: list[int] = []
+        for start in range(0, len(ids), SQS_BATCH):
+            chunk = ids[start : start + SQS_BATCH]
+            if self._sqs_down or not self._time_left():
+                unsent.extend(chunk)
+                continue
+            try:
+                response = self._sqs.send_message_batch(
+                    QueueUrl=self._config.queue_url,
+                    Entries=[
+                        {"Id": str(row_id), "MessageBody": json.dumps({"id": row_id})}
+                        for row_id in chunk
+                    ],
+                )
+            except (BotoCoreError, ClientError) as exc:
+                # SQS is unreachable or refusing: stop sending this run; the rows stay due.
+                self._sqs_down = True
+                unsent.extend(chunk)
+                self.report.enqueue_failed += len(chunk)
+                self.report.note_error("reenqueue", aws_error_text(exc))
+                continue
+            sent.extend(int(ok["Id"]) for ok in response.get("Successful", []))
+            # A rejected entry (SQS-side, per entry) does not stop the others.
+            for bad in response.get("Failed", []):
+                unsent.append(int(bad["Id"]))
+                self.report.enqueue_failed += 1
+                self.report.note_error("reenqueue", f"{bad.get('Code')}: {bad.get('Message', '')}")
+        return sent, unsent
+
+    # --- 3. outbox ---------------------------------------------------------------------------
+
+    def _outbox_batch(self) -> bool:
+        config = self._config
+        lease_seconds = max(
+            config.outbox_lease_margin_s,
+            self._budget.remaining_ms() / 1000 + config.outbox_lease_margin_s,
+        )
+        outcome = drain_batch(
+            self._conn,
+            self._publisher,
+            limit=config.outbox_batch,
+            lease_seconds=lease_seconds,
+            policy=RetryPolicy(
+                max_attempts=config.outbox_max_attempts,
+                base_seconds=config.retry_base_seconds,
+                cap_seconds=config.retry_max_seconds,
+            ),
+            keep_going=self._time_left,
+            rng=self._rng,
+        )
+        self.report.outbox_published += outcome.published
+        self.report.outbox_retried += outcome.retried
+        self.report.outbox_dead += outcome.dead
+        self.report.outbox_released += outcome.not_attempted
+        for error in outcome.errors:
+            self.report.note_error("outbox", error)
+        # Failed messages are not due again before their backoff, so they cannot loop here.
+        return outcome.claimed == config.outbox_batch and outcome.not_attempted == 0
+
+    # --- 4. retention ------------------------------------------------------------------------
+
+    def _purge_batch(self) -> bool:
+        limit = self._config.retention_batch
+        with self._conn.transaction():
+            purged = retention.purge_payloads(
+                self._conn, older_than_days=self._config.payload_retention_days, limit=limit
+            )
+        self.report.payloads_purged += purged
+        return purged == limit
+
+    def _delete_batch(self) -> bool:
+        limit = self._config.retention_batch
+        days = self._config.key_retention_days
+        with self._conn.transaction():
+            events = retention.delete_expired_events(self._conn, older_than_days=days, limit=limit)
+        with self._conn.transaction():
+            messages = retention.delete_published_outbox(
+                self._conn, older_than_days=days, limit=limit
+            )
+        self.report.events_deleted += events
+        self.report.outbox_deleted += messages
+        return limit in (events, messages)
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+
+def emit_metrics(report: SweepReport, metrics: Any) -> None:
+    """Add the run's counters to ``metrics`` (Powertools Metrics) and flush the dimensioned ones.
+
+    Dimensions stay bounded: only ``status`` (four fixed values) beside Powertools' ``service``.
+    """
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+    count = MetricUnit.Count
+    for name, value in (
+        ("LeasesExpired", report.leases_expired),
+        ("DeadLettered", report.leases_dead_lettered),
+        ("Reenqueued", report.reenqueued),
+        ("EnqueueFailed", report.enqueue_failed),
+        ("OutboxPublished", report.outbox_published),
+        ("OutboxFailed", report.outbox_retried),
+        ("OutboxDead", report.outbox_dead),
+    ):
+        metrics.add_metric(name=name, unit=count, value=value)
+    measured = report.backlog
+    if measured is None:  # the run had no time left to measure; alarms treat it as missing
+        return
+    metrics.add_metric(
+        name="OldestUnprocessedAgeSeconds",
+        unit=MetricUnit.Seconds,
+        value=measured.oldest_unprocessed_age_seconds,
+    )
+    metrics.add_metric(
+        name="OldestOutboxAgeSeconds",
+        unit=MetricUnit.Seconds,
+        value=measured.oldest_outbox_age_seconds,
+    )
+    metrics.add_metric(name="DeadLetteredEvents", unit=count, value=measured.dead_lettered_events)
+    # One EMF document per status: a dimension applies to every metric in its document.
+    for status, value in measured.event_counts.items():
+        with single_metric(
+            name="BacklogCount",
+            unit=count,
+            value=value,
+            namespace=metrics.namespace,
+            default_dimensions={"status": status},
+        ):
+            pass
