@@ -65,6 +65,9 @@ STOP_MARGIN_MS = 2000
 SQS_MAX_DELAY_SECONDS = 900
 SQS_MAX_BATCH = 10
 MAX_ERROR_CHARS = 500
+# How long to let a row lock taken by a one-statement transaction (ingest's mark_enqueued, a
+# concurrent lease) clear before the second and last attempt to lease a skipped received row.
+LOCKED_ROW_RETRY_S = 0.2
 NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
 
 
@@ -267,6 +270,7 @@ def _process_rows(
     lease_seconds = lease_seconds_for(remaining_ms())
     with db.translate(), conn.transaction():
         leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
     logger.info(
         "batch leased",
         extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
@@ -289,6 +293,35 @@ def _process_rows(
     redeliver |= skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
+
+
+def _lease_briefly_locked(
+    conn: psycopg.Connection[Any],
+    row_ids: list[int],
+    leased: list[LeasedEvent],
+    *,
+    owner: str,
+    seconds: float,
+) -> list[LeasedEvent]:
+    """Try once more for ``received`` rows the lease skipped because their lock was taken.
+
+    A ``received`` row is always claimable, so SKIP LOCKED passed it only because a statement
+    held its lock at that instant: ingest's ``mark_enqueued`` right after the send that woke us,
+    or another worker's lease (whose one-statement transaction commits at once, after which the
+    row is ``processing`` and not ours to take).
+    """
+    leased_ids = {event.id for event in leased}
+    missing = [row_id for row_id in row_ids if row_id not in leased_ids]
+    if not missing:
+        return []
+    with db.translate(), conn.transaction():
+        status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": missing}))
+    skipped = [row_id for row_id in missing if status_of.get(row_id) == "received"]
+    if not skipped:
+        return []
+    time.sleep(LOCKED_ROW_RETRY_S)
+    with db.translate(), conn.transaction():
+        return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
 
 
 def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
