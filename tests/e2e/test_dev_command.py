@@ -148,6 +148,11 @@ def test_dev_runs_the_pipeline_and_stops_cleanly_on_ctrl_c(dev: DevProcess) -> N
             ("customer.created",)
         ]
 
+    # The sweeper (every second here) publishes the handler's outbox message to the bus.
+    dev.wait_for(r"outbox\s+\| published to webhook-inbox-dev: customer\.created", timeout=30)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT status FROM outbox_messages").fetchall() == [("published",)]
+
     os.killpg(dev.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     assert dev.proc.wait(timeout=60) == 0
     dev.wait_for(r"dev\s+\| stopped", timeout=5)

@@ -237,6 +237,24 @@ def sweeper_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -
             last_failure = failure
             continue
         last_failure = ""
-        if isinstance(result, dict) and any(v for v in result.values() if not isinstance(v, str)):
-            say("sweeper", json.dumps(result, default=str, sort_keys=True))
+        if isinstance(result, dict):
+            summary = _sweep_summary(result)
+            if summary:
+                say("sweeper", summary)
     sys.stdout.flush()
+
+
+def _sweep_summary(report: dict[str, Any]) -> str:
+    """The run's non-zero counters and any errors; an idle run says nothing."""
+    counters = [
+        f"{name}={value}"
+        for name, value in sorted(report.items())
+        if isinstance(value, int)
+        and not isinstance(value, bool)
+        and value
+        and name != "duration_ms"
+    ]
+    errors = report.get("errors") or []
+    if errors:
+        counters.append(f"errors={json.dumps(errors, default=str)[:300]}")
+    return " ".join(counters)
