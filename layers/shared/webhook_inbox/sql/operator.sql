@@ -1,0 +1,114 @@
+-- Statements behind the operator CLI (listings, replay, outbox retry). Named blocks, loaded by
+-- webhook_inbox.queries. Optional filters are NULL when unused: psycopg sends unnamed statements,
+-- which PostgreSQL plans with the actual values, so "NULL IS NULL OR …" folds away.
+
+-- name: list_events
+-- Keyset pagination, newest first: the next page starts below the last id of this one.
+SELECT id, provider, event_id, event_type, status, attempts, delivery_count, received_at,
+       updated_at, processed_at, available_at, lease_owner, lease_expires_at, enqueued_at,
+       error_kind, last_error
+  FROM webhook_events
+ WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+   AND (%(provider)s::text IS NULL OR provider = %(provider)s::text)
+   AND (%(event_type)s::text IS NULL OR event_type = %(event_type)s::text)
+   AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s::timestamptz)
+   AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ ORDER BY id DESC
+ LIMIT %(limit)s
+
+-- name: find_events
+SELECT id, provider, event_id, event_type, status, attempts, delivery_count, received_at,
+       updated_at, processed_at, available_at, lease_owner, lease_expires_at, enqueued_at,
+       error_kind, last_error
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+
+-- name: event_payload
+SELECT payload FROM webhook_events WHERE id = %(id)s
+
+-- name: event_actions
+SELECT id, action, operator, reason, previous_status, previous_attempts, previous_error_kind,
+       previous_last_error, created_at
+  FROM operator_actions
+ WHERE event_row_id = %(id)s
+ ORDER BY id
+
+-- name: lock_event_for_replay
+-- SKIP LOCKED: a row locked by a worker's open transaction is being processed right now; the
+-- replay reports it as busy instead of waiting on it.
+SELECT id, provider, event_id, status, attempts, error_kind, last_error, lease_owner,
+       coalesce(lease_expires_at > now(), false) AS lease_live,
+       payload IS NULL AS payload_purged
+  FROM webhook_events
+ WHERE id = %(id)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: peek_event_for_replay
+-- The same facts without a lock, for --dry-run.
+SELECT id, provider, event_id, status, attempts, error_kind, last_error, lease_owner,
+       coalesce(lease_expires_at > now(), false) AS lease_live,
+       payload IS NULL AS payload_purged
+  FROM webhook_events
+ WHERE id = %(id)s
+
+-- name: reset_event_for_replay
+-- Back to the start of the lifecycle with a full retry budget; the audit row keeps the attempts
+-- and error this erases. enqueued_at is cleared so the sweeper sends it if our send fails.
+UPDATE webhook_events
+   SET status = 'received', attempts = 0, available_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL, processed_at = NULL,
+       error_kind = NULL, last_error = NULL, disposition = NULL
+ WHERE id = %(id)s
+
+-- name: record_action
+INSERT INTO operator_actions
+    (action, operator, reason, event_row_id, outbox_id, previous_status, previous_attempts,
+     previous_error_kind, previous_last_error)
+VALUES (%(action)s, %(operator)s, %(reason)s, %(event_row_id)s, %(outbox_id)s,
+        %(previous_status)s, %(previous_attempts)s, left(%(previous_error_kind)s, 64),
+        left(%(previous_last_error)s, 1000))
+RETURNING id
+
+-- name: list_outbox
+SELECT id, topic, deduplication_key, source_event_id, status, attempts, available_at,
+       lease_expires_at, created_at, updated_at, published_at, last_error
+  FROM outbox_messages
+ WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+   AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
+   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+   AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ ORDER BY id DESC
+ LIMIT %(limit)s
+
+-- name: lock_outbox_for_retry
+SELECT id, topic, deduplication_key, status, attempts, last_error
+  FROM outbox_messages
+ WHERE id = %(id)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: peek_outbox_for_retry
+SELECT id, topic, deduplication_key, status, attempts, last_error
+  FROM outbox_messages
+ WHERE id = %(id)s
+
+-- name: reset_outbox_for_retry
+UPDATE outbox_messages
+   SET status = 'pending', attempts = 0, available_at = now(), updated_at = now(),
+       lease_expires_at = NULL, last_error = NULL
+ WHERE id = %(id)s AND status = 'dead'
+
+-- name: outbox_exists
+SELECT id, status FROM outbox_messages WHERE id = ANY(%(ids)s::bigint[])
+
+-- name: inbox_extremes
+-- The figures an operator reads first: how old the oldest unfinished event is, and how many
+-- rows a worker holds right now.
+SELECT min(received_at) FILTER (WHERE status IN ('received', 'processing', 'failed'))
+           AS oldest_unfinished_received_at,
+       count(*) FILTER (WHERE status = 'processing' AND lease_expires_at > now()) AS live_leases,
+       count(*) FILTER (WHERE status = 'processing' AND lease_expires_at <= now())
+           AS expired_leases
+  FROM webhook_events
+ WHERE status IN ('received', 'processing', 'failed')

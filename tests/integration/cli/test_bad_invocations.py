@@ -1,0 +1,104 @@
+"""Bad invocations through the installed console script: a message, an exit code, no traceback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+
+from tests.integration.cli.conftest import run_console_script, seed_event
+
+UNREACHABLE = "postgresql://x:s3cret-pw@127.0.0.1:9/x"
+
+
+def _no_traceback(err: str) -> None:
+    assert "Traceback" not in err
+    assert err.startswith("error:") or err.startswith("usage:")
+
+
+def test_unreachable_database_names_the_masked_url_and_how_to_set_it() -> None:
+    result = run_console_script("status", env={"DATABASE_URL": UNREACHABLE})
+    assert result.returncode == 3
+    _no_traceback(result.stderr)
+    assert "127.0.0.1:9" in result.stderr
+    assert "x:****@" in result.stderr
+    assert "s3cret-pw" not in result.stderr
+    assert "DATABASE_URL" in result.stderr
+
+
+def test_unreachable_database_given_on_the_command_line() -> None:
+    result = run_console_script("events", "list", "--database-url", UNREACHABLE)
+    assert result.returncode == 3
+    assert "from --database-url" in result.stderr
+    assert "s3cret-pw" not in result.stderr
+
+
+def test_no_database_configured_is_a_configuration_error() -> None:
+    result = run_console_script("status", env={"DATABASE_SECRET_ARN": ""})
+    assert result.returncode == 2
+    _no_traceback(result.stderr)
+    assert "DATABASE_URL" in result.stderr
+
+
+def test_unknown_event(database_url: str) -> None:
+    result = run_console_script(
+        "events", "show", "stripe", "evt_missing", env={"DATABASE_URL": database_url}
+    )
+    assert result.returncode == 1
+    _no_traceback(result.stderr)
+    assert "evt_missing" in result.stderr
+
+
+def test_unknown_event_in_a_replay(database_url: str) -> None:
+    result = run_console_script(
+        "replay", "stripe", "evt_missing", "--reason", "r", "--json",
+        env={"DATABASE_URL": database_url, "USER": "ci"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert json.loads(result.stdout)["outcomes"][0]["outcome"] == "not_found"
+
+
+def test_malformed_provider_name_is_a_usage_error(database_url: str) -> None:
+    result = run_console_script(
+        "events", "list", "--provider", "Not A Provider", env={"DATABASE_URL": database_url}
+    )
+    assert result.returncode == 2
+    _no_traceback(result.stderr)
+    assert "not a provider name" in result.stderr
+
+
+def test_unknown_command_and_missing_reason_are_usage_errors() -> None:
+    assert run_console_script("frobnicate").returncode == 2
+    result = run_console_script("replay", "stripe", "evt_1")
+    assert result.returncode == 2
+    assert "--reason" in result.stderr
+
+
+def test_database_without_the_schema_says_to_migrate(empty_database_url: str) -> None:
+    result = run_console_script("status", env={"DATABASE_URL": empty_database_url})
+    assert result.returncode == 2
+    _no_traceback(result.stderr)
+    assert "webhook-inbox migrate" in result.stderr
+
+
+def test_migrate_then_status_through_the_console_script(empty_database_url: str) -> None:
+    env = {"DATABASE_URL": empty_database_url}
+    migrated = run_console_script("migrate", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "applied" in migrated.stdout
+    status = run_console_script("status", "--json", env=env)
+    assert status.returncode == 0
+    assert json.loads(status.stdout)["events"]["received"]["count"] == 0
+
+
+def test_no_operator_is_a_configuration_error(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    seed_event(conn, "evt_1", status="dead_letter", attempts=8)
+    result = run_console_script(
+        "replay", "stripe", "evt_1", "--reason", "r", env={"DATABASE_URL": database_url, "USER": ""}
+    )
+    assert result.returncode == 2
+    assert "--operator" in result.stderr

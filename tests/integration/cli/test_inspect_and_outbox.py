@@ -1,0 +1,172 @@
+"""Read commands (status, events, outbox list) and `outbox retry`, in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.cli.conftest import seed_event, seed_outbox, table_snapshot
+from webhook_inbox.cli.app import build_parser
+
+
+def test_status_json_counts_every_status(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    seed_event(conn, "a", status="dead_letter", attempts=8)
+    seed_event(conn, "b", status="processing", attempts=1)
+    seed_event(conn, "c", status="processed", attempts=1)
+    seed_outbox(conn, "k1", status="dead", attempts=10)
+    seed_outbox(conn, "k2")
+
+    result = cli("status", "--json")
+
+    assert result.code == 0
+    doc = result.json()
+    assert {k: v["count"] for k, v in doc["events"].items()} == {
+        "received": 0, "processing": 1, "processed": 1, "failed": 0, "dead_letter": 1, "ignored": 0,
+    }  # fmt: skip
+    assert doc["live_leases"] == 1
+    assert doc["oldest_unfinished_received_at"] is not None
+    assert doc["outbox"]["pending"] == 1
+    assert doc["outbox"]["dead"] == 1
+
+
+def test_status_table_is_plain_text_when_not_a_terminal(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    seed_event(conn, "a", status="dead_letter", attempts=8)
+    result = cli("status")
+    assert result.code == 0
+    assert "dead_letter  1" in result.out
+    assert "\033[" not in result.out
+
+
+def test_events_list_pages_with_a_keyset_cursor(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    ids = [seed_event(conn, f"evt_{i}") for i in range(5)]
+    seen: list[int] = []
+    cursor: list[str] = []
+    for _ in range(5):  # bounded: 5 rows at 2 a page is 3 pages
+        page = cli("events", "list", "--limit", "2", "--json", *cursor).json()
+        seen.extend(e["id"] for e in page["events"])
+        if page["next_cursor"] is None:
+            break
+        cursor = ["--cursor", str(page["next_cursor"])]
+    assert seen == sorted(ids, reverse=True)
+
+
+def test_events_list_filters(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    seed_event(conn, "s1", status="failed", attempts=1)
+    seed_event(conn, "s2", status="processed", attempts=1, event_type="invoice.paid")
+    seed_event(conn, "g1", provider="github", event_type="push", status="failed", attempts=1)
+    conn.execute("UPDATE webhook_events SET received_at = now() - interval '3 days'"
+                 " WHERE event_id = 's1'")  # fmt: skip
+
+    def ids(*argv: str) -> list[str]:
+        result = cli("events", "list", "--json", *argv)
+        assert result.code == 0, result.err
+        return sorted(e["event_id"] for e in result.json()["events"])
+
+    assert ids("--status", "failed") == ["g1", "s1"]
+    assert ids("--provider", "stripe") == ["s1", "s2"]
+    assert ids("--type", "push") == ["g1"]
+    assert ids("--since", "1d") == ["g1", "s2"]
+    assert ids("--until", "2d") == ["s1"]
+    assert ids("--status", "failed", "--status", "processed", "--provider", "stripe") == [
+        "s1", "s2",
+    ]  # fmt: skip
+
+
+def test_events_show_hides_the_payload_unless_asked(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    seed_event(conn, "evt_secret", status="failed", attempts=1, error="boom")
+    plain = cli("events", "show", "stripe", "evt_secret", "--json").json()
+    assert "payload" not in plain
+    assert plain["status"] == "failed"
+    assert plain["last_error"] == "boom"
+    with_payload = cli("events", "show", "stripe", "evt_secret", "--json", "--payload").json()
+    assert with_payload["payload"] == {"id": "evt_secret", "type": "customer.created"}
+    human = cli("events", "show", "stripe", "evt_secret")
+    assert "evt_secret" in human.out
+    assert "customer.created" in human.out  # the type, not the payload
+    assert '"type"' not in human.out
+
+
+def test_events_show_lists_the_audit_trail(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    seed_event(conn, "evt_1", status="dead_letter", attempts=8)
+    assert cli("replay", "stripe", "evt_1", "--reason", "because").code == 0
+    shown = cli("events", "show", "stripe", "evt_1", "--json").json()
+    assert [
+        (a["action"], a["reason"], a["previous_attempts"]) for a in shown["operator_actions"]
+    ] == [("replay", "because", 8)]
+
+
+def test_events_show_unknown_event_fails_with_a_message(cli: Any) -> None:
+    result = cli("events", "show", "stripe", "evt_nope")
+    assert result.code == 1
+    assert "no event 'evt_nope'" in result.err
+
+
+def test_outbox_list_and_retry_of_a_dead_message(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    dead = seed_outbox(conn, "k_dead", status="dead", attempts=10)
+    seed_outbox(conn, "k_ok", status="published", attempts=1)
+
+    listed = cli("outbox", "list", "--status", "dead", "--json").json()
+    assert [m["id"] for m in listed["messages"]] == [dead]
+
+    result = cli("outbox", "retry", str(dead), "--reason", "bus is back", "--operator", "bob")
+
+    assert result.code == 0, result.err
+    row = conn.execute(
+        "SELECT status, attempts, last_error, available_at <= now() FROM outbox_messages"
+        " WHERE id = %s",
+        (dead,),
+    ).fetchone()
+    assert row == ("pending", 0, None, True)
+    audit = conn.execute(
+        "SELECT action, operator, reason, outbox_id, previous_status, previous_attempts,"
+        " previous_last_error FROM operator_actions"
+    ).fetchall()
+    assert audit == [("outbox_retry", "bob", "bus is back", dead, "dead", 10, "bus unavailable")]
+
+
+def test_outbox_retry_refuses_messages_that_are_not_dead(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    published = seed_outbox(conn, "k_ok", status="published", attempts=1)
+    before = table_snapshot(conn)
+    result = cli("outbox", "retry", str(published), "999", "--reason", "r")
+    assert result.code == 1
+    assert "only dead messages" in result.out
+    assert "not_found" in result.out
+    assert table_snapshot(conn) == before
+
+
+def test_outbox_retry_all_dead_asks_first(cli: Any, conn: psycopg.Connection[Any]) -> None:
+    seed_outbox(conn, "k1", status="dead", attempts=10)
+    seed_outbox(conn, "k2", status="dead", attempts=10)
+    before = table_snapshot(conn)
+    assert cli("outbox", "retry", "--all-dead", "--reason", "r", stdin="no\n").code == 1
+    assert table_snapshot(conn) == before
+    assert cli("outbox", "retry", "--all-dead", "--reason", "r", "--dry-run").code == 0
+    assert table_snapshot(conn) == before
+    assert cli("outbox", "retry", "--all-dead", "--reason", "r", stdin="y\n").code == 0
+    pending = conn.execute("SELECT count(*) FROM outbox_messages WHERE status = 'pending'")
+    assert pending.fetchone() == (2,)
+
+
+def _commands(parser: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [prefix]
+    for action in parser._actions:  # argparse exposes subcommands only through _actions
+        if action.__class__.__name__ == "_SubParsersAction":
+            for name, sub in action.choices.items():
+                found.extend(_commands(sub, (*prefix, name)))
+    return found
+
+
+@pytest.mark.parametrize("command", _commands(build_parser()), ids=" ".join)
+def test_every_command_has_help(command: tuple[str, ...], capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*command, "--help"])
+    assert exited.value.code == 0
+    assert "usage: webhook-inbox" in capsys.readouterr().out

@@ -1,0 +1,50 @@
+"""A `received` row the lease skipped because another statement held its lock is redelivered.
+
+Found by the `webhook-inbox dev` end-to-end test: the processor received the wake-up while
+ingest's mark_enqueued UPDATE still held the row lock, SKIP LOCKED skipped the row, and the
+message was acknowledged — leaving the event `received` until the sweeper's stale re-enqueue.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import ModuleType
+from typing import Any
+
+import psycopg
+
+from tests.integration.processor.helpers import failures, invoke, row, sqs_event_for, store_event
+
+
+def test_received_row_locked_by_another_statement_is_redelivered(
+    processor: ModuleType, conn: psycopg.Connection[Any], database_url: str
+) -> None:
+    row_id = store_event(
+        conn,
+        event_type="customer.created",
+        payload={"id": "evt_locked", "data": {"object": {"id": "cus_locked"}}},
+    )
+    locked, release = threading.Event(), threading.Event()
+
+    def ingest_marking_enqueued() -> None:
+        with psycopg.connect(database_url) as own, own.transaction():
+            own.execute("UPDATE webhook_events SET enqueued_at = now() WHERE id = %s", (row_id,))
+            locked.set()
+            release.wait(timeout=30)
+
+    thread = threading.Thread(target=ingest_marking_enqueued)
+    thread.start()
+    try:
+        assert locked.wait(timeout=10)
+        event = sqs_event_for([row_id])
+        response = invoke(processor, event)
+    finally:
+        release.set()
+        thread.join(timeout=10)
+
+    assert failures(response) == [event["Records"][0]["messageId"]]
+    assert row(conn, row_id)["status"] == "received"
+
+    retried = invoke(processor, sqs_event_for([row_id]))
+    assert failures(retried) == []
+    assert row(conn, row_id)["status"] == "processed"
