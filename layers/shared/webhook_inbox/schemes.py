@@ -151,6 +151,19 @@ def bounded_text(value: Any, what: str, limit: int) -> str:
         raise InvalidPayload(f"{what} is missing or not a non-empty string")
     if len(value) > limit:
         raise InvalidPayload(f"{what} is longer than {limit} characters")
+    return _storable(value, what)
+
+
+def _storable(value: str, what: str) -> str:
+    """``value`` if PostgreSQL text can hold it, else 400. Header values (unsigned ones too) may
+    carry NUL or a lone surrogate, which would otherwise fail the INSERT with a 500 (found by
+    fuzzing, tests/reliability/test_fuzz_ingest.py)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidPayload(f"{what} holds a lone surrogate") from None
+    if "\x00" in value:
+        raise InvalidPayload(f"{what} holds NUL")
     return value
 
 
@@ -158,7 +171,7 @@ def _optional_header(headers: Headers, *names: str) -> str | None:
     for name in names:
         value = headers.get(name)
         if value:
-            return value[:MAX_ID_CHARS]
+            return _storable(value[:MAX_ID_CHARS], name)
     return None
 
 

@@ -1,0 +1,256 @@
+"""Fuzzing the ingest handler's whole input.
+
+tests/integration/ingest/test_ingest_property.py throws random headers and bodies at well-formed
+events. These properties go further: the event document itself is malformed (any JSON shape,
+wrong types in every field), and authentic deliveries are mutated one detail at a time (a body
+byte, a header character, header case, a repeated header, the base64 flag, the event shape). In
+every case, with a healthy database: no exception escapes, no 5xx, a well-formed proxy response,
+and no row whose body was not signed by us.
+
+Sized by the Hypothesis profile: ``HYPOTHESIS_PROFILE=long pytest tests/reliability -k fuzz``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+from moto import mock_aws
+
+from tests.ingest_support import SHAPES, sample_config_text
+from tests.reliability.soak import STANDARD_WEBHOOKS_SECRET
+from tests.support import FakeLambdaContext, load_function
+from webhook_inbox import db, ingest, providers
+
+
+def fuzz_config() -> dict[str, Any]:
+    """Every shipped sample provider (all six schemes) plus the ``example`` sender."""
+    config: dict[str, Any] = json.loads(sample_config_text())
+    config["providers"]["example"] = {
+        "scheme": "standard-webhooks",
+        "secrets": [{"value": STANDARD_WEBHOOKS_SECRET}],
+    }
+    return config
+
+
+PROVIDERS = sorted(fuzz_config()["providers"])
+
+
+@dataclass
+class FuzzIngest:
+    app: ModuleType
+    now: int
+    signed: set[bytes] = field(default_factory=set)
+
+    def invoke(self, event: Any) -> dict[str, Any]:
+        reply: dict[str, Any] = self.app.handler(event, FakeLambdaContext())
+        return reply
+
+
+@pytest.fixture
+def fuzz_ingest(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FuzzIngest]:
+    with mock_aws():
+        queue_url = boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="p")[
+            "QueueUrl"
+        ]
+        monkeypatch.setenv("PROCESSING_QUEUE_URL", queue_url)
+        monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(fuzz_config()))
+        monkeypatch.delenv("PROVIDERS_CONFIG_FILE", raising=False)
+        monkeypatch.delenv("MAX_BODY_BYTES", raising=False)
+        now = int(time.time())
+        monkeypatch.setattr(ingest, "current_time", lambda: float(now))
+        providers.reset_for_tests()
+        app = load_function("ingest")
+        app.reset_clients()
+        yield FuzzIngest(app, now)
+        providers.reset_for_tests()
+        db.reset_for_tests()
+
+
+def assert_healthy_answer(reply: Any) -> int:
+    """A proxy response every API Gateway shape accepts, never a 5xx with a healthy database."""
+    assert isinstance(reply, dict)
+    status = reply["statusCode"]
+    assert isinstance(status, int)
+    assert 200 <= status < 500, reply
+    assert isinstance(json.loads(reply["body"]), dict)
+    assert reply["isBase64Encoded"] is False
+    event(f"status {status}")
+    return status
+
+
+def assert_only_signed_rows(conn: psycopg.Connection[Any], signed: set[bytes]) -> None:
+    stored = {bytes(r[0]) for r in conn.execute("SELECT body_sha256 FROM webhook_events")}
+    assert stored <= signed
+
+
+# --- 1. the event document itself ------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30) | st.floats(allow_nan=False),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=15,
+)
+EVENT_KEYS = [
+    "body",
+    "isBase64Encoded",
+    "headers",
+    "multiValueHeaders",
+    "pathParameters",
+    "rawPath",
+    "path",
+    "requestContext",
+    "version",
+    "routeKey",
+]
+field_values = st.one_of(
+    json_values,
+    st.just({"provider": "stripe"}),
+    st.sampled_from(["/webhooks/stripe", "/webhooks/", "/webhooks/stripe/x", "webhooks"]),
+    st.binary(max_size=20).map(lambda b: base64.b64encode(b).decode()),
+)
+malformed_events = st.one_of(
+    json_values,
+    st.dictionaries(st.sampled_from(EVENT_KEYS), field_values, max_size=8),
+)
+
+
+@given(raw_event=malformed_events)
+def test_any_event_document_gets_a_well_formed_non_5xx_answer(
+    fuzz_ingest: FuzzIngest, conn: psycopg.Connection[Any], raw_event: Any
+) -> None:
+    assert_healthy_answer(fuzz_ingest.invoke(raw_event))
+    assert_only_signed_rows(conn, fuzz_ingest.signed)  # nothing was signed: nothing stored
+
+
+# --- 2. authentic deliveries, mutated one detail at a time ------------------------------------
+
+MUTATIONS = [
+    "none",
+    "flip_body_byte",
+    "append_body_byte",
+    "header_value_char",
+    "drop_header",
+    "upper_case_names",
+    "repeat_header_differently",
+    "base64_body",
+    "base64_without_padding",
+    "wrong_base64_flag",
+    "other_provider",
+    "stale_timestamp",
+]
+
+
+def _body(provider: str, n: int, note: str) -> bytes:
+    document: dict[str, Any] = {
+        "id": f"evt_fuzz_{n}",
+        "type": "customer.created",
+        "event_id": f"Ev_fuzz_{n}",
+        "event": {"type": "message"},
+        "data": {"id": f"cus_{n}", "note": note},
+    }
+    if provider == "slack":
+        document["type"] = "event_callback"
+    return json.dumps(document).encode()
+
+
+def _mutate(
+    mutation: str, body: bytes, headers: dict[str, str], data: st.DataObject
+) -> tuple[bytes, dict[str, str], dict[str, Any]]:
+    """The mutated body and headers plus how the event is framed (base64, multi-value)."""
+    framing: dict[str, Any] = {}
+    names = sorted(headers)
+    if mutation == "flip_body_byte":
+        at = data.draw(st.integers(0, len(body) - 1))
+        body = body[:at] + bytes([body[at] ^ data.draw(st.integers(1, 255))]) + body[at + 1 :]
+    elif mutation == "append_body_byte":
+        body += data.draw(st.sampled_from([b" ", b"\n", b"\x00", b"}"]))
+    elif mutation == "header_value_char":
+        name = data.draw(st.sampled_from(names))
+        value = headers[name]
+        at = data.draw(st.integers(0, max(0, len(value) - 1)))
+        headers[name] = value[:at] + data.draw(st.characters(codec="utf-8")) + value[at + 1 :]
+    elif mutation == "drop_header":
+        headers.pop(data.draw(st.sampled_from(names)))
+    elif mutation == "upper_case_names":
+        headers = {k.upper(): v for k, v in headers.items()}
+    elif mutation == "repeat_header_differently":
+        name = data.draw(st.sampled_from(names))
+        framing["extra_values"] = {name: data.draw(st.text(max_size=40))}
+    elif mutation == "base64_body":
+        framing["base64"] = base64.b64encode(body).decode()
+    elif mutation == "base64_without_padding":
+        framing["base64"] = base64.b64encode(body).decode().rstrip("=")
+    elif mutation == "wrong_base64_flag":
+        framing["base64_flag_only"] = True
+    elif mutation == "other_provider":
+        framing["provider"] = data.draw(st.sampled_from(PROVIDERS))
+    return body, headers, framing
+
+
+@given(
+    provider=st.sampled_from(PROVIDERS),
+    shape=st.sampled_from(sorted(SHAPES)),
+    mutation=st.sampled_from(MUTATIONS),
+    n=st.integers(0, 30),
+    note=st.text(max_size=30),
+    data=st.data(),
+)
+def test_a_mutated_authentic_delivery_is_never_stored_unless_what_was_signed_is_intact(
+    fuzz_ingest: FuzzIngest,
+    conn: psycopg.Connection[Any],
+    *,
+    provider: str,
+    shape: str,
+    mutation: str,
+    n: int,
+    note: str,
+    data: st.DataObject,
+) -> None:
+    body = _body(provider, n, note)
+    registry = providers.registry()
+    timestamp = fuzz_ingest.now - (3600 if mutation == "stale_timestamp" else 0)
+    headers = providers.sign_delivery(
+        registry[provider],
+        body,
+        event_id=f"msg_fuzz_{n}",
+        timestamp=timestamp,
+        event_type="issues" if provider == "github" else "orders/create",
+    )
+    fuzz_ingest.signed.add(hashlib.sha256(body).digest())
+    body, headers, framing = _mutate(mutation, body, dict(headers), data)
+    target = framing.get("provider", provider)
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:  # API Gateway base64-encodes a body that is not text
+        framing.setdefault("base64", base64.b64encode(body).decode())
+    raw_event = SHAPES[shape](target, b"", headers)
+    raw_event["body"] = framing.get("base64", body.decode("utf-8", errors="replace"))
+    if "base64" in framing:
+        raw_event["isBase64Encoded"] = True
+    if framing.get("base64_flag_only"):
+        raw_event["isBase64Encoded"] = True
+    for name, value in framing.get("extra_values", {}).items():
+        if "multiValueHeaders" in raw_event:
+            raw_event["multiValueHeaders"][name] = [value, headers[name]]
+        else:
+            raw_event["headers"][name.lower()] = f"{headers[name]},{value}"
+    status = assert_healthy_answer(fuzz_ingest.invoke(raw_event))
+    if mutation == "flip_body_byte" or (
+        mutation == "stale_timestamp" and registry[provider].scheme.uses_timestamp
+    ):
+        assert status == 401
+    assert_only_signed_rows(conn, fuzz_ingest.signed)
