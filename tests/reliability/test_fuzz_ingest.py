@@ -24,7 +24,7 @@ from typing import Any
 import boto3
 import psycopg
 import pytest
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 from moto import mock_aws
 
@@ -129,6 +129,7 @@ malformed_events = st.one_of(
 
 
 @given(raw_event=malformed_events)
+@example(raw_event={"body": "\x80", "isBase64Encoded": True})  # once a ValueError (a 502)
 def test_any_event_document_gets_a_well_formed_non_5xx_answer(
     fuzz_ingest: FuzzIngest, conn: psycopg.Connection[Any], raw_event: Any
 ) -> None:
@@ -254,3 +255,25 @@ def test_a_mutated_authentic_delivery_is_never_stored_unless_what_was_signed_is_
     ):
         assert status == 401
     assert_only_signed_rows(conn, fuzz_ingest.signed)
+
+
+@pytest.mark.parametrize(
+    ("provider", "header", "value"),
+    [
+        ("acme", "X-Acme-Event-Id", "\x00sg_1"),  # unsigned delivery id
+        ("github", "X-GitHub-Event", "issues\ud800"),  # unsigned event type
+        ("shopify", "X-Shopify-Webhook-Id", "id\x00"),
+    ],
+)
+def test_an_unsigned_header_postgres_cannot_store_is_a_400_not_a_500(
+    fuzz_ingest: FuzzIngest, conn: psycopg.Connection[Any], provider: str, header: str, value: str
+) -> None:
+    """Found by the mutation property: these once failed the INSERT with a 500."""
+    body = _body(provider, 1, "")
+    headers = providers.sign_delivery(
+        providers.registry()[provider], body, event_id="msg_1", event_type="orders/create"
+    )
+    headers[header] = value
+    reply = fuzz_ingest.invoke(SHAPES["v1"](provider, body, headers))
+    assert reply["statusCode"] == 400
+    assert_only_signed_rows(conn, set())
