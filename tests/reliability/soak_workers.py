@@ -13,7 +13,8 @@ environment:
 Faults are injected at the boto3 boundary: while the control directory holds ``faults.on``,
 SendMessage / SendMessageBatch / PutEvents / PublishBatch calls fail with the given probability
 before they leave the process. Every injected fault is appended to ``faults-<pid>.log`` at once
-(a SIGKILLed worker keeps its count).
+(a SIGKILLed worker keeps its count), and every entry EventBridge accepted to
+``published-<pid>.jsonl`` as the answer arrives.
 """
 
 from __future__ import annotations
@@ -87,6 +88,26 @@ def install_boto_faults(control: Control) -> None:
 
     boto3.setup_default_session()
     events = boto3.DEFAULT_SESSION.events  # type: ignore[attr-defined]
+    # What EventBridge accepted, recorded as it answers (the soak's proof of publication).
+    published_log = control.directory / f"published-{os.getpid()}.jsonl"
+
+    def remember_entries(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["soak_entries"] = params.get("Entries", [])
+
+    def record_accepted(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        accepted = [
+            entry["Detail"]
+            for entry, answer in zip(
+                context.get("soak_entries", []), parsed.get("Entries", []), strict=False
+            )
+            if answer.get("EventId") and not answer.get("ErrorCode")
+        ]
+        if accepted:
+            with published_log.open("a") as log:
+                log.write("".join(detail + "\n" for detail in accepted))
+
+    events.register("before-call.events.PutEvents", remember_entries)
+    events.register("after-call.events.PutEvents", record_accepted)
     events.register("before-call.sqs.SendMessage", hook("sqs_send", "SendMessage", send_rate))
     events.register(
         "before-call.sqs.SendMessageBatch", hook("sqs_send", "SendMessageBatch", send_rate)
