@@ -137,6 +137,7 @@ def make_deliveries(n: int, now: int) -> list[Delivery]:
             "body_sha256": hashlib.sha256(body).digest(),
             # Already-serialised JSON, sent as is: the baseline does no client-side work.
             "payload": Jsonb(body.decode(), dumps=lambda text: text),
+            "enqueuing": True,
         }
         made.append(Delivery(v2_event(PROVIDER, body, headers), params))
     return made

@@ -118,10 +118,10 @@ def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) ->
         conn, row_id, owner="w", delay_seconds=3600, error_kind="retryable", error="x"
     )
     assert inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60) == []
-    assert inbox.lock_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
 
     conn.execute("UPDATE webhook_events SET available_at = now() WHERE id = %s", (row_id,))
-    assert inbox.lock_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "failed")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "failed")]
     assert [e.id for e in inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)] == [
         row_id
     ]
@@ -137,17 +137,37 @@ def test_terminal_rows_are_never_leased(conn: psycopg.Connection[Any]) -> None:
     assert inbox.lease_events(conn, ids, owner="w2", lease_seconds=60) == []
 
 
-def test_never_enqueued_rows_are_due_until_marked(conn: psycopg.Connection[Any]) -> None:
+def test_never_enqueued_rows_are_claimed_once_until_stale(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
-    assert inbox.lock_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
-    inbox.mark_enqueued(conn, [row_id])
-    assert inbox.lock_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
     conn.execute(
         "UPDATE webhook_events SET enqueued_at = now() - interval '10 minutes',"
         " available_at = now() - interval '10 minutes' WHERE id = %s",
         (row_id,),
     )
-    assert inbox.lock_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+
+
+def test_a_cleared_stamp_makes_the_row_due_at_once(conn: psycopg.Connection[Any]) -> None:
+    row_id = _claim(conn, "evt_1").id
+    inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300)
+    inbox.clear_enqueued(conn, [row_id])
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+
+
+def test_a_claim_that_will_enqueue_is_stamped_and_not_due(conn: psycopg.Connection[Any]) -> None:
+    body = b'{"id": "evt_1"}'
+    inbox.claim_event(
+        conn,
+        provider="stripe",
+        event_id="evt_1",
+        event_type="x",
+        body_sha256=hashlib.sha256(body).digest(),
+        payload={"id": "evt_1"},
+        enqueuing=True,
+    )
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
 
 
 def test_expired_leases_become_failed_or_dead_letter(conn: psycopg.Connection[Any]) -> None:

@@ -51,7 +51,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
 @pytest.mark.parametrize(
     ("group", "name", "index"),
     [
-        ("inbox", "lock_due_for_enqueue", {"webhook_events_ready_idx"}),
+        ("inbox", "claim_due_for_enqueue", {"webhook_events_ready_idx"}),
         # No row is processing here, so either index finds nothing equally fast.
         (
             "inbox",

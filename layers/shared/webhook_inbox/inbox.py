@@ -66,8 +66,13 @@ def claim_event(
     body_sha256: bytes,
     payload: Any,
     delivery_id: str | None = None,
+    enqueuing: bool = False,
 ) -> ClaimResult:
-    """Store an authentic event once; a duplicate only bumps its delivery count."""
+    """Store an authentic event once; a duplicate only bumps its delivery count.
+
+    ``enqueuing``: the caller sends the wake-up right after this commits, so a new row records
+    ``enqueued_at`` now; the caller must :func:`clear_enqueued` it if the send fails.
+    """
     with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
         cur.execute(
             _q("claim_event"),
@@ -78,6 +83,7 @@ def claim_event(
                 "event_type": event_type,
                 "body_sha256": body_sha256,
                 "payload": Jsonb(payload),
+                "enqueuing": enqueuing,
             },
         )
         row = cur.fetchone()
@@ -89,6 +95,12 @@ def claim_event(
 @translated
 def mark_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
     conn.execute(_q("mark_enqueued"), {"ids": list(ids)})
+
+
+@translated
+def clear_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
+    """The wake-up for ``ids`` was not sent: the next sweep sends it."""
+    conn.execute(_q("clear_enqueued"), {"ids": list(ids)})
 
 
 @translated
@@ -172,12 +184,16 @@ def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> li
 
 
 @translated
-def lock_due_for_enqueue(
+def claim_due_for_enqueue(
     conn: Connection[Any], *, limit: int, stale_seconds: float
 ) -> list[tuple[int, str]]:
-    """Lock (until the transaction ends) rows that must be sent to the processing queue."""
+    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them.
+
+    Run it in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the rows
+    whose send failed.
+    """
     rows = conn.execute(
-        _q("lock_due_for_enqueue"), {"limit": limit, "stale_seconds": stale_seconds}
+        _q("claim_due_for_enqueue"), {"limit": limit, "stale_seconds": stale_seconds}
     ).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 

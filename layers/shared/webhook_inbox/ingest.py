@@ -1,7 +1,8 @@
 """The ingest pipeline: HTTP event → verified, validated, claimed and enqueued inbox row.
 
 decode the event shape → body size limit → provider lookup → signature → JSON validation →
-claim (one round trip, autocommit) → SendMessage ``{"id": row}`` → mark enqueued → reply.
+claim (one round trip, autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` → reply
+(a failed send clears the stamp so the next sweep sends the row).
 
 Errors become HTTP answers in exactly one place, :func:`handle`. Every authentication failure
 gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. Logs carry
@@ -263,6 +264,8 @@ def _accept(
         body_sha256=hashlib.sha256(body).digest(),
         payload=payload,
         delivery_id=identity.delivery_id,
+        # Stamp enqueued_at in the claim itself: the happy path is one round trip.
+        enqueuing=bool(os.environ.get("PROCESSING_QUEUE_URL")),
     )
     outcome.row_id = claim.id
     if not claim.is_new:
@@ -272,17 +275,17 @@ def _accept(
     outcome.status, outcome.reply = 202, {"status": "accepted"}
     outcome.outcome, outcome.metric = "accepted", "Accepted"
     error = _enqueue(sqs_client, claim.id)
-    if error is not None:
-        # The row is durable with enqueued_at NULL: the sweeper sends it. Still 202.
-        outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
-        outcome.extra_metrics.append("EnqueueFailed")
+    if error is None:
         return
+    # The row is durable: still 202. Clearing the stamp lets the next sweep send it; if even
+    # that fails, the sweeper's stale rule re-sends the row later.
+    outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
+    outcome.extra_metrics.append("EnqueueFailed")
     try:
-        inbox.mark_enqueued(conn, [claim.id])
+        inbox.clear_enqueued(conn, [claim.id])
     except StoreError as exc:
-        # Harmless: the sweeper will send it once more and the processor deduplicates.
         db.discard_connection()
-        outcome.detail = f"mark_enqueued failed: {exc}"
+        outcome.detail += f"; clear_enqueued failed: {exc}"
 
 
 def handle(

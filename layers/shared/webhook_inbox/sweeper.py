@@ -233,17 +233,20 @@ class Sweep:
 
     def _reenqueue_batch(self) -> bool:
         limit = self._config.enqueue_batch
-        # The rows stay locked until this transaction ends: an overlapping sweeper skips them
-        # while we send, and finds them marked once we commit.
+        # Claimed by stamping enqueued_at, and committed, before sending: an overlapping sweeper
+        # skips the stamped rows, and no row lock is held while SQS hands a message to a
+        # processor (whose lease would skip a locked row). A crash before the send leaves a
+        # stamp that the stale rule re-sends later.
         with self._conn.transaction():
-            rows = inbox.lock_due_for_enqueue(
+            rows = inbox.claim_due_for_enqueue(
                 self._conn, limit=limit, stale_seconds=self._config.reenqueue_stale_seconds
             )
-            sent, _unsent = self._send([row_id for row_id, _ in rows])
-            if sent:
-                inbox.mark_enqueued(self._conn, sent)
+        sent, unsent = self._send([row_id for row_id, _ in rows])
+        if unsent:
+            with self._conn.transaction():
+                inbox.clear_enqueued(self._conn, unsent)
         self.report.reenqueued += len(sent)
-        # Unsent rows keep enqueued_at as it was and stay due. A full batch that sent something
+        # Unsent rows lose their stamp and stay due. A full batch that sent something
         # means more may be waiting; one that sent nothing means SQS is refusing (or time is
         # up), and looping would only pick the same rows again.
         return len(rows) == limit and bool(sent) and not self._sqs_down

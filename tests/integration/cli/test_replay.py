@@ -218,7 +218,7 @@ def test_a_failed_send_keeps_the_replay_and_says_the_sweeper_will_send_it(
     assert "sweeper will enqueue" in result.err
     row = _row(conn, row_id)
     assert row["status"] == "received"
-    assert row["enqueued_at"] is None  # so the sweeper's lock_due_for_enqueue picks it up
+    assert row["enqueued_at"] is None  # so the sweeper's claim_due_for_enqueue picks it up
     assert len(_actions(conn)) == 1
 
 

@@ -29,7 +29,8 @@ from tests.integration.ingest.conftest import (
     secret_of,
 )
 from tests.support import load_event
-from webhook_inbox import db, ingest, providers
+from webhook_inbox import db, inbox, ingest, providers
+from webhook_inbox.errors import StoreUnavailable
 
 SHAPE_VARIANTS = [(shape, b64) for shape in SHAPES for b64 in (False, True)]
 
@@ -521,6 +522,36 @@ def test_sqs_failure_after_commit_is_202_and_the_row_stays_not_enqueued(
         "SELECT status FROM webhook_events WHERE id = %s", (row["id"],)
     ).fetchone()
     assert status == ("received",)
+    # Cleared, so the very next sweep sends it.
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
+        (row["id"], "received")
+    ]
+
+
+def test_sqs_and_database_failing_after_commit_is_202_and_the_stale_rule_recovers_the_row(
+    harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCESSING_QUEUE_URL", harness.queue_url + "-missing")
+
+    def database_gone(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailable("OperationalError")
+
+    monkeypatch.setattr(inbox, "clear_enqueued", database_gone)
+    signed = stripe_official(harness.now)
+    reply = harness.deliver("stripe", signed.body, signed.headers)
+    assert (reply.status, reply.body) == (202, {"status": "accepted"})
+    row = stored(conn, "stripe", signed.event_id)
+    assert row is not None
+    assert row["enqueued_at"] is not None  # the stamp stayed: not due until it is stale
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == []
+    conn.execute(
+        "UPDATE webhook_events SET enqueued_at = now() - interval '16 minutes',"
+        " available_at = now() - interval '16 minutes' WHERE id = %s",
+        (row["id"],),
+    )
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
+        (row["id"], "received")
+    ]
 
 
 def test_slack_url_verification_is_answered_and_not_stored(

@@ -158,7 +158,7 @@ def test_a_database_outage_fails_the_invocation_after_reporting_what_was_done(
         raise StoreUnavailable("OperationalError")
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbox, "lock_due_for_enqueue", outage)
+        patch.setattr(inbox, "claim_due_for_enqueue", outage)
         with pytest.raises(StoreUnavailable):
             sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
 

@@ -3,10 +3,13 @@
 -- name: claim_event
 -- One round trip for new and duplicate deliveries alike. DO UPDATE (not DO NOTHING) so that a
 -- duplicate returns the stored row even when the first insert committed after our snapshot;
--- xmax = 0 only on a freshly inserted tuple.
+-- xmax = 0 only on a freshly inserted tuple. A caller about to send the wake-up itself records
+-- enqueued_at now (no second round trip); if the send then fails it clears it (clear_enqueued),
+-- and if it crashes in between, the sweeper's stale rule re-sends the row.
 INSERT INTO webhook_events AS e
-    (provider, event_id, delivery_id, event_type, body_sha256, payload)
-VALUES (%(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s)
+    (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
+VALUES (%(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s,
+        CASE WHEN %(enqueuing)s THEN now() END)
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
         last_delivery_at = now()
@@ -16,6 +19,12 @@ RETURNING e.id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
 UPDATE webhook_events
    SET enqueued_at = now()
  WHERE id = ANY(%(ids)s)
+
+-- name: clear_enqueued
+-- The wake-up for these rows was not sent after all: make them due for the next sweep.
+UPDATE webhook_events
+   SET enqueued_at = NULL
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed')
 
 -- name: lease_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
@@ -85,20 +94,27 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED))
 RETURNING e.id, e.status
 
--- name: lock_due_for_enqueue
+-- name: claim_due_for_enqueue
 -- Rows the processing queue should see (again): received or failed, due, and either never sent
 -- for this attempt (enqueued_at is cleared whenever a row becomes failed) or sent so long ago
--- that the message must have been lost. Locked until the caller's transaction ends, so an
--- overlapping sweeper skips them instead of sending them twice.
-SELECT id, status
-  FROM webhook_events
- WHERE status IN ('received', 'failed')
-   AND available_at <= now()
-   AND (enqueued_at IS NULL
-        OR greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s))
- ORDER BY available_at
- LIMIT %(limit)s
-   FOR UPDATE SKIP LOCKED
+-- that the message must have been lost. Claimed by stamping enqueued_at in this one statement,
+-- which commits before the caller sends: an overlapping sweeper skips the rows (SKIP LOCKED, then
+-- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
+-- caller clears the stamp of rows it failed to send (clear_enqueued).
+UPDATE webhook_events
+   SET enqueued_at = now()
+ WHERE id = ANY(ARRAY(
+        SELECT id
+          FROM webhook_events
+         WHERE status IN ('received', 'failed')
+           AND available_at <= now()
+           AND (enqueued_at IS NULL
+                OR greatest(enqueued_at, available_at)
+                   <= now() - make_interval(secs => %(stale_seconds)s))
+         ORDER BY available_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+RETURNING id, status
 
 -- name: status_summary
 -- Counts and oldest received_at per status (served by webhook_events_status_received_idx).
