@@ -106,7 +106,7 @@ def install_boto_faults(control: Control) -> None:
             with published_log.open("a") as log:
                 log.write("".join(detail + "\n" for detail in accepted))
 
-    events.register("before-call.events.PutEvents", remember_entries)
+    events.register("provide-client-params.events.PutEvents", remember_entries)
     events.register("after-call.events.PutEvents", record_accepted)
     events.register("before-call.sqs.SendMessage", hook("sqs_send", "SendMessage", send_rate))
     events.register(
