@@ -141,10 +141,13 @@ def machine_line(details: dict[str, str]) -> str:
 class WireCount:
     """What one piece of work cost on the wire.
 
-    A round trip is one wait for the server's ReadyForQuery: psycopg sends a statement (Parse,
-    Bind, Execute, Sync, or a simple Query) and blocks until the server answers. A commit is a
-    round trip that leaves the session idle (an explicit COMMIT, or an autocommit statement);
-    an explicit ROLLBACK is not counted as one.
+    A round trip is one wait for the server: psycopg sends one or more messages (a statement's
+    Parse, Bind, Execute and Sync, or in pipeline mode several statements ended by a Sync or a
+    Flush) and blocks until the server answers. In the trace that is a run of frontend (``F``)
+    lines followed by backend (``B``) lines, so round trips are counted as F→B turns; outside
+    pipeline mode that equals the number of ReadyForQuery messages. A commit is a ReadyForQuery
+    that leaves the session idle (an explicit COMMIT, or an autocommit statement); an explicit
+    ROLLBACK is not counted as one.
     """
 
     round_trips: int
@@ -183,7 +186,13 @@ def count_wire(conn: Conn) -> Iterator[list[WireCount]]:
     round_trips = commits = 0
     statements: list[str] = []
     pending = False  # a statement whose first lines were comments: keep reading its text
+    last_direction = ""
     for line in lines:
+        direction = line[:2]
+        if direction == "B\t" and last_direction == "F\t":
+            round_trips += 1
+        if direction in {"F\t", "B\t"}:
+            last_direction = direction
         match = _STATEMENT.match(line)
         if match or (pending and not line.startswith(("F\t", "B\t"))):
             keyword = _first_keyword(match.group(1) if match else line)
@@ -192,10 +201,9 @@ def count_wire(conn: Conn) -> Iterator[list[WireCount]]:
                 statements.append(keyword)
             continue
         pending = False
-        if "\tReadyForQuery\t" in line:
-            round_trips += 1
-            if line.rstrip().endswith("I") and (not statements or statements[-1] != "ROLLBACK"):
-                commits += 1
+        idle = "\tReadyForQuery\t" in line and line.rstrip().endswith("I")
+        if idle and (not statements or statements[-1] != "ROLLBACK"):
+            commits += 1
     box.append(WireCount(round_trips, commits, statements))
 
 

@@ -9,8 +9,9 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
 * ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
   (Powertools batch processing, logging and metrics included; output to /dev/null);
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
-  transactions (lease committed on its own, then one transaction with a savepoint per event),
-  issued as plain ``conn.execute`` calls;
+  transactions and the same waits (the lease as one autocommit statement, then one pipelined
+  transaction: per event the conditional INSERT, read, and the outbox INSERT, not read; one
+  batched ``processed`` mark, read; COMMIT), issued as plain ``conn.execute`` calls;
 * ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
   its own transaction, then the handler's statements and the mark in another.
 
@@ -62,6 +63,7 @@ _LEASE = query("inbox", "lease_events")
 _CREATE = query("examples", "create_customer")
 _OUTBOX = query("outbox", "add_message")
 _PROCESSED = query("inbox", "mark_processed")
+_PROCESSED_BATCH = query("processing", "mark_processed_batch")
 
 
 def sqs_event(ids: list[int]) -> dict[str, Any]:
@@ -83,13 +85,13 @@ def sqs_event(ids: list[int]) -> dict[str, Any]:
     }
 
 
-def apply_customer_created(conn: Conn, row: tuple[Any, ...]) -> None:
+def apply_customer_created(conn: Conn, row: tuple[Any, ...], *, read_outbox: bool = True) -> None:
     """The example handler's SQL by hand: conditional insert, then the outbox message."""
     row_id, provider, event_id, payload = row[0], row[1], row[2], row[5]
     customer_id = payload["data"]["object"]["id"]
     params = {"provider": provider, "customer_id": customer_id, "source_event_id": event_id}
     if conn.execute(_CREATE, params).fetchone() is not None:
-        conn.execute(
+        cur = conn.execute(
             _OUTBOX,
             {
                 "topic": "customer.created",
@@ -97,21 +99,25 @@ def apply_customer_created(conn: Conn, row: tuple[Any, ...]) -> None:
                 "payload": Jsonb({**params}),
                 "source_event_id": row_id,
             },
-        ).fetchone()
+        )
+        if read_outbox:
+            cur.fetchone()
 
 
 def same_sql(conn: Conn, ids: list[int]) -> None:
     owner = uuid.uuid4().hex
-    with conn.transaction():
-        rows = conn.execute(
-            _LEASE, {"ids": ids, "owner": owner, "lease_seconds": LEASE_SECONDS}
-        ).fetchall()
-    with conn.transaction():
+    conn.autocommit = True
+    rows = conn.execute(
+        _LEASE, {"ids": ids, "owner": owner, "lease_seconds": LEASE_SECONDS}
+    ).fetchall()
+    with conn.pipeline():  # as the processor's fast pass
+        conn.execute("BEGIN")
         for row in rows:
-            with conn.transaction():  # savepoint per event, as the processor
-                apply_customer_created(conn, row)
-                if conn.execute(_PROCESSED, {"id": row[0], "owner": owner}).fetchone() is None:
-                    raise RuntimeError("lease lost")
+            apply_customer_created(conn, row, read_outbox=False)
+        marked = conn.execute(_PROCESSED_BATCH, {"ids": [r[0] for r in rows], "owner": owner})
+        if len(marked.fetchall()) != len(rows):
+            raise RuntimeError("lease lost")
+        conn.execute("COMMIT")
 
 
 def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:

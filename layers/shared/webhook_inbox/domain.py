@@ -1,9 +1,13 @@
 """What a domain handler works with: its signature, payload accessors, and outbox messages.
 
-A handler is ``handler(conn, event) -> None``. It runs inside the processor's transaction (a
-savepoint of the batch's transaction), so everything it writes — domain rows, outbox messages —
-commits together with the event's ``processed`` mark, or not at all. It must not commit, roll
-back or open its own connection. Raise :class:`~webhook_inbox.errors.PermanentEventError` when
+A handler is ``handler(conn, event) -> None``. It runs inside the batch's transaction, so
+everything it writes — domain rows, outbox messages — commits together with the event's
+``processed`` mark, or not at all. It must not commit, roll back or open its own connection. It
+may run twice in one invocation (see :mod:`webhook_inbox.pipelined_pass`: a first, pipelined run
+that is rolled back when anything in the batch fails), so it must not count on running once. In
+that pipelined run a statement waits only when its answer is read: read the answers you need,
+and let an error propagate rather than catching driver errors (a failure may belong to an
+earlier statement). Raise :class:`~webhook_inbox.errors.PermanentEventError` when
 retrying cannot help (the event goes to ``dead_letter`` at once) and
 :class:`~webhook_inbox.errors.RetryableEventError` (or anything else) when it can. Exception
 messages of these two classes are stored and logged: keep payload values out of them.
@@ -36,9 +40,14 @@ def deduplication_key(event: LeasedEvent, topic: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
-def emit(conn: Connection[Any], event: LeasedEvent, *, topic: str, payload: Any) -> bool:
-    """Queue an outbox message in the handler's transaction; False if this event already did."""
-    return outbox.add_message(
+def emit(conn: Connection[Any], event: LeasedEvent, *, topic: str, payload: Any) -> None:
+    """Queue an outbox message in the handler's transaction (once per event and topic).
+
+    Returns nothing on purpose: not waiting for the answer saves the processor a round trip per
+    message (see :mod:`webhook_inbox.pipelined_pass`). A redelivered event re-derives the same
+    deduplication key, so its message is stored once.
+    """
+    outbox.queue_message(
         conn,
         topic=topic,
         deduplication_key=deduplication_key(event, topic),

@@ -60,6 +60,32 @@ def add_message(
 
 
 @translated
+def queue_message(
+    conn: Connection[Any],
+    *,
+    topic: str,
+    deduplication_key: str,
+    payload: Any,
+    source_event_id: int | None,
+) -> None:
+    """:func:`add_message` without reading whether the key was new.
+
+    Not reading the answer lets the statement travel with the next one in pipeline mode (the
+    processor's fast path) instead of costing a round trip of its own; a failure still surfaces,
+    at the connection's next wait, and fails the transaction.
+    """
+    conn.execute(
+        _q("add_message"),
+        {
+            "topic": topic,
+            "deduplication_key": deduplication_key,
+            "payload": Jsonb(payload),
+            "source_event_id": source_event_id,
+        },
+    )
+
+
+@translated
 def claim_messages(
     conn: Connection[Any], *, limit: int, lease_seconds: float
 ) -> list[OutboxMessage]:

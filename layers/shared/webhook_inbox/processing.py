@@ -4,13 +4,17 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
 
 1. Parse every body. A body that is not ``{"id": <positive int>}`` can never succeed: it is
    logged, counted (``PoisonMessages``) and acknowledged.
-2. Lease all ids in one statement (its own short transaction, so the lease is visible to other
-   workers at once). Ids that come back unleased are terminal, leased by a live worker, not yet
-   due, or unknown: acknowledged, because the database — not SQS — owns retries.
-3. One transaction for the batch, one savepoint per event: the handler's writes, its outbox
-   messages and the ``processed`` mark commit together. A failing event rolls back to its
-   savepoint and is marked ``failed`` (backoff with jitter), ``dead_letter`` (permanent error or
-   attempts spent) or, without a handler, ``ignored``.
+2. Lease all ids in one autocommit statement (one round trip, committed at once, so the lease
+   and its attempt count stand whatever happens next). Ids that come back unleased are terminal,
+   leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
+   SQS — owns retries.
+3. One transaction for the batch: the handlers' writes, their outbox messages and the
+   ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.pipelined_pass`:
+   pipeline mode, one batched mark, no savepoints), which commits only if every event went
+   through. If anything failed it rolls back, and the careful pass runs the batch again with one
+   savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
+   (backoff with jitter), ``dead_letter`` (permanent error or attempts spent) or, without a
+   handler, ``ignored``.
 4. After the commit, failed events whose retry is due within SQS's 900 s ``DelaySeconds`` limit are
    sent back to the queue with that delay; longer delays are left to the sweeper.
 
@@ -28,7 +32,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +39,7 @@ import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import db, handlers, inbox
+from webhook_inbox import db, handlers, inbox, pipelined_pass
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.errors import (
     ConfigurationError,
@@ -46,6 +49,7 @@ from webhook_inbox.errors import (
     StoreError,
 )
 from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
 from webhook_inbox.queries import query
 
 if TYPE_CHECKING:
@@ -60,15 +64,12 @@ metrics = Metrics()
 # record outlived its Lambda forever).
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
-# Do not start another event's handler with less time than this left; its lease covers it.
-STOP_MARGIN_MS = 2000
 SQS_MAX_DELAY_SECONDS = 900
 SQS_MAX_BATCH = 10
 MAX_ERROR_CHARS = 500
 # How long to let a row lock taken by a one-statement transaction (ingest's mark_enqueued, a
 # concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
-NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
 
 
 @dataclass(frozen=True)
@@ -106,18 +107,6 @@ def _positive(env: dict[str, str], name: str, default: float) -> float:
 class QueueMessage:
     message_id: str
     body: str
-
-
-@dataclass(frozen=True)
-class EventResult:
-    """What happened to one leased event in this batch."""
-
-    event: LeasedEvent
-    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished
-    duration_ms: float = 0.0
-    retry_delay_s: float | None = None
-    latency: timedelta | None = None
-    error_kind: str | None = None
 
 
 def lease_seconds_for(remaining_ms: int) -> float:
@@ -253,9 +242,12 @@ def process_messages(
 
 def _connection() -> psycopg.Connection[Any]:
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        with db.translate():
+    with db.translate():
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()  # a previous invocation was cut short inside a transaction
+        # A lone statement commits by itself (no BEGIN/COMMIT round trips); the batch opens its
+        # own transaction.
+        conn.autocommit = True
     return conn
 
 
@@ -268,24 +260,28 @@ def _process_rows(
 ) -> set[int]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
-    with db.translate(), conn.transaction():
-        leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
     leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
     logger.info(
         "batch leased",
         extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
     )
-
     leased_ids = {event.id for event in leased}
-    results: list[EventResult] = []
-    with db.translate(), conn.transaction():
-        not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
+    not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
+    with db.translate():
         skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
-        for event in leased:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-                continue
-            results.append(_handle(conn, event, owner=owner, settings=settings))
+
+    fast = pipelined_pass.run(conn, leased, owner=owner, remaining_ms=remaining_ms)
+    results = fast.results
+    if results is None:
+        logger.info(
+            "fast pass rolled back, batch run again event by event", extra={"reason": fast.reason}
+        )
+        results = [EventResult(e, "lease_lost") for e in leased if e.id in fast.lease_lost]
+        careful = [e for e in leased if e.id not in fast.lease_lost]
+        results += _run_carefully(
+            conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
+        )
 
     for result in results:
         _report(result)
@@ -293,6 +289,25 @@ def _process_rows(
     redeliver |= skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
+
+
+def _run_carefully(
+    conn: psycopg.Connection[Any],
+    events: list[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> list[EventResult]:
+    """One transaction, one savepoint per event, every statement checked as it runs."""
+    results: list[EventResult] = []
+    with db.translate(), conn.transaction():
+        for event in events:
+            if remaining_ms() < STOP_MARGIN_MS:
+                results.append(EventResult(event, "unfinished"))
+                continue
+            results.append(_handle(conn, event, owner=owner, settings=settings))
+    return results
 
 
 def _lease_briefly_locked(
@@ -314,14 +329,13 @@ def _lease_briefly_locked(
     missing = [row_id for row_id in row_ids if row_id not in leased_ids]
     if not missing:
         return []
-    with db.translate(), conn.transaction():
+    with db.translate():
         status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": missing}))
     skipped = [row_id for row_id in missing if status_of.get(row_id) == "received"]
     if not skipped:
         return []
     time.sleep(LOCKED_ROW_RETRY_S)
-    with db.translate(), conn.transaction():
-        return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
+    return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
 
 
 def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
@@ -427,8 +441,7 @@ def _schedule_retries(
     if sent:
         metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=len(sent))
         try:
-            with db.translate(), conn.transaction():
-                inbox.mark_enqueued(conn, sorted(sent))
+            inbox.mark_enqueued(conn, sorted(sent))
         except StoreError as exc:
             # The wake-up is on its way; without the mark the sweeper may send a second one,
             # which finds the row processed or not due and is acknowledged.

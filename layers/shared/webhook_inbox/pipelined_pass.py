@@ -1,0 +1,177 @@
+"""The processor's fast path: a leased batch in one pipelined transaction, checked at the end.
+
+In psycopg's pipeline mode a statement is sent without waiting for its answer; the connection
+waits only when a result is read (by a handler, or by us). So a batch whose handlers each read one
+result costs one round trip per event and two at the end, instead of one per statement:
+
+* ``BEGIN`` and every statement whose answer nobody reads travel with the next wait;
+* each handler waits where it reads (the example handlers read their conditional write's answer
+  to decide whether to emit an outbox message);
+* every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
+  another, both read in one wait; the lease guard (status and owner) is in their ``WHERE``;
+* ``COMMIT`` is the last wait.
+
+The price of not waiting is that an error shows up late — at the connection's next wait, which
+may belong to a later event — so this pass does not try to attribute failures. It uses no
+savepoints: the first failure of any kind (a handler raises, a statement fails, or a row's lease
+was lost before the final mark) rolls the whole transaction back, and the caller runs the batch
+again the careful way (a savepoint per event, every statement checked as it runs), which records
+which event failed and why. Either way a domain change commits only together with its
+``processed`` mark, and only while the row is leased to us. A handler may therefore run twice in
+one invocation (its first run rolled back), as it may on any redelivery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from webhook_inbox import db, handlers
+from webhook_inbox.errors import StoreError
+from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.queries import query
+
+# Do not start another event's handler with less time than this left; its lease covers it.
+STOP_MARGIN_MS = 2000
+NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """What happened to one leased event in this batch."""
+
+    event: LeasedEvent
+    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished
+    duration_ms: float = 0.0
+    retry_delay_s: float | None = None
+    latency: timedelta | None = None
+    error_kind: str | None = None
+
+
+@dataclass(frozen=True)
+class FastPass:
+    """The pass's verdict: ``results`` when it committed, None when it rolled everything back."""
+
+    results: list[EventResult] | None
+    reason: str = ""  # why it gave up (an error class name or "lease_lost"), never a message
+    lease_lost: frozenset[int] = frozenset()  # rows another worker owns now: do not run again
+
+
+class _GiveUp(Exception):
+    def __init__(self, reason: str, lease_lost: frozenset[int] = frozenset()) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.lease_lost = lease_lost
+
+
+def run(
+    conn: psycopg.Connection[Any],
+    events: Sequence[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+) -> FastPass:
+    """Process ``events`` in one pipelined transaction on an autocommit connection.
+
+    Raises StoreError when the connection broke or the commit failed: then nothing of the batch
+    committed, and the caller lets SQS redeliver it.
+    """
+    if not events:
+        return FastPass([])
+    with db.translate(), conn.pipeline() as pipeline:
+        try:
+            results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
+        except _GiveUp as give_up:
+            _roll_back(conn, pipeline)
+            return FastPass(None, give_up.reason, give_up.lease_lost)
+        conn.execute("COMMIT")  # sent with the Sync that closes the pipeline
+    return FastPass(results)
+
+
+def _run_all(
+    conn: psycopg.Connection[Any],
+    pipeline: psycopg.Pipeline,
+    events: Sequence[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+) -> list[EventResult]:
+    results: list[EventResult] = []
+    try:
+        conn.execute("BEGIN")
+        for event in events:
+            if remaining_ms() < STOP_MARGIN_MS:
+                results.append(EventResult(event, "unfinished"))
+            else:
+                results.append(_run_handler(conn, event))
+        return _mark(conn, pipeline, results, owner=owner)
+    except _GiveUp:
+        raise
+    except StoreError as exc:
+        if conn.closed or conn.broken:
+            raise  # infrastructure: the whole batch is lost, SQS redelivers it
+        raise _GiveUp(type(exc.__cause__ or exc).__name__) from exc
+    except Exception as exc:  # any handler failure sends the batch the careful way
+        raise _GiveUp(type(exc).__name__) from exc
+
+
+def _run_handler(conn: psycopg.Connection[Any], event: LeasedEvent) -> EventResult:
+    handler = handlers.handler_for(event.provider, event.event_type)
+    if handler is None:
+        return EventResult(event, "ignored")  # marked with the others in _mark
+    started = time.perf_counter()
+    with db.translate():  # handlers may use the connection directly
+        handler(conn, event)
+    return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
+
+
+def _mark(
+    conn: psycopg.Connection[Any],
+    pipeline: psycopg.Pipeline,
+    results: list[EventResult],
+    *,
+    owner: str,
+) -> list[EventResult]:
+    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
+    processed = [r.event.id for r in results if r.outcome == "processed"]
+    ignored = [r.event.id for r in results if r.outcome == "ignored"]
+    processed_cur = ignored_cur = None
+    if processed:
+        processed_cur = conn.execute(
+            query("processing", "mark_processed_batch"), {"ids": processed, "owner": owner}
+        )
+    if ignored:
+        ignored_cur = conn.execute(
+            query("processing", "mark_ignored_batch"),
+            {"ids": ignored, "owner": owner, "disposition": NO_HANDLER_DISPOSITION},
+        )
+    if processed_cur is None and ignored_cur is None:
+        # Nothing to mark, but a handler's unread statement must fail before COMMIT is sent.
+        pipeline.sync()
+    with db.translate():
+        latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
+        marked_ignored = {row[0] for row in ignored_cur.fetchall()} if ignored_cur else set()
+    lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
+    if lost:
+        raise _GiveUp("lease_lost", lost)
+    return [
+        dataclasses.replace(r, latency=latency_of[r.event.id]) if r.outcome == "processed" else r
+        for r in results
+    ]
+
+
+def _roll_back(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
+    """End the failed transaction; raises (StoreError, via the caller) if the connection broke."""
+    with suppress(psycopg.Error):
+        pipeline.sync()  # leave the aborted state; the error that caused it was reported already
+    if conn.closed or conn.broken:
+        raise StoreError("connection lost while giving up the fast pass")
+    conn.execute("ROLLBACK")
+    pipeline.sync()
