@@ -278,7 +278,7 @@ def env_reads(paths: Iterable[Path]) -> set[str]:
     """Environment variable names the code reads with a literal name.
 
     ``os.environ[...]``, ``os.environ.get(...)``, ``os.getenv(...)``, and helper calls whose name
-    says they read the environment (``_int_env("X", …)``, ``env_str("X")``…).
+    says they read the environment (``env_int("X", …)``, ``env_str("X")``…).
     """
     names: set[str] = set()
     for path in paths:

@@ -28,6 +28,7 @@ from webhook_inbox.errors import (
     StoreError,
     StoreUnavailable,
 )
+from webhook_inbox.settings import env_int
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -66,24 +67,11 @@ def translated(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def _int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name} must be positive, got {value}")
-    return value
-
-
 def session_timeouts_ms() -> tuple[int, int]:
     """(statement_timeout, lock_timeout) in milliseconds, from the environment."""
     return (
-        _int_env("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS),
-        _int_env("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
+        env_int("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS),
+        env_int("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
     )
 
 
@@ -112,7 +100,7 @@ def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycop
             extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
         return psycopg.connect(
             conninfo,
-            connect_timeout=_int_env("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
+            connect_timeout=env_int("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
             prepare_threshold=None,
             application_name=application_name,
             # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);

@@ -36,6 +36,7 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.providers import Registry, registry
 from webhook_inbox.schemes import Identity
+from webhook_inbox.settings import env_int
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -96,16 +97,7 @@ class Outcome:
 
 
 def max_body_bytes() -> int:
-    raw = os.environ.get("MAX_BODY_BYTES", "")
-    if not raw:
-        return DEFAULT_MAX_BODY_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"MAX_BODY_BYTES must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError("MAX_BODY_BYTES must be positive")
-    return value
+    return env_int("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
 
 
 def _headers(event: Mapping[str, Any]) -> dict[str, str]:

@@ -42,7 +42,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 from webhook_inbox import db, handlers, inbox, pipelined_pass
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.errors import (
-    ConfigurationError,
     EventError,
     LeaseLost,
     PermanentEventError,
@@ -51,6 +50,7 @@ from webhook_inbox.errors import (
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
 from webhook_inbox.queries import query
+from webhook_inbox.settings import env_int, env_number
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -84,23 +84,10 @@ class ProcessorSettings:
         env = dict(os.environ) if environ is None else environ
         return cls(
             queue_url=env.get("PROCESSING_QUEUE_URL") or None,
-            max_attempts=int(_positive(env, "MAX_ATTEMPTS", 8)),
-            retry_base_seconds=_positive(env, "RETRY_BASE_SECONDS", 5),
-            retry_max_seconds=_positive(env, "RETRY_MAX_SECONDS", 3600),
+            max_attempts=env_int("MAX_ATTEMPTS", 8, env),
+            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, env),
+            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, env),
         )
-
-
-def _positive(env: dict[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if not raw:
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
-    return value
 
 
 @dataclass(frozen=True)

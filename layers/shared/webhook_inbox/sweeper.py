@@ -32,25 +32,13 @@ from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
+from webhook_inbox.settings import env_int, env_number
 
 SQS_BATCH = 10
 MAX_REPORTED_ERRORS = 5
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
-
-
-def _env_number(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -94,12 +82,12 @@ class SweeperConfig:
             raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
         return cls(
             queue_url=queue_url,
-            max_attempts=int(_env_number(environ, "MAX_ATTEMPTS", 8)),
-            outbox_max_attempts=int(_env_number(environ, "OUTBOX_MAX_ATTEMPTS", 10)),
-            retry_base_seconds=_env_number(environ, "RETRY_BASE_SECONDS", 5),
-            retry_max_seconds=_env_number(environ, "RETRY_MAX_SECONDS", 3600),
-            payload_retention_days=int(_env_number(environ, "PAYLOAD_RETENTION_DAYS", 30)),
-            key_retention_days=int(_env_number(environ, "KEY_RETENTION_DAYS", 90)),
+            max_attempts=env_int("MAX_ATTEMPTS", 8, environ),
+            outbox_max_attempts=env_int("OUTBOX_MAX_ATTEMPTS", 10, environ),
+            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, environ),
+            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, environ),
+            payload_retention_days=env_int("PAYLOAD_RETENTION_DAYS", 30, environ),
+            key_retention_days=env_int("KEY_RETENTION_DAYS", 90, environ),
         )
 
 
