@@ -67,8 +67,8 @@ MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
 SQS_MAX_BATCH = 10
 MAX_ERROR_CHARS = 500
-# How long to let a row lock taken by a one-statement transaction (ingest's mark_enqueued, a
-# concurrent lease) clear before the second and last attempt to lease a skipped received row.
+# How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
+# a concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
 
 
@@ -308,9 +308,10 @@ def _lease_briefly_locked(
     """Try once more for ``received`` rows the lease skipped because their lock was taken.
 
     A ``received`` row is always claimable, so SKIP LOCKED passed it only because a statement
-    held its lock at that instant: ingest's ``mark_enqueued`` right after the send that woke us,
-    or another worker's lease (whose one-statement transaction commits at once, after which the
-    row is ``processing`` and not ours to take).
+    held its lock at that instant: a duplicate delivery's claim (``ON CONFLICT DO UPDATE`` locks
+    the row to count it), or another worker's lease (whose one-statement transaction commits at
+    once, after which the row is ``processing`` and not ours to take). Ingest and the sweeper
+    stamp ``enqueued_at`` and commit before they send, so the wake-up itself never races a lock.
     """
     leased_ids = {event.id for event in leased}
     missing = [row_id for row_id in row_ids if row_id not in leased_ids]
@@ -329,8 +330,8 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     """Log why rows were not leased; return the ``received`` ones, which SQS must redeliver.
 
     A ``received`` row is always claimable, so it was skipped only because another statement
-    held its row lock at that instant — typically ingest's ``mark_enqueued`` right after the send
-    that woke us. Acknowledging it would leave it waiting for the sweeper's stale re-enqueue.
+    held its row lock at that instant (see :func:`_lease_briefly_locked`). Acknowledging it would
+    leave it waiting for the sweeper's stale re-enqueue.
     """
     status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
     for row_id in row_ids:

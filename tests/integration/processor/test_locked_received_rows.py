@@ -1,8 +1,9 @@
 """A `received` row the lease skipped because another statement held its lock is redelivered.
 
 Found by the `webhook-inbox dev` end-to-end test: the processor received the wake-up while
-ingest's mark_enqueued UPDATE still held the row lock, SKIP LOCKED skipped the row, and the
-message was acknowledged — leaving the event `received` until the sweeper's stale re-enqueue.
+another statement (then ingest's post-send mark; still possible with a duplicate delivery's
+claim) held the row lock, SKIP LOCKED skipped the row, and the message was acknowledged —
+leaving the event `received` until the sweeper's stale re-enqueue.
 """
 
 from __future__ import annotations
