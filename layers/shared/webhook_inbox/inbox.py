@@ -1,8 +1,9 @@
 """Data layer for the inbox (webhook_events): plain functions over a psycopg connection.
 
 Each function is one statement, hence one round trip; none commits. The caller owns the
-transaction (ingest runs in autocommit, the processor groups a batch, the sweeper holds row locks
-while it sends). SQL lives in ``sql/inbox.sql``.
+transaction (ingest and the processor's lease run in autocommit, the processor groups a batch's
+marks in one transaction, the sweeper claims rows in one committed statement before it sends).
+SQL lives in ``sql/inbox.sql``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@
 4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
 5. retention: payloads, then old keys and published outbox rows (:mod:`webhook_inbox.retention`).
 
-Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2 holds
-the row locks while it sends, step 3 a time lease while it publishes. Before every batch the run
+Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2
+stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
+receives the message), step 3 holds a time lease while it publishes. Before every batch the run
 checks the Lambda's remaining time and stops while a safety margin is left; what it leaves, the
 next run (a minute later) picks up.
 """
@@ -67,8 +68,9 @@ class SweeperConfig:
     max_batches_per_step: int = 10_000
 
     def __post_init__(self) -> None:
-        if self.key_retention_days < self.payload_retention_days:
-            raise ConfigurationError("KEY_RETENTION_DAYS must be at least PAYLOAD_RETENTION_DAYS")
+        # A key retention shorter than the payload retention is allowed: deleting the row then
+        # simply removes its payload earlier. One shorter than the providers' retry windows is
+        # not (the template's MinValue refuses it at deploy time too).
         if self.key_retention_days < MIN_KEY_RETENTION_DAYS:
             raise ConfigurationError(
                 f"KEY_RETENTION_DAYS must be at least {MIN_KEY_RETENTION_DAYS} "

@@ -16,9 +16,12 @@ ON CONFLICT (provider, event_id) DO UPDATE
 RETURNING e.id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
 
 -- name: mark_enqueued
+-- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
+-- retry wake-ups, an operator's replay). Only rows still waiting: a row a processor failed in
+-- the meantime had its stamp cleared and must stay due for the sweeper.
 UPDATE webhook_events
    SET enqueued_at = now()
- WHERE id = ANY(%(ids)s)
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed')
 
 -- name: clear_enqueued
 -- The wake-up for these rows was not sent after all: make them due for the next sweep.

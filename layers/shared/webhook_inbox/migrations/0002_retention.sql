@@ -1,4 +1,4 @@
--- 0004: what the sweeper's retention needs.
+-- 0002: what the sweeper's retention needs.
 
 -- The payload purge looks for terminal rows that still carry a payload. webhook_events_terminal_idx
 -- (0001) orders every terminal row by age, so once purged rows pile up (they stay until

@@ -1,4 +1,4 @@
--- 0005: keep what a replay erases. A replay resets an event's attempts and error so that it gets
+-- 0003: keep what a replay erases. A replay resets an event's attempts and error so that it gets
 -- a full retry budget again (a dead-lettered row replayed with its attempts kept would be
 -- dead-lettered again on its first failure); the audit row keeps the values it replaced.
 ALTER TABLE operator_actions
