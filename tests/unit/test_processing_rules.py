@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from webhook_inbox import domain, handlers, processing
+from webhook_inbox import domain, handlers, processing, wakeups
 from webhook_inbox.errors import ConfigurationError, PermanentEventError, StoreError
 from webhook_inbox.inbox import LeasedEvent
 
@@ -35,7 +35,7 @@ def test_a_lease_outlives_the_invocation_by_the_margin() -> None:
     ],
 )
 def test_only_a_positive_integer_id_is_a_message(body: str, expected: int | None) -> None:
-    assert processing.parse_body(body) == expected
+    assert wakeups.parse_body(body) == expected
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook_inbox import db, inbox
+from webhook_inbox import db, inbox, wakeups
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -231,7 +231,7 @@ def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
     if not queue_url:
         return "PROCESSING_QUEUE_URL is not set"
     try:
-        sqs_client().send_message(QueueUrl=queue_url, MessageBody=json.dumps({"id": row_id}))
+        sqs_client().send_message(QueueUrl=queue_url, MessageBody=wakeups.message_body(row_id))
     except (BotoCoreError, ClientError) as exc:
         return type(exc).__name__
     return None

@@ -12,7 +12,6 @@ locked by a worker's open transaction, is refused; so is a row whose payload ret
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -21,7 +20,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from webhook_inbox import inbox, outbox
+from webhook_inbox import inbox, outbox, wakeups
 from webhook_inbox.db import translated
 from webhook_inbox.queries import query
 
@@ -306,17 +305,15 @@ def sqs_sender(queue_url: str, client: Any, on_error: Callable[[str], None]) -> 
 
     def send(ids: Sequence[int]) -> set[int]:
         accepted: set[int] = set()
-        for start in range(0, len(ids), 10):  # SendMessageBatch takes at most ten entries
-            chunk = ids[start : start + 10]
-            entries = [{"Id": str(i), "MessageBody": json.dumps({"id": i})} for i in chunk]
+        for chunk in wakeups.chunks(ids):
             try:
-                reply = client.send_message_batch(QueueUrl=queue_url, Entries=entries)
+                result = wakeups.send_chunk(client, queue_url, chunk)
             except (BotoCoreError, ClientError) as exc:
                 on_error(f"{type(exc).__name__}: {exc}")
                 continue
-            accepted.update(int(ok["Id"]) for ok in reply.get("Successful", []))
-            for failed in reply.get("Failed", []):
-                on_error(f"message for row {failed['Id']}: {failed.get('Code', 'failed')}")
+            accepted.update(result.sent)
+            for row_id, code in result.rejected:
+                on_error(f"message for row {row_id}: {code}")
         return accepted
 
     return send

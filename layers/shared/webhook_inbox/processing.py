@@ -26,7 +26,6 @@ wake-up could not be sent.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import traceback
@@ -39,7 +38,7 @@ import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import db, handlers, inbox, pipelined_pass
+from webhook_inbox import db, handlers, inbox, pipelined_pass, wakeups
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.errors import (
     EventError,
@@ -51,6 +50,7 @@ from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
 from webhook_inbox.queries import query
 from webhook_inbox.settings import env_int, env_number
+from webhook_inbox.wakeups import parse_body
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -65,7 +65,6 @@ metrics = Metrics()
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
-SQS_MAX_BATCH = 10
 MAX_ERROR_CHARS = 500
 # How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
 # a concurrent lease) clear before the second and last attempt to lease a skipped received row.
@@ -99,18 +98,6 @@ class QueueMessage:
 def lease_seconds_for(remaining_ms: int) -> float:
     """Lease length for an invocation with ``remaining_ms`` left: never zero or negative."""
     return max(MIN_LEASE_SECONDS, max(remaining_ms, 0) / 1000 + LEASE_MARGIN_SECONDS)
-
-
-def parse_body(body: str) -> int | None:
-    """The inbox row id in ``{"id": N}``, or None for a poison message."""
-    try:
-        document = json.loads(body)
-    except (TypeError, ValueError):
-        return None
-    row_id = document.get("id") if isinstance(document, dict) else None
-    if isinstance(row_id, bool) or not isinstance(row_id, int) or row_id <= 0:
-        return None
-    return row_id
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -149,29 +136,16 @@ def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     sent: set[int] = set()
-    row_ids = sorted(delays)
-    for start in range(0, len(row_ids), SQS_MAX_BATCH):
-        chunk = row_ids[start : start + SQS_MAX_BATCH]
+    for chunk in wakeups.chunks(sorted(delays)):
         try:
-            response = sqs_client().send_message_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {
-                        "Id": str(row_id),
-                        "MessageBody": json.dumps({"id": row_id}),
-                        "DelaySeconds": delays[row_id],
-                    }
-                    for row_id in chunk
-                ],
-            )
+            result = wakeups.send_chunk(sqs_client(), queue_url, chunk, delays=delays)
         except (BotoCoreError, ClientError) as exc:
             logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
             continue
-        sent.update(int(entry["Id"]) for entry in response.get("Successful", []))
-        for entry in response.get("Failed", []):
+        sent.update(result.sent)
+        for row_id, code in result.rejected:
             logger.warning(
-                "retry wake-up rejected",
-                extra={"event_row_id": int(entry["Id"]), "error_kind": entry.get("Code")},
+                "retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code}
             )
     return sent
 

@@ -16,7 +16,6 @@ next run (a minute later) picks up.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -27,7 +26,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from psycopg import Connection
 
-from webhook_inbox import backlog, inbox, retention
+from webhook_inbox import backlog, inbox, retention, wakeups
 from webhook_inbox.backlog import Backlog
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
@@ -35,7 +34,6 @@ from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
 from webhook_inbox.settings import env_int, env_number
 
-SQS_BATCH = 10
 MAX_REPORTED_ERRORS = 5
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
@@ -244,19 +242,12 @@ class Sweep:
     def _send(self, ids: Sequence[int]) -> tuple[list[int], list[int]]:
         sent: list[int] = []
         unsent: list[int] = []
-        for start in range(0, len(ids), SQS_BATCH):
-            chunk = ids[start : start + SQS_BATCH]
+        for chunk in wakeups.chunks(ids):
             if self._sqs_down or not self._time_left():
                 unsent.extend(chunk)
                 continue
             try:
-                response = self._sqs.send_message_batch(
-                    QueueUrl=self._config.queue_url,
-                    Entries=[
-                        {"Id": str(row_id), "MessageBody": json.dumps({"id": row_id})}
-                        for row_id in chunk
-                    ],
-                )
+                result = wakeups.send_chunk(self._sqs, self._config.queue_url, chunk)
             except (BotoCoreError, ClientError) as exc:
                 # SQS is unreachable or refusing: stop sending this run; the rows stay due.
                 self._sqs_down = True
@@ -264,12 +255,12 @@ class Sweep:
                 self.report.enqueue_failed += len(chunk)
                 self.report.note_error("reenqueue", aws_error_text(exc))
                 continue
-            sent.extend(int(ok["Id"]) for ok in response.get("Successful", []))
+            sent.extend(result.sent)
             # A rejected entry (SQS-side, per entry) does not stop the others.
-            for bad in response.get("Failed", []):
-                unsent.append(int(bad["Id"]))
+            for row_id, code in result.rejected:
+                unsent.append(row_id)
                 self.report.enqueue_failed += 1
-                self.report.note_error("reenqueue", f"{bad.get('Code')}: {bad.get('Message', '')}")
+                self.report.note_error("reenqueue", code)
         return sent, unsent
 
     # --- 3. outbox ---------------------------------------------------------------------------
