@@ -246,8 +246,10 @@ def _process_rows(
 
     for result in results:
         _report(result)
-    redeliver = {r.event.id for r in results if r.outcome == "unfinished"}
-    redeliver |= skipped_while_locked
+    unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
+    if unfinished:
+        _release_unfinished(conn, unfinished, owner=owner)
+    redeliver = set(unfinished) | skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
 
@@ -279,48 +281,65 @@ def _lease_briefly_locked(
     owner: str,
     seconds: float,
 ) -> list[LeasedEvent]:
-    """Try once more for ``received`` rows the lease skipped because their lock was taken.
+    """Try once more for claimable rows the lease skipped because their lock was taken.
 
-    A ``received`` row is always claimable, so SKIP LOCKED passed it only because a statement
-    held its lock at that instant: a duplicate delivery's claim (``ON CONFLICT DO UPDATE`` locks
-    the row to count it), or another worker's lease (whose one-statement transaction commits at
-    once, after which the row is ``processing`` and not ours to take). Ingest and the sweeper
-    stamp ``enqueued_at`` and commit before they send, so the wake-up itself never races a lock.
+    A claimable row (``received``, or ``failed`` and due) was passed by SKIP LOCKED only because
+    a statement held its lock at that instant: a duplicate delivery's claim (``ON CONFLICT DO
+    UPDATE`` locks the row to count it), or another worker's lease (whose one-statement
+    transaction commits at once, after which the row is ``processing`` and not ours to take).
+    Ingest and the sweeper stamp ``enqueued_at`` and commit before they send, so the wake-up
+    itself never races a lock.
     """
     leased_ids = {event.id for event in leased}
     missing = [row_id for row_id in row_ids if row_id not in leased_ids]
     if not missing:
         return []
-    with db.translate():
-        status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": missing}))
-    skipped = [row_id for row_id in missing if status_of.get(row_id) == "received"]
+    skipped = sorted(_claimable(conn, missing))
     if not skipped:
         return []
     time.sleep(LOCKED_ROW_RETRY_S)
     return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
 
 
-def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    """Log why rows were not leased; return the ``received`` ones, which SQS must redeliver.
+def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
+    with db.translate():
+        rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
+    return {int(row_id) for row_id, _, claimable in rows if claimable}
 
-    A ``received`` row is always claimable, so it was skipped only because another statement
-    held its row lock at that instant (see :func:`_lease_briefly_locked`). Acknowledging it would
-    leave it waiting for the sweeper's stale re-enqueue.
+
+def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
+    """Log why rows were not leased; return the claimable ones, which SQS must redeliver.
+
+    A claimable row was skipped only because another statement held its row lock at that
+    instant (see :func:`_lease_briefly_locked`). Acknowledging it would leave it waiting for the
+    sweeper's stale re-enqueue.
     """
-    status_of = dict(conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall())
+    rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
+    found = {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
     for row_id in row_ids:
-        status = status_of.get(row_id)
-        if status is None:
+        if row_id not in found:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
-        elif status == "received":
+        elif found[row_id][1]:
             logger.info("event locked elsewhere, redelivered", extra={"event_row_id": row_id})
         else:
             logger.info(
                 "event not claimable, acknowledged",
-                extra={"event_row_id": row_id, "status": status},
+                extra={"event_row_id": row_id, "status": found[row_id][0]},
             )
-    return {row_id for row_id in row_ids if status_of.get(row_id) == "received"}
+    return {row_id for row_id, (_, claimable) in found.items() if claimable}
+
+
+def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:
+    """Hand back leases this invocation had no time to use; if that fails, they just expire."""
+    try:
+        with db.translate():
+            conn.execute(query("processing", "release_leases"), {"ids": row_ids, "owner": owner})
+    except StoreError as exc:
+        db.discard_connection()
+        logger.warning(
+            "releasing unstarted leases failed", extra={"error_kind": type(exc).__name__}
+        )
 
 
 def _connection_lost(conn: psycopg.Connection[Any]) -> bool:

@@ -13,27 +13,34 @@ from types import ModuleType
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.integration.processor.helpers import failures, invoke, row, sqs_event_for, store_event
 
 
-def test_received_row_locked_by_another_statement_is_redelivered(
-    processor: ModuleType, conn: psycopg.Connection[Any], database_url: str
+@pytest.mark.parametrize("status", ["received", "failed"])
+def test_claimable_row_locked_by_another_statement_is_redelivered(
+    processor: ModuleType, conn: psycopg.Connection[Any], database_url: str, status: str
 ) -> None:
     row_id = store_event(
         conn,
         event_type="customer.created",
         payload={"id": "evt_locked", "data": {"object": {"id": "cus_locked"}}},
     )
+    # A failed row that is due is as claimable as a received one.
+    conn.execute("UPDATE webhook_events SET status = %s WHERE id = %s", (status, row_id))
     locked, release = threading.Event(), threading.Event()
 
-    def ingest_marking_enqueued() -> None:
+    def duplicate_delivery_counting() -> None:
         with psycopg.connect(database_url) as own, own.transaction():
-            own.execute("UPDATE webhook_events SET enqueued_at = now() WHERE id = %s", (row_id,))
+            own.execute(
+                "UPDATE webhook_events SET delivery_count = delivery_count + 1 WHERE id = %s",
+                (row_id,),
+            )
             locked.set()
             release.wait(timeout=30)
 
-    thread = threading.Thread(target=ingest_marking_enqueued)
+    thread = threading.Thread(target=duplicate_delivery_counting)
     thread.start()
     try:
         assert locked.wait(timeout=10)
@@ -44,7 +51,7 @@ def test_received_row_locked_by_another_statement_is_redelivered(
         thread.join(timeout=10)
 
     assert failures(response) == [event["Records"][0]["messageId"]]
-    assert row(conn, row_id)["status"] == "received"
+    assert row(conn, row_id)["status"] == status
 
     retried = invoke(processor, sqs_event_for([row_id]))
     assert failures(retried) == []

@@ -22,7 +22,7 @@ from tests.integration.processor.helpers import (
     store_event,
 )
 from tests.support import FakeLambdaContext
-from webhook_inbox import inbox
+from webhook_inbox import inbox, processing
 from webhook_inbox.errors import RetryableEventError
 from webhook_inbox.inbox import LeasedEvent
 
@@ -277,22 +277,32 @@ def test_a_worker_that_dies_after_leasing_blocks_others_until_its_lease_expires(
     assert conn.execute("SELECT count(*) FROM customers").fetchone() == (1,)
 
 
-def test_no_time_left_still_leases_for_a_positive_time_and_returns_the_records(
-    processor: ModuleType, conn: psycopg.Connection[Any]
+def test_no_time_left_leases_for_a_positive_time_then_hands_the_rows_back_unspent(
+    processor: ModuleType, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     row_ids = store_customers(conn, 2)
+    conn.execute(
+        "UPDATE webhook_events SET status = 'failed', attempts = 3 WHERE id = %s", (row_ids[1],)
+    )
     event = sqs_event_for(row_ids)
+    leases: list[float] = []
+    real_lease = processing.inbox.lease_events
 
+    def recording_lease(*args: Any, lease_seconds: float, **kwargs: Any) -> Any:
+        leases.append(lease_seconds)
+        return real_lease(*args, lease_seconds=lease_seconds, **kwargs)
+
+    monkeypatch.setattr(processing.inbox, "lease_events", recording_lease)
     response = invoke(processor, event, FakeLambdaContext(remaining_ms=0))
 
-    # The invocation had no time to run handlers: both records go back to SQS, and the leases
-    # (remaining 0 s + margin) are positive, so the rows come free again on their own.
+    # Remaining 0 s still gave a positive lease (the margin)...
+    assert leases == [processing.MIN_LEASE_SECONDS]
+    # ...but with no time to run a handler both records go back to SQS, and the rows are handed
+    # back as they were: no attempt spent, no lease left to wait out.
     assert failures(response) == [r["messageId"] for r in event["Records"]]
-    now = db_now(conn)
-    for row_id in row_ids:
-        leased = row(conn, row_id)
-        assert leased["status"] == "processing"
-        assert timedelta(seconds=29) < leased["lease_expires_at"] - now <= timedelta(seconds=31)
+    first, second = row(conn, row_ids[0]), row(conn, row_ids[1])
+    assert (first["status"], first["attempts"], first["lease_owner"]) == ("received", 0, None)
+    assert (second["status"], second["attempts"], second["lease_owner"]) == ("failed", 3, None)
     assert conn.execute("SELECT count(*) FROM customers").fetchone() == (0,)
 
 
