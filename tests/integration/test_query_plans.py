@@ -60,6 +60,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         ),
         ("inbox", "lease_events", {"webhook_events_pkey"}),
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
+        ("outbox", "backlog", {"outbox_messages_status_idx"}),
     ],
 )
 def test_query_uses_its_index(

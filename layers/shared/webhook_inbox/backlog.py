@@ -7,8 +7,8 @@ from typing import Any
 
 from psycopg import Connection
 
+from webhook_inbox import outbox
 from webhook_inbox.db import translated
-from webhook_inbox.errors import StoreError
 from webhook_inbox.queries import query
 
 # The statuses whose size is a backlog; processed and ignored are history, not backlog.
@@ -39,13 +39,11 @@ def measure(conn: Connection[Any]) -> Backlog:
         counts[status] = int(count)
         if status in UNPROCESSED_STATUSES:
             oldest = max(oldest, float(age))
-    row = conn.execute(query("sweeper", "outbox_backlog")).fetchone()
-    if row is None:  # cannot happen: an aggregate without GROUP BY returns one row
-        raise StoreError("outbox backlog query returned no row")
+    messages = outbox.backlog(conn)
     return Backlog(
         event_counts=counts,
         oldest_unprocessed_age_seconds=oldest,
-        outbox_pending=int(row[0]),
-        outbox_dead=int(row[1]),
-        oldest_outbox_age_seconds=float(row[2]),
+        outbox_pending=messages.pending,
+        outbox_dead=messages.dead,
+        oldest_outbox_age_seconds=messages.oldest_pending_age_seconds,
     )

@@ -35,6 +35,7 @@ class OutboxBacklog:
     pending: int
     dead: int
     oldest_pending_created_at: datetime | None
+    oldest_pending_age_seconds: float
 
 
 @translated

@@ -37,7 +37,6 @@ def populated(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     ("name", "index"),
     [
         ("event_backlog", "webhook_events_status_received_idx"),
-        ("outbox_backlog", "outbox_messages_status_idx"),
         ("purge_payloads", "webhook_events_purgeable_idx"),
         ("delete_expired_events", "webhook_events_terminal_idx"),
         ("delete_published_outbox", "outbox_messages_status_idx"),

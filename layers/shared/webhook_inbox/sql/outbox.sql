@@ -45,8 +45,12 @@ UPDATE outbox_messages
  WHERE id = %(id)s AND status = 'pending'
 
 -- name: backlog
+-- For the sweeper's alarm metric and the operator's status. Served by outbox_messages_status_idx
+-- (status, created_at); the age is measured by the database clock that wrote created_at.
 SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
        count(*) FILTER (WHERE status = 'dead') AS dead,
-       min(created_at) FILTER (WHERE status = 'pending') AS oldest_pending_created_at
+       min(created_at) FILTER (WHERE status = 'pending') AS oldest_pending_created_at,
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')),
+                0)::float8 AS oldest_pending_age_seconds
   FROM outbox_messages
  WHERE status IN ('pending', 'dead')

@@ -12,15 +12,6 @@ SELECT status,
  WHERE status IN ('received', 'processing', 'failed', 'dead_letter')
  GROUP BY status
 
--- name: outbox_backlog
--- Served by outbox_messages_status_idx (status, created_at).
-SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
-       count(*) FILTER (WHERE status = 'dead') AS dead,
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending')),
-                0)::float8 AS oldest_pending_age_seconds
-  FROM outbox_messages
- WHERE status IN ('pending', 'dead')
-
 -- name: purge_payloads
 -- Drop the payload of processed / ignored rows older than the payload retention. dead_letter rows
 -- keep theirs: a replay needs it. updated_at is left alone so that the key-retention clock keeps
