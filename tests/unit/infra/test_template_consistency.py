@@ -369,3 +369,17 @@ def test_role_timeouts_stored_on_deploy_equal_the_functions_timeouts() -> None:
     app_env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert schema["RoleStatementTimeoutMs"] == app_env["DB_STATEMENT_TIMEOUT_MS"]
     assert schema["RoleLockTimeoutMs"] == app_env["DB_LOCK_TIMEOUT_MS"]
+
+
+def test_functions_reach_a_database_the_stack_creates_only_through_its_proxy() -> None:
+    resources = load_template()["Resources"]
+    conditions = load_template()["Conditions"]
+    inline = resources["FunctionSecurityGroup"]["Properties"]["SecurityGroupEgress"]
+    assert all(rule["FromPort"] != 5432 for rule in inline)
+    to_proxy = resources["FunctionToProxyEgress"]
+    assert to_proxy["Properties"]["DestinationSecurityGroupId"] == {"Ref": "ProxySecurityGroup"}
+    assert "CidrIp" not in to_proxy["Properties"]
+    # The open rule exists only for an existing database, never beside the stack's own.
+    anywhere = resources["FunctionToPostgresEgress"]
+    condition = conditions[anywhere["Condition"]]
+    assert {"Fn::Not": [{"Condition": "CreateDatabase"}]} in condition["Fn::And"]
