@@ -1,4 +1,5 @@
-"""The sweeper's and processor's queries use the partial indexes, not sequential scans."""
+"""The processor's and sweeper's queries read their indexes, not the whole table (most rows
+are history)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ PARAMS: dict[str, Any] = {
     "limit": 100,
     "stale_seconds": 300,
     "max_attempts": 5,
+    "days": 30,
 }
 
 
 @pytest.fixture
 def populated(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    # Mostly terminal rows, as in production: the ready states are a thin slice.
+    # Mostly terminal rows, as in production: the ready states are a thin slice. 20,000 events,
+    # 99 % processed (a tenth of those old enough for retention), 1 % received.
     conn.execute(
         "INSERT INTO webhook_events (provider, event_id, event_type, body_sha256, payload, status,"
-        " processed_at) SELECT 'stripe', 'evt_' || g, 'x', sha256(g::text::bytea), %s,"
+        " processed_at, updated_at) SELECT 'stripe', 'evt_' || g, 'x', sha256(g::text::bytea), %s,"
         " CASE WHEN g %% 100 = 0 THEN 'received' ELSE 'processed' END,"
-        " CASE WHEN g %% 100 = 0 THEN NULL ELSE now() END"
+        " CASE WHEN g %% 100 = 0 THEN NULL ELSE now() END,"
+        " CASE WHEN g %% 10 = 1 THEN now() - interval '40 days' ELSE now() END"
         " FROM generate_series(1, 20000) AS g",
         (Jsonb({}),),
     )
@@ -61,6 +65,11 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         ("inbox", "lease_events", {"webhook_events_pkey"}),
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
         ("outbox", "backlog", {"outbox_messages_status_idx"}),
+        # The sweeper's own statements: backlog metrics and retention.
+        ("sweeper", "event_backlog", {"webhook_events_status_received_idx"}),
+        ("sweeper", "purge_payloads", {"webhook_events_purgeable_idx"}),
+        ("sweeper", "delete_expired_events", {"webhook_events_terminal_idx"}),
+        ("sweeper", "delete_published_outbox", {"outbox_messages_status_idx"}),
     ],
 )
 def test_query_uses_its_index(
@@ -68,5 +77,4 @@ def test_query_uses_its_index(
 ) -> None:
     plan = _plan(populated, group, name)
     assert any(candidate in plan for candidate in index), plan
-    assert "Seq Scan on webhook_events" not in plan, plan
-    assert "Seq Scan on outbox_messages" not in plan, plan
+    assert "Seq Scan" not in plan, plan
