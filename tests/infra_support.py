@@ -88,6 +88,32 @@ def parameter_defaults() -> dict[str, Any]:
     }
 
 
+def parameter_values(**overrides: str) -> dict[str, Any]:
+    """Every parameter's value as CloudFormation passes it (defaults, then ``overrides``):
+    list-typed parameters become lists, split on commas as CloudFormation splits them."""
+    values: dict[str, Any] = {}
+    for name, spec in load_template().get("Parameters", {}).items():
+        raw = overrides.get(name, spec.get("Default"))
+        if str(spec["Type"]).startswith(("List<", "CommaDelimitedList")) and raw is not None:
+            values[name] = str(raw).split(",")
+        else:
+            values[name] = raw
+    return values
+
+
+def rule_failures(resolver: Resolver) -> list[str]:
+    """AssertDescription of each Rules assertion that fails for the resolver's parameters:
+    what CloudFormation would refuse the deploy with, before creating anything."""
+    failures = []
+    for rule in load_template().get("Rules", {}).values():
+        if "RuleCondition" in rule and not resolver.resolve(rule["RuleCondition"]):
+            continue
+        for assertion in rule["Assertions"]:
+            if not resolver.resolve(assertion["Assert"]):
+                failures.append(" ".join(str(assertion["AssertDescription"]).split()))
+    return failures
+
+
 @dataclass
 class Resolver:
     """Evaluates intrinsics for given parameter values; resource refs come from ``refs``."""
@@ -101,6 +127,10 @@ class Resolver:
     def pseudo(self, name: str) -> Any:
         return {
             "AWS::StackName": self.stack_name,
+            "AWS::StackId": (
+                f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{self.stack_name}/"
+                "5f3a2c40-3d1e-11f0-9a2b-0e1f2a3b4c5d"
+            ),
             "AWS::Region": self.region,
             "AWS::AccountId": self.account,
             "AWS::Partition": "aws",
@@ -147,6 +177,22 @@ class Resolver:
         if key == "Fn::Join":
             separator, items = arg
             return separator.join(str(v) for v in self.resolve(items))
+        if key == "Fn::Split":
+            separator, text = arg
+            return str(self.resolve(text)).split(separator)
+        if key == "Fn::Select":
+            index, items = arg
+            return self.resolve(items)[int(index)]
+        # The functions only Rules may use (each takes a list parameter and a string).
+        if key == "Fn::Contains":
+            items, wanted = (self.resolve(v) for v in arg)
+            return wanted in items
+        if key == "Fn::EachMemberEquals":
+            items, wanted = (self.resolve(v) for v in arg)
+            return all(item == wanted for item in items)
+        if key == "Fn::EachMemberIn":
+            items, allowed = (self.resolve(v) for v in arg)
+            return all(item in allowed for item in items)
         if key == "Fn::GetAtt":
             target = ".".join(arg)
             if target in self.refs:

@@ -105,3 +105,36 @@ def test_startup_options_are_never_sent_to_rds_proxy(
 ) -> None:
     monkeypatch.setenv("DB_STARTUP_OPTIONS", mode)
     assert db._send_startup_options(conninfo) is expected
+
+
+def test_rds_managed_secret_without_host_connects_where_the_deploy_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An RDS-managed `rds!` secret holds username and password only (issue 15)."""
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    db.reset_for_tests()
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(
+            Name="rds!db-0123", SecretString=json.dumps({"username": "u", "password": "p"})
+        )["ARN"]
+        monkeypatch.setenv("DATABASE_SECRET_ARN", arn)
+        monkeypatch.setenv("DATABASE_HOST", "db.example.internal")
+        monkeypatch.setenv("DATABASE_PORT", "6432")
+        monkeypatch.setenv("DATABASE_NAME", "inbox")
+        params = conninfo_to_dict(db.database_conninfo())
+    db.reset_for_tests()
+    assert (params["host"], params["port"], params["dbname"]) == (
+        "db.example.internal",
+        "6432",
+        "inbox",
+    )
+    assert (params["user"], params["password"]) == ("u", "p")
+
+
+def test_empty_location_variables_leave_the_secret_alone(
+    secret_arn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("DATABASE_HOST", "DATABASE_PORT", "DATABASE_NAME"):
+        monkeypatch.setenv(variable, "")
+    params = conninfo_to_dict(db.database_conninfo())
+    assert (params["host"], params["dbname"]) == ("proxy.example.internal", "inbox")

@@ -188,6 +188,24 @@ def _iam_token(host: str, port: int, user: str) -> str:
     return token
 
 
+def _with_location_overrides(secret: dict[str, Any]) -> dict[str, Any]:
+    """The secret, with ``DATABASE_HOST`` / ``DATABASE_PORT`` / ``DATABASE_NAME`` where set.
+
+    An RDS-managed ``rds!`` secret holds only the username and password, so the deploy passes
+    where to connect beside it.
+    """
+    located = dict(secret)
+    for variable, key in (
+        ("DATABASE_HOST", "host"),
+        ("DATABASE_PORT", "port"),
+        ("DATABASE_NAME", "dbname"),
+    ):
+        value = os.environ.get(variable, "")
+        if value:
+            located[key] = value
+    return located
+
+
 def database_conninfo() -> str:
     """Where to connect: ``DATABASE_URL``, else the RDS-shaped secret ``DATABASE_SECRET_ARN``.
 
@@ -200,7 +218,7 @@ def database_conninfo() -> str:
     arn = os.environ.get("DATABASE_SECRET_ARN")
     if not arn:
         raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
-    secret = _read_secret(arn)
+    secret = _with_location_overrides(_read_secret(arn))
     if os.environ.get("DATABASE_IAM_AUTH", "").lower() in {"1", "true", "yes"}:
         host = str(secret.get("host", ""))
         port = int(secret.get("port", 5432))

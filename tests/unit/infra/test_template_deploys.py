@@ -1,0 +1,234 @@
+"""template.yaml against the ways a real `sam deploy` fails or a stack misbehaves (issue 15).
+
+The Rules section is evaluated with the parameter values a user would pass (what CloudFormation
+does before it creates anything); conditions and names are resolved the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.infra_support import (
+    Resolver,
+    boto3_usage,
+    function_entry,
+    load_template,
+    module_closure,
+    parameter_values,
+    resources_of_type,
+    rule_failures,
+    serverless_functions,
+)
+
+RESOURCES = load_template()["Resources"]
+NETWORK = {"VpcId": "vpc-0abc", "SubnetIds": "subnet-a,subnet-b"}
+EXISTING_DB = {"DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbC"}
+# boto3 clients that make no network call (the RDS IAM token is presigned locally).
+LOCAL_ONLY_CLIENTS = {"rds"}
+
+
+class Placeholders(dict[str, str]):
+    """Every resource's Ref and GetAtt reads as ``<Name>`` / ``<Name.Attribute>``."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
+
+
+def resolver(stack_name: str = "webhook-inbox", **params: str) -> Resolver:
+    return Resolver(parameter_values(**NETWORK, **params), Placeholders(), stack_name=stack_name)
+
+
+def created(name: str, r: Resolver) -> bool:
+    condition = RESOURCES[name].get("Condition")
+    return condition is None or r.condition(condition)
+
+
+# --- blocker 1: the custom resource must be able to answer CloudFormation ------------------
+
+
+def test_endpoints_without_an_s3_route_are_refused_before_anything_is_created() -> None:
+    """The defaults (endpoints, no route tables) used to create a stack that could not finish."""
+    failures = rule_failures(resolver())
+    assert len(failures) == 1
+    assert "PrivateRouteTableIds" in failures[0]
+    assert "CreateVpcEndpoints=false" in failures[0]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"PrivateRouteTableIds": "rtb-1,rtb-2"},
+        {"CreateVpcEndpoints": "false"},  # a NAT gateway answers CloudFormation
+        {"ExistingVpcEndpoints": "s3"},  # the VPC's own S3 gateway endpoint does
+        {"PrivateRouteTableIds": "rtb-1", **EXISTING_DB},
+    ],
+)
+def test_settings_with_a_way_to_s3_pass_the_rules(params: dict[str, str]) -> None:
+    assert rule_failures(resolver(**params)) == []
+
+
+def test_with_route_tables_the_s3_gateway_endpoint_is_created_and_awaited() -> None:
+    r = resolver(PrivateRouteTableIds="rtb-1")
+    assert created("S3GatewayEndpoint", r)
+    ready = r.resolve(RESOURCES["DatabaseSchema"]["Properties"]["S3EndpointReady"])
+    assert ready == "<S3GatewayEndpoint>"
+
+
+# --- blocker 2: endpoints the VPC already has -----------------------------------------------
+
+
+def interface_endpoints() -> dict[str, str]:
+    """Interface endpoint resource -> the service it serves (`sqs`, `secretsmanager`, …)."""
+    return {
+        name: str(res["Properties"]["ServiceName"]["Fn::Sub"]).rsplit(".", 1)[1]
+        for name, res in resources_of_type("AWS::EC2::VPCEndpoint").items()
+        if res["Properties"]["VpcEndpointType"] == "Interface"
+    }
+
+
+def test_an_empty_vpc_gets_every_endpoint_the_functions_call() -> None:
+    r = resolver(PrivateRouteTableIds="rtb-1")
+    made = {svc for name, svc in interface_endpoints().items() if created(name, r)}
+    assert made == {"sqs", "secretsmanager", "events"}
+    r = resolver(PrivateRouteTableIds="rtb-1", OutboxDestination="sns")
+    made = {svc for name, svc in interface_endpoints().items() if created(name, r)}
+    assert made == {"sqs", "secretsmanager", "sns"}
+
+
+def test_services_the_vpc_already_has_are_not_created_twice() -> None:
+    """A second private-DNS endpoint for a service fails with "conflicting DNS domain"."""
+    r = resolver(ExistingVpcEndpoints="sqs,secretsmanager,s3")
+    made = {svc for name, svc in interface_endpoints().items() if created(name, r)}
+    assert made == {"events"}
+    assert not created("S3GatewayEndpoint", r)
+    schema = RESOURCES["DatabaseSchema"]["Properties"]
+    assert r.resolve(schema["SecretsEndpointReady"]) == "none"
+    assert rule_failures(r) == []
+
+
+def test_existing_endpoint_names_are_checked() -> None:
+    failures = rule_failures(resolver(PrivateRouteTableIds="rtb-1", ExistingVpcEndpoints="sqs,ec2"))
+    assert failures == ["ExistingVpcEndpoints may list only sqs, secretsmanager, events, sns, s3."]
+
+
+def test_each_interface_endpoint_serves_a_service_the_code_calls_and_vice_versa() -> None:
+    called: set[str] = set()
+    for props in serverless_functions().values():
+        called |= boto3_usage(module_closure(function_entry(props)[0])).services
+    assert "sqs" in called, "the scan should see the functions' clients"
+    assert set(interface_endpoints().values()) == called - LOCAL_ONLY_CLIENTS
+
+
+# --- network, ordering, names -------------------------------------------------------------
+
+
+def test_every_security_group_replaces_the_default_allow_all_egress() -> None:
+    """Without an inline egress rule EC2 adds allow-all, and separate egress rules restrict
+    nothing."""
+    for name, res in resources_of_type("AWS::EC2::SecurityGroup").items():
+        assert res["Properties"].get("SecurityGroupEgress"), f"{name} keeps EC2's allow-all"
+
+
+def test_the_proxy_reaches_only_the_database() -> None:
+    inline = RESOURCES["ProxySecurityGroup"]["Properties"]["SecurityGroupEgress"]
+    assert [rule["CidrIp"] for rule in inline] == ["127.0.0.1/32"]
+    egress = RESOURCES["ProxyToDatabaseEgress"]["Properties"]
+    assert egress["DestinationSecurityGroupId"] == {"Ref": "DatabaseSecurityGroup"}
+
+
+@pytest.mark.parametrize("name", ["IngestFunction", "ProcessorFunction", "SweeperFunction"])
+def test_functions_run_only_after_the_schema_is_migrated(name: str) -> None:
+    """Their event sources (API route, SQS mapping, schedule) refer to them, so they wait too."""
+    depends = RESOURCES[name].get("DependsOn", [])
+    assert "DatabaseSchema" in ([depends] if isinstance(depends, str) else depends)
+
+
+PROXY_NAME = re.compile(r"^[a-zA-Z](?!.*--)[a-zA-Z0-9-]{0,62}(?<!-)$")
+
+
+@pytest.mark.parametrize(
+    "stack_name", ["webhook-inbox", "a" * 60, "payments--webhooks-production-eu-west-1-blue-x1"]
+)
+def test_proxy_and_database_names_are_valid_for_any_stack_name(stack_name: str) -> None:
+    r = resolver(stack_name=stack_name)
+    proxy = r.resolve(RESOURCES["DatabaseProxy"]["Properties"]["DBProxyName"])
+    instance = r.resolve(RESOURCES["Database"]["Properties"]["DBInstanceIdentifier"])
+    for name in (proxy, instance):
+        assert PROXY_NAME.match(name), name
+        assert name == name.lower()
+
+
+# --- database logs ---------------------------------------------------------------------------
+
+
+def test_server_logs_never_carry_bind_parameters() -> None:
+    params = RESOURCES["DatabaseParameterGroup"]["Properties"]["Parameters"]
+    assert params["log_parameter_max_length"] == "0"
+    assert params["log_parameter_max_length_on_error"] == "0"
+
+
+def test_rds_log_exports_go_to_encrypted_expiring_groups_created_first() -> None:
+    r = resolver()
+    database = RESOURCES["Database"]
+    instance = r.resolve(database["Properties"]["DBInstanceIdentifier"])
+    groups = {
+        r.resolve(res["Properties"]["LogGroupName"]): name
+        for name, res in resources_of_type("AWS::Logs::LogGroup").items()
+    }
+    for export in database["Properties"]["EnableCloudwatchLogsExports"]:
+        group = groups.get(f"/aws/rds/instance/{instance}/{export}")
+        assert group, f"RDS would create the {export} log group itself, unencrypted"
+        assert group in database["DependsOn"]
+        props = RESOURCES[group]["Properties"]
+        assert props["KmsKeyId"] == {"Fn::GetAtt": ["AppKey", "Arn"]}
+        assert props["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+
+
+# --- existing database ---------------------------------------------------------------------
+
+
+def test_a_secret_under_its_own_key_can_be_decrypted_by_every_function() -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    r = resolver(PrivateRouteTableIds="rtb-1", DatabaseSecretKmsKeyArn=key, **EXISTING_DB)
+    assert rule_failures(r) == []
+    for name, props in serverless_functions().items():
+        statements = [s for s in r.resolve(props["Policies"][0]["Statement"]) if s]
+        decrypts = [s for s in statements if s["Action"] == "kms:Decrypt" and s["Resource"] == key]
+        assert decrypts, f"{name} cannot decrypt the database secret"
+
+
+def test_an_rds_managed_secret_gets_its_location_from_parameters() -> None:
+    r = resolver(DatabaseHost="db.example.internal", DatabasePort="6432", **EXISTING_DB)
+    env = r.resolve(load_template()["Globals"]["Function"]["Environment"]["Variables"])
+    assert (env["DATABASE_HOST"], env["DATABASE_PORT"], env["DATABASE_NAME"]) == (
+        "db.example.internal",
+        "6432",
+        "webhook_inbox",
+    )
+    defaults = resolver(**EXISTING_DB).resolve(
+        load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    )
+    assert (defaults["DATABASE_HOST"], defaults["DATABASE_PORT"]) == ("", "")
+
+
+def test_existing_database_settings_need_an_existing_database() -> None:
+    failures = rule_failures(resolver(PrivateRouteTableIds="rtb-1", DatabaseHost="db.internal"))
+    assert len(failures) == 1
+    assert "DatabaseSecretArn" in failures[0]
+
+
+# --- alarm topic key ------------------------------------------------------------------------
+
+
+def test_alarms_may_use_the_key_in_awss_documented_form() -> None:
+    """AWS's key policy example for alarms publishing to an encrypted topic has no condition."""
+    statements = RESOURCES["AppKey"]["Properties"]["KeyPolicy"]["Statement"]
+    cloudwatch = {"Service": "cloudwatch.amazonaws.com"}
+    (statement,) = [s for s in statements if s["Principal"] == cloudwatch]
+    assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert "Condition" not in statement
