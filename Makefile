@@ -7,7 +7,9 @@ BIN     = $(VENV)/bin
 
 dev:            ## virtualenv with the project and its dev tools
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install --require-hashes --no-deps -r layers/shared/requirements.lock
+	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' layers/shared/requirements.lock > $(VENV)/runtime-pins.txt
+	$(BIN)/pip install -c $(VENV)/runtime-pins.txt -e '.[dev]'
 
 test:           ## the whole suite against a throwaway PostgreSQL and moto
 	$(BIN)/pytest

@@ -2,8 +2,10 @@
 # Offline checks of template.yaml and the SAM build, each tool in its own virtualenv
 # (aws-sam-cli and checkov pin conflicting versions of shared dependencies):
 #   sam validate --lint, sam validate --region, cfn-lint, checkov --skip-download, sam build,
-#   then an inspection of the build (layer precompiled for 3.13, no dependencies in functions).
+#   then an inspection of the build (layer precompiled for 3.13, aarch64 binaries only, the same
+#   distribution versions as the test environment, no dependencies in functions).
 # Needs python3.13 (the Lambda runtime's version) and make; no Docker, no AWS account.
+# TEST_PYTHON: the interpreter the tests run with (default: the active virtualenv's, else .venv's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +27,14 @@ find_python313() {
     echo "python3.13 not found: sam build needs the Lambda runtime's Python on PATH" >&2
     return 1
 }
+
+if [ -z "${TEST_PYTHON:-}" ]; then
+    if [ -n "${VIRTUAL_ENV:-}" ]; then TEST_PYTHON="$VIRTUAL_ENV/bin/python"; else TEST_PYTHON=.venv/bin/python; fi
+fi
+if ! "$TEST_PYTHON" -c '' >/dev/null 2>&1; then
+    echo "no test environment at $TEST_PYTHON: set TEST_PYTHON (the layer is compared with it)" >&2
+    exit 1
+fi
 
 PY313=$(find_python313)
 # sam build looks up python3.13 on PATH, and the layer Makefile compiles with it.
@@ -67,4 +77,4 @@ echo "== checkov"
 echo "== sam build"
 "$SAM" build --template template.yaml --build-dir .aws-sam/build
 echo "== inspecting the build"
-"$PY313" infra/inspect_build.py .aws-sam/build
+"$PY313" infra/inspect_build.py .aws-sam/build --test-python "$TEST_PYTHON"

@@ -2,15 +2,22 @@
 
 - The layer ships bytecode for the runtime's Python (cpython-313) next to every module, in
   unchecked-hash mode, so nothing is compiled at cold start on Lambda's read-only file system.
-- Its native wheels are for arm64 (the functions' architecture), not the build host's.
+- Every compiled file in it (extension modules and the shared libraries wheels vendor, such as
+  psycopg_binary.libs/libpq.so.5) is aarch64, the functions' architecture.
+- Every distribution in it has the version installed in the environment the tests ran in
+  (--test-python), so the layer ships what CI tested.
 - Function packages carry only their own entry point: every dependency comes from the layer once.
 - Everything fits Lambda's 250 MB unzipped limit for a function plus its layers.
 
-Usage: python infra/inspect_build.py .aws-sam/build
+Usage: python infra/inspect_build.py .aws-sam/build --test-python .venv/bin/python
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,19 +47,72 @@ def check_layer(site: Path) -> list[str]:
         flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
         if not flags & PYC_FLAG_HASH_BASED or flags & PYC_FLAG_CHECK_SOURCE:
             problems.append(f"{pyc.relative_to(site)} is not unchecked-hash bytecode")
-    native = list(site.rglob("*.so"))
-    if not native:
+    native = native_binaries(site)
+    if not any(lib.suffix == ".so" for lib in native):
         problems.append("no native extension found (psycopg_binary should bring some)")
-    for lib in native:
-        header = lib.read_bytes()[:20]
-        if header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") != (
-            ELF_MACHINE_AARCH64
-        ):
+    for lib, machine in native.items():
+        if machine != ELF_MACHINE_AARCH64:
             problems.append(f"{lib.relative_to(site)} is not an arm64 (aarch64) binary")
     print(
         f"layer: {len(sources)} modules, all with cpython-313 unchecked-hash bytecode; "
-        f"{len(native)} arm64 native libraries; {size_of(site) / 1e6:.1f} MB unzipped"
+        f"{len(native)} native binaries; {size_of(site) / 1e6:.1f} MB unzipped"
     )
+    return problems
+
+
+def native_binaries(site: Path) -> dict[Path, int]:
+    """Every ELF file under ``site`` (whatever its name: vendored libraries end in .so.5 and
+    the like) and its machine type."""
+    found = {}
+    for path in site.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as handle:
+                header = handle.read(20)
+            if header[:4] == b"\x7fELF":
+                found[path] = int.from_bytes(header[18:20], "little")
+    return found
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def layer_distributions(site: Path) -> dict[str, str]:
+    """Name -> version of every distribution installed in the layer (its .dist-info)."""
+    found = {}
+    for metadata in site.glob("*.dist-info/METADATA"):
+        fields = dict(
+            line.split(": ", 1)
+            for line in metadata.read_text(errors="replace").split("\n\n", 1)[0].splitlines()
+            if ": " in line
+        )
+        found[canonical(fields["Name"])] = fields["Version"]
+    return found
+
+
+def environment_distributions(python: str) -> dict[str, str]:
+    """Name -> version of every distribution installed for that interpreter."""
+    probe = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    )
+    result = subprocess.run(  # noqa: S603 - the interpreter CI ran the tests with
+        [python, "-c", probe], check=True, capture_output=True, text=True, timeout=60
+    )
+    return {canonical(name): version for name, version in json.loads(result.stdout).items()}
+
+
+def check_versions(layer: dict[str, str], tested: dict[str, str]) -> list[str]:
+    problems = []
+    for name, version in sorted(layer.items()):
+        if name not in tested:
+            problems.append(f"layer ships {name} {version}, which the tests never imported")
+        elif tested[name] != version:
+            problems.append(f"layer ships {name} {version}, the tests ran with {tested[name]}")
+    if not layer:
+        problems.append("no distributions found in the layer")
+    else:
+        print(f"layer: {len(layer)} distributions, each the version the tests ran with")
     return problems
 
 
@@ -66,9 +126,11 @@ def check_function(root: Path) -> list[str]:
     return problems
 
 
-def main(build_dir: str) -> int:
+def main(build_dir: str, test_python: str) -> int:
     build = Path(build_dir)
-    problems = check_layer(build / LAYER / "python")
+    site = build / LAYER / "python"
+    problems = check_layer(site)
+    problems += check_versions(layer_distributions(site), environment_distributions(test_python))
     layer_bytes = size_of(build / LAYER)
     for name in FUNCTIONS:
         problems += check_function(build / name)
@@ -83,4 +145,10 @@ def main(build_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ".aws-sam/build"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build_dir", nargs="?", default=".aws-sam/build")
+    parser.add_argument(
+        "--test-python", required=True, help="interpreter of the environment the tests ran in"
+    )
+    args = parser.parse_args()
+    sys.exit(main(args.build_dir, args.test_python))
