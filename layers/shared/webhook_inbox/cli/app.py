@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook_inbox import db, operator
-from webhook_inbox.cli import actions, inspect, signing
+from webhook_inbox.cli import actions, inspect, preflight, signing
 from webhook_inbox.cli import dev as dev_command
 from webhook_inbox.cli.database import DatabaseUnreachable, add_database_option, open_connection
 from webhook_inbox.cli.params import positive_int, reason_text, when
@@ -166,7 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_local_commands(sub: Any) -> None:
-    """Commands that need no database: sign, send, dev."""
+    """Commands that need no database: preflight, sign, send, dev."""
+    p = sub.add_parser(
+        "preflight",
+        help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",
+        description="Read the account with describe/get calls only and print a checklist: "
+        "subnets, the custom resource's route to S3, VPC endpoints that would collide, the "
+        "database secret, provider secrets, the stack name and Lambda concurrency. Exit 0 when "
+        "the deploy can succeed, 1 when something must be fixed first.",
+    )
+    preflight.add_arguments(p)
+    p.set_defaults(func=preflight.cmd_preflight)
+
     p = sub.add_parser(
         "sign",
         help="build a correctly signed delivery (headers, curl, API Gateway event)",

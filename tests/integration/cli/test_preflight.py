@@ -1,0 +1,260 @@
+"""`webhook-inbox preflight` against moto: one account per test, one finding at a time.
+
+moto does not implement Lambda's GetAccountSettings, so that single call is answered by a
+botocore Stubber on a real client; everything else is moto's EC2, Secrets Manager, KMS and
+CloudFormation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from webhook_inbox.cli import main
+from webhook_inbox.cli import preflight as pf
+
+REGION = "us-east-1"
+REAL_CLIENTS = pf.Clients  # the command test swaps the module's for one built here
+
+
+@dataclass
+class Vpc:
+    vpc_id: str
+    subnets: list[str]
+    route_tables: list[str]
+
+
+def make_clients(unreserved: int = 990) -> pf.Clients:
+    lambda_client = boto3.client("lambda", region_name=REGION)
+    stub = Stubber(lambda_client)
+    limits = {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": unreserved}
+    stub.add_response("get_account_settings", {"AccountLimit": limits})
+    stub.activate()
+
+    def factory(service: str) -> Any:
+        return lambda_client if service == "lambda" else boto3.client(service, region_name=REGION)
+
+    return REAL_CLIENTS(REGION, factory)
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def ec2(aws: None) -> Any:
+    return boto3.client("ec2", region_name=REGION)
+
+
+@pytest.fixture
+def vpc(ec2: Any) -> Vpc:
+    """Two private subnets in two AZs, each with its own route table and no way out."""
+    vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets, tables = [], []
+    for i, zone in enumerate(("us-east-1a", "us-east-1b")):
+        subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=zone)
+        table = ec2.create_route_table(VpcId=vpc_id)["RouteTable"]["RouteTableId"]
+        ec2.associate_route_table(RouteTableId=table, SubnetId=subnet["Subnet"]["SubnetId"])
+        subnets.append(subnet["Subnet"]["SubnetId"])
+        tables.append(table)
+    return Vpc(vpc_id, subnets, tables)
+
+
+def options(vpc: Vpc, **overrides: Any) -> pf.Options:
+    base = pf.Options(
+        region=REGION, vpc_id=vpc.vpc_id, subnet_ids=vpc.subnets, route_table_ids=vpc.route_tables
+    )
+    return replace(base, **overrides)
+
+
+def failures(opts: pf.Options, clients: pf.Clients | None = None) -> list[pf.Finding]:
+    return [f for f in pf.run(clients or make_clients(), opts) if f.status == pf.FAIL]
+
+
+def only_failure(opts: pf.Options, check: str) -> pf.Finding:
+    found = failures(opts)
+    assert [f.check for f in found] == [check], pf.render(found)
+    assert found[0].fix, "every failure says how to fix it"
+    return found[0]
+
+
+def test_a_ready_account_passes(vpc: Vpc) -> None:
+    assert failures(options(vpc)) == []
+
+
+def test_endpoints_without_route_tables_fail_with_the_route_tables_to_pass(vpc: Vpc) -> None:
+    finding = only_failure(options(vpc, route_table_ids=[]), "S3 route for the custom resource")
+    assert finding.fix == f"set PrivateRouteTableIds={','.join(sorted(vpc.route_tables))}"
+
+
+def test_a_subnet_whose_route_table_is_left_out_fails(vpc: Vpc) -> None:
+    finding = only_failure(
+        options(vpc, route_table_ids=vpc.route_tables[:1]), "S3 route for the custom resource"
+    )
+    assert vpc.subnets[1] in finding.detail
+
+
+def test_no_endpoints_and_no_nat_fails(vpc: Vpc) -> None:
+    only_failure(options(vpc, create_vpc_endpoints=False), "S3 route for the custom resource")
+
+
+def test_no_endpoints_with_a_nat_passes(vpc: Vpc, ec2: Any) -> None:
+    public = ec2.create_subnet(VpcId=vpc.vpc_id, CidrBlock="10.0.9.0/24")["Subnet"]["SubnetId"]
+    eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
+    for table in vpc.route_tables:
+        ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    assert failures(options(vpc, create_vpc_endpoints=False, route_table_ids=[])) == []
+
+
+def test_an_s3_gateway_the_vpc_already_has_must_be_reused(vpc: Vpc, ec2: Any) -> None:
+    ec2.create_vpc_endpoint(
+        VpcId=vpc.vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.s3",
+        VpcEndpointType="Gateway",
+        RouteTableIds=vpc.route_tables,
+    )
+    finding = only_failure(options(vpc), "S3 route for the custom resource")
+    assert "ExistingVpcEndpoints" in finding.fix
+    assert failures(options(vpc, existing_vpc_endpoints=["s3"], route_table_ids=[])) == []
+
+
+def test_public_subnets_fail(vpc: Vpc, ec2: Any) -> None:
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc.vpc_id)
+    ec2.create_route(
+        RouteTableId=vpc.route_tables[0], DestinationCidrBlock="0.0.0.0/0", GatewayId=igw
+    )
+    finding = only_failure(options(vpc), "subnets")
+    assert vpc.subnets[0] in finding.detail
+
+
+def test_subnets_in_one_az_fail(vpc: Vpc, ec2: Any) -> None:
+    third = ec2.create_subnet(
+        VpcId=vpc.vpc_id, CidrBlock="10.0.5.0/24", AvailabilityZone="us-east-1a"
+    )["Subnet"]["SubnetId"]
+    ec2.associate_route_table(RouteTableId=vpc.route_tables[0], SubnetId=third)
+    finding = only_failure(options(vpc, subnet_ids=[vpc.subnets[0], third]), "subnets")
+    assert "two AZs" in finding.detail
+
+
+def test_an_interface_endpoint_with_private_dns_would_collide(vpc: Vpc, ec2: Any) -> None:
+    ec2.create_vpc_endpoint(
+        VpcId=vpc.vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.sqs",
+        VpcEndpointType="Interface",
+        SubnetIds=vpc.subnets,
+        PrivateDnsEnabled=True,
+    )
+    finding = only_failure(options(vpc), "VPC endpoints")
+    assert "conflicting DNS domain" in finding.detail
+    assert finding.fix.startswith("set ExistingVpcEndpoints=sqs ")
+    assert failures(options(vpc, existing_vpc_endpoints=["sqs"])) == []
+
+
+def test_a_declared_endpoint_the_vpc_lacks_fails(vpc: Vpc) -> None:
+    finding = only_failure(options(vpc, existing_vpc_endpoints=["secretsmanager"]), "VPC endpoints")
+    assert "no such endpoint" in finding.detail
+
+
+def test_an_rds_managed_secret_needs_a_host_and_its_key(vpc: Vpc) -> None:
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    secret = json.dumps({"username": "postgres", "password": "do-not-print-me"})
+    arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name="rds!db-0123", SecretString=secret, KmsKeyId=key
+    )["ARN"]
+    found = failures(options(vpc, database_secret_arn=arn))
+    assert [f.check for f in found] == ["database secret", "database secret"]
+    assert found[0].fix.startswith("set DatabaseHost")
+    assert found[1].fix == f"set DatabaseSecretKmsKeyArn={key}"
+    assert "do-not-print-me" not in pf.render(found)
+    fixed = options(
+        vpc, database_secret_arn=arn, database_host="db.internal", database_secret_kms_key_arn=key
+    )
+    assert failures(fixed) == []
+
+
+def test_a_missing_database_secret_fails(vpc: Vpc) -> None:
+    arn = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:nope-AbCdEf"
+    finding = only_failure(options(vpc, database_secret_arn=arn), "database secret")
+    assert "ResourceNotFoundException" in finding.detail
+
+
+def test_provider_secrets_under_a_foreign_key_are_unreadable(vpc: Vpc) -> None:
+    key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name="webhook-inbox/providers/github", SecretString="s")
+    secrets.create_secret(Name="webhook-inbox/providers/stripe", SecretString="s", KmsKeyId=key)
+    finding = only_failure(options(vpc), "provider secrets")
+    assert "webhook-inbox/providers/stripe" in finding.detail
+    assert "github" not in finding.detail
+
+
+def test_providers_config_must_name_secrets_under_the_prefix(vpc: Vpc) -> None:
+    arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name="elsewhere/stripe", SecretString="s"
+    )["ARN"]
+    config = json.dumps({"providers": {"stripe": {"secrets": [{"secret_arn": arn}]}}})
+    finding = only_failure(options(vpc, providers_config=config), "provider secrets")
+    assert arn in finding.detail
+
+
+def test_invalid_stack_name_fails(vpc: Vpc) -> None:
+    only_failure(options(vpc, stack_name="1-webhooks"), "stack name")
+
+
+def test_a_stack_left_in_rollback_complete_fails(vpc: Vpc) -> None:
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(StackName="webhook-inbox", TemplateBody=json.dumps(template))
+    assert failures(options(vpc)) == []  # an existing, healthy stack is updated
+    real = make_clients()
+    stub = Stubber(real.cloudformation)
+    stack = {"StackName": "webhook-inbox", "StackStatus": "ROLLBACK_COMPLETE"}
+    stub.add_response(
+        "describe_stacks",
+        {"Stacks": [{**stack, "CreationTime": "2026-01-01T00:00:00Z"}]},
+    )
+    stub.activate()
+    found = pf.check_stack(real, options(vpc))
+    assert [f.status for f in found] == [pf.FAIL]
+    assert "delete-stack" in found[0].fix
+
+
+def test_too_little_lambda_concurrency_fails(vpc: Vpc) -> None:
+    found = failures(options(vpc, processor_max_concurrency=5), make_clients(unreserved=10))
+    assert [f.check for f in found] == ["Lambda concurrency"]
+    assert "L-B99A9384" in found[0].fix
+
+
+def test_command_reads_samconfig_and_exits_1_with_a_checklist(
+    vpc: Vpc, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "samconfig.toml"
+    config.write_text(
+        'version = 0.1\n[default.global.parameters]\nstack_name = "inbox-test"\n'
+        '[default.deploy.parameters]\nregion = "us-east-1"\nparameter_overrides = [\n'
+        f'  "VpcId={vpc.vpc_id}",\n  "SubnetIds={",".join(vpc.subnets)}",\n'
+        '  "CreateVpcEndpoints=true",\n]\n'
+    )
+    monkeypatch.setattr(pf, "Clients", lambda region: make_clients())
+    assert main(["preflight", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] S3 route for the custom resource" in out
+    assert "fix: set PrivateRouteTableIds=" in out
+    assert "[  ok] stack name: inbox-test" in out
+    assert out.rstrip().endswith("1 problem(s): fix them before `sam deploy`")
+    tables = ",".join(vpc.route_tables)
+    assert main(["preflight", "--config", str(config), "--route-table-ids", tables]) == 0
+    assert "ready: `sam deploy` should succeed" in capsys.readouterr().out
