@@ -111,7 +111,7 @@ def check_versions(layer: dict[str, str], tested: dict[str, str]) -> list[str]:
             problems.append(f"layer ships {name} {version}, the tests ran with {tested[name]}")
     if not layer:
         problems.append("no distributions found in the layer")
-    else:
+    elif not problems:
         print(f"layer: {len(layer)} distributions, each the version the tests ran with")
     return problems
 
