@@ -415,7 +415,9 @@ def check_database_secret(aws: Clients, opts: Options) -> list[Finding]:
                 fix,
             )
         )
-    if key and key != opts.database_secret_kms_key_arn:
+    # Key ARNs, not secret material: a plain comparison is right here.
+    allowed_key = opts.database_secret_kms_key_arn
+    if key and key != allowed_key:
         findings.append(
             Finding(
                 FAIL,
