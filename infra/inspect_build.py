@@ -2,6 +2,8 @@
 
 - The layer ships bytecode for the runtime's Python (cpython-313) next to every module, in
   unchecked-hash mode, so nothing is compiled at cold start on Lambda's read-only file system.
+- It holds the runtime package only: no tools package (CLI, dev stack, operator actions) and no
+  application package (your handlers ship in their own layer), whatever the Makefile copies.
 - Its native wheels are for arm64 (the functions' architecture), not the build host's.
 - Function packages carry only their own entry point: every dependency comes from the layer once.
 - Everything fits Lambda's 250 MB unzipped limit for a function plus its layers.
@@ -22,6 +24,35 @@ PYC_FLAG_HASH_BASED = 0b01
 PYC_FLAG_CHECK_SOURCE = 0b10
 
 
+ROOT = Path(__file__).resolve().parent.parent
+# Top-level folders whose packages must never reach the runtime layer.
+NOT_RUNTIME_HOMES = (ROOT / "tools", ROOT / "application")
+
+
+def not_runtime_packages() -> set[str]:
+    """The import names the tools and the application folders define (packages and modules)."""
+    names = set()
+    for home in NOT_RUNTIME_HOMES:
+        if not home.is_dir():
+            continue
+        for entry in home.iterdir():
+            if (entry / "__init__.py").is_file():
+                names.add(entry.name)
+            elif entry.suffix == ".py":
+                names.add(entry.stem)
+    return names
+
+
+def foreign_modules(site: Path) -> list[str]:
+    """Problems for every tools or application module found in the runtime layer."""
+    forbidden = not_runtime_packages()
+    return [
+        f"{entry.name} is a tools or application module: it must not ship in the runtime layer"
+        for entry in sorted(site.iterdir())
+        if entry.name in forbidden or entry.stem in forbidden
+    ]
+
+
 def size_of(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
@@ -31,6 +62,7 @@ def check_layer(site: Path) -> list[str]:
     package = site / "webhook_inbox"
     if not package.is_dir():
         return [f"{package} is missing"]
+    problems += foreign_modules(site)
     sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
     for source in sources:
         pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"

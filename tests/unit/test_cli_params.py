@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook_inbox.cli.params import mask_conninfo, when
-from webhook_inbox.cli.render import age
+from webhook_inbox_tools.cli.params import mask_conninfo, when
+from webhook_inbox_tools.cli.render import age
 
 
 @pytest.mark.parametrize(

@@ -22,10 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from webhook_inbox import db
-from webhook_inbox.dev.workers import WorkerSettings, ingest_main, processor_main, say, sweeper_main
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.migrate import migrate
 from webhook_inbox.queries import query
+from webhook_inbox_tools.dev.workers import (
+    WorkerSettings,
+    ingest_main,
+    processor_main,
+    say,
+    sweeper_main,
+)
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -240,7 +246,9 @@ class DevStack:
         with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
             conn.autocommit = True
             while not self._stop_threads.wait(0.3):
-                rows = conn.execute(query("dev", "recent_events"), {"since": since}).fetchall()
+                rows = conn.execute(
+                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
+                ).fetchall()
                 for (
                     row_id,
                     provider,

@@ -22,8 +22,8 @@ from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
 from typing import Any
 
-from webhook_inbox.dev.apigw import apigw_response_to_http, http_to_apigw_v2
-from webhook_inbox.dev.lambda_runtime import (
+from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.dev.lambda_runtime import (
     LocalContext,
     failed_message_ids,
     load_handler,
