@@ -31,14 +31,13 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import db, handlers, inbox, pipelined_pass, wakeups
+from webhook_inbox import aws, db, handlers, inbox, pipelined_pass
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.errors import (
     EventError,
@@ -123,31 +122,20 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
 # --- SQS ------------------------------------------------------------------------------------
 
 
-@cache
 def sqs_client() -> SQSClient:
-    """One client per execution environment, created on first use (tests clear the cache)."""
-    import boto3
-
-    return boto3.client("sqs")
+    """The process's SQS client (:mod:`webhook_inbox.aws`; tests replace this function)."""
+    sqs: SQSClient = aws.client("sqs")
+    return sqs
 
 
 def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     """Send ``{"id": N}`` with DelaySeconds for each row; return the ids that were sent."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    sent: set[int] = set()
-    for chunk in wakeups.chunks(sorted(delays)):
-        try:
-            result = wakeups.send_chunk(sqs_client(), queue_url, chunk, delays=delays)
-        except (BotoCoreError, ClientError) as exc:
-            logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
-            continue
-        sent.update(result.sent)
-        for row_id, code in result.rejected:
-            logger.warning(
-                "retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code}
-            )
-    return sent
+    result = aws.send_wakeups(sqs_client(), queue_url, sorted(delays), delays=delays)
+    for exc in result.errors:
+        logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
+    for row_id, code in result.rejected:
+        logger.warning("retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code})
+    return set(result.sent)
 
 
 def sqs_delay_for(retry_delay_s: float) -> int | None:
