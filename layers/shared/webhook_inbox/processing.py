@@ -47,7 +47,6 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
-from webhook_inbox.queries import query
 from webhook_inbox.settings import env_int, env_number
 from webhook_inbox.wakeups import parse_body
 
@@ -290,9 +289,9 @@ def _lease_briefly_locked(
 
 
 def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    with db.translate():
-        rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    return {int(row_id) for row_id, _, claimable in rows if claimable}
+    return {
+        row_id for row_id, (_, claimable) in inbox.statuses_of(conn, row_ids).items() if claimable
+    }
 
 
 def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
@@ -302,8 +301,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     instant (see :func:`_lease_briefly_locked`). Acknowledging it would leave it waiting for the
     sweeper's stale re-enqueue.
     """
-    rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    found = {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
+    found = inbox.statuses_of(conn, row_ids)
     for row_id in row_ids:
         if row_id not in found:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
@@ -321,8 +319,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
 def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:
     """Hand back leases this invocation had no time to use; if that fails, they just expire."""
     try:
-        with db.translate():
-            conn.execute(query("processing", "release_leases"), {"ids": row_ids, "owner": owner})
+        inbox.release_leases(conn, row_ids, owner=owner)
     except StoreError as exc:
         db.discard_connection()
         logger.warning(

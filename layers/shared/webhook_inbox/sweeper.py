@@ -25,7 +25,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import aws, backlog, inbox, retention
+from webhook_inbox import aws, backlog, inbox, outbox
 from webhook_inbox.backlog import Backlog
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
@@ -294,7 +294,7 @@ class Sweep:
     def _purge_batch(self) -> bool:
         limit = self._config.retention_batch
         with self._conn.transaction():
-            purged = retention.purge_payloads(
+            purged = inbox.purge_payloads(
                 self._conn, older_than_days=self._config.payload_retention_days, limit=limit
             )
         self.report.payloads_purged += purged
@@ -304,11 +304,9 @@ class Sweep:
         limit = self._config.retention_batch
         days = self._config.key_retention_days
         with self._conn.transaction():
-            events = retention.delete_expired_events(self._conn, older_than_days=days, limit=limit)
+            events = inbox.delete_expired_events(self._conn, older_than_days=days, limit=limit)
         with self._conn.transaction():
-            messages = retention.delete_published_outbox(
-                self._conn, older_than_days=days, limit=limit
-            )
+            messages = outbox.delete_published(self._conn, older_than_days=days, limit=limit)
         self.report.events_deleted += events
         self.report.outbox_deleted += messages
         return limit in (events, messages)
