@@ -373,149 +373,6 @@ class Stripe(Scheme):
         )
 
 
-class GitHub(Scheme):
-    """GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``; no timestamp.
-
-    ``X-GitHub-Delivery`` and ``X-GitHub-Event`` are not signed. The event type is
-    ``X-GitHub-Event``, refined by the signed body's ``action`` when there is one
-    (``issues.opened``); the deduplication key is the body digest.
-    """
-
-    name = "github"
-    uses_timestamp = False
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        value = _header(headers, "x-hub-signature-256")
-        if not value.startswith("sha256="):
-            raise _fail("signature lacks the sha256= prefix")
-        presented = [_hex_digest(value.removeprefix("sha256="))]
-        if not _any_match([_mac(s.encode(), body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        return Verified()
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        headers = {"X-Hub-Signature-256": "sha256=" + _mac(secret.encode(), body).hex()}
-        if event_id:
-            headers["X-GitHub-Delivery"] = event_id
-        if event_type:
-            headers["X-GitHub-Event"] = event_type.split(".", 1)[0]
-        return headers
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
-        action = payload.get("action")
-        if isinstance(action, str) and action:
-            event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
-        return Identity(
-            event_id=body_digest_id(event, body),
-            event_type=event,
-            delivery_id=_optional_header(headers, "x-github-delivery"),
-        )
-
-
-class Shopify(Scheme):
-    """Shopify: ``X-Shopify-Hmac-Sha256`` = base64 HMAC of the body; topic and id unsigned."""
-
-    name = "shopify"
-    uses_timestamp = False
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        presented = [_b64_digest(_header(headers, "x-shopify-hmac-sha256"))]
-        if not _any_match([_mac(s.encode(), body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        return Verified()
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        headers = {"X-Shopify-Hmac-Sha256": base64.b64encode(_mac(secret.encode(), body)).decode()}
-        if event_id:
-            headers["X-Shopify-Webhook-Id"] = event_id
-        if event_type:
-            headers["X-Shopify-Topic"] = event_type
-        return headers
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
-        return Identity(
-            event_id=body_digest_id(topic, body),
-            event_type=topic,
-            delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
-        )
-
-
-class Slack(Scheme):
-    """Slack: ``X-Slack-Signature: v0=<hex>`` over ``v0:{X-Slack-Request-Timestamp}:{body}``.
-
-    Events API bodies only (JSON). ``url_verification`` is answered with its challenge and not
-    stored; ``event_callback`` is keyed by the body's ``event_id``, typed by ``event.type``.
-    """
-
-    name = "slack"
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        timestamp_text = _header(headers, "x-slack-request-timestamp")
-        timestamp = _timestamp(timestamp_text)
-        value = _header(headers, "x-slack-signature")
-        if not value.startswith("v0="):
-            raise _fail("signature lacks the v0= prefix")
-        presented = [_hex_digest(value.removeprefix("v0="))]
-        prefix = f"v0:{timestamp_text}:".encode()
-        if not _any_match([_mac(s.encode(), prefix, body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        _check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        mac = _mac(secret.encode(), f"v0:{timestamp}:".encode(), body)
-        return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": "v0=" + mac.hex()}
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        if payload.get("type") == "url_verification":
-            challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
-            return Identity("", "url_verification", reply={"challenge": challenge})
-        event = payload.get("event")
-        inner_type = event.get("type") if isinstance(event, Mapping) else None
-        return Identity(
-            event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-            event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
-        )
-
-
 class GenericHmac(Scheme):
     """A configurable HMAC-SHA256 sender (the shape of most in-house webhooks).
 
@@ -603,7 +460,7 @@ class GenericHmac(Scheme):
     ) -> Verified:
         value = _header(headers, self.signature_header)
         if not value.startswith(self.prefix):
-            raise _fail("signature lacks the configured prefix")
+            raise _fail(f"signature lacks the {self.prefix} prefix")
         presented = [self._decode(value.removeprefix(self.prefix))]
         timestamp_text = ""
         timestamp = None
@@ -659,6 +516,114 @@ class GenericHmac(Scheme):
         if not self.signs_id and self.id_header:
             delivery_id = _optional_header(headers, self.id_header)
         return Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)
+
+
+class _Preset(GenericHmac):
+    """A provider whose convention is one fixed configuration of :class:`GenericHmac`: the HMAC
+    plumbing (prefix, encoding, signed content, freshness) is the generic scheme's; a preset
+    only names its headers and says how the provider identifies its events."""
+
+    preset: ClassVar[dict[str, str]]
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        if options:
+            raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(options)}")
+        super().__init__(self.preset)
+
+
+class GitHub(_Preset):
+    """GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``; no timestamp.
+
+    ``X-GitHub-Delivery`` and ``X-GitHub-Event`` are not signed. The event type is
+    ``X-GitHub-Event``, refined by the signed body's ``action`` when there is one
+    (``issues.opened``); the deduplication key is the body digest.
+    """
+
+    name = "github"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Hub-Signature-256",
+        "prefix": "sha256=",
+        "id_header": "X-GitHub-Delivery",
+        "type_header": "X-GitHub-Event",
+    }
+
+    def sign(
+        self,
+        secret: str,
+        body: bytes,
+        *,
+        event_id: str | None,
+        timestamp: int,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        # X-GitHub-Event carries the event without its action ("issues", not "issues.opened").
+        event = event_type.split(".", 1)[0] if event_type else None
+        return super().sign(secret, body, event_id=event_id, timestamp=timestamp, event_type=event)
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
+        action = payload.get("action")
+        if isinstance(action, str) and action:
+            event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
+        return Identity(
+            event_id=body_digest_id(event, body),
+            event_type=event,
+            delivery_id=_optional_header(headers, "x-github-delivery"),
+        )
+
+
+class Shopify(_Preset):
+    """Shopify: ``X-Shopify-Hmac-Sha256`` = base64 HMAC of the body; topic and id unsigned."""
+
+    name = "shopify"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Shopify-Hmac-Sha256",
+        "encoding": "base64",
+        "id_header": "X-Shopify-Webhook-Id",
+        "type_header": "X-Shopify-Topic",
+    }
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
+        return Identity(
+            event_id=body_digest_id(topic, body),
+            event_type=topic,
+            # Older Shopify documentation names the id header X-Shopify-Event-Id.
+            delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
+        )
+
+
+class Slack(_Preset):
+    """Slack: ``X-Slack-Signature: v0=<hex>`` over ``v0:{X-Slack-Request-Timestamp}:{body}``.
+
+    Events API bodies only (JSON). ``url_verification`` is answered with its challenge and not
+    stored; ``event_callback`` is keyed by the body's ``event_id``, typed by ``event.type``.
+    """
+
+    name = "slack"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Slack-Signature",
+        "prefix": "v0=",
+        "timestamp_header": "X-Slack-Request-Timestamp",
+        "signed_content": "v0:{timestamp}:{body}",
+    }
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        if payload.get("type") == "url_verification":
+            challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
+            return Identity("", "url_verification", reply={"challenge": challenge})
+        event = payload.get("event")
+        inner_type = event.get("type") if isinstance(event, Mapping) else None
+        return Identity(
+            event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
+            event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
+        )
 
 
 SCHEMES: dict[str, type[Scheme]] = {
