@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,13 +22,13 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from webhook_inbox import aws
+from webhook_inbox.config import env, env_int
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreConflict,
     StoreError,
     StoreUnavailable,
 )
-from webhook_inbox.settings import env_int
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,7 +82,7 @@ def _send_startup_options(conninfo: str) -> bool:
     support command-line options"), and a SET would pin the session. Behind the proxy the
     timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
     """
-    mode = os.environ.get("DB_STARTUP_OPTIONS", "auto").lower()
+    mode = env("DB_STARTUP_OPTIONS", "auto").lower()
     if mode in {"on", "true", "1"}:
         return True
     if mode in {"off", "false", "0"}:
@@ -191,14 +190,14 @@ def database_conninfo() -> str:
     With ``DATABASE_IAM_AUTH=true`` the secret's password is replaced by an IAM auth token
     (valid 15 minutes; a new one is made for every new connection).
     """
-    url = os.environ.get("DATABASE_URL")
+    url = env("DATABASE_URL")
     if url:
         return url
-    arn = os.environ.get("DATABASE_SECRET_ARN")
+    arn = env("DATABASE_SECRET_ARN")
     if not arn:
         raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
     secret = _read_secret(arn)
-    if os.environ.get("DATABASE_IAM_AUTH", "").lower() in {"1", "true", "yes"}:
+    if env("DATABASE_IAM_AUTH").lower() in {"1", "true", "yes"}:
         host = str(secret.get("host", ""))
         port = int(secret.get("port", 5432))
         token = _iam_token(host, port, str(secret.get("username", "")))

@@ -15,7 +15,6 @@ import base64
 import hashlib
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook_inbox import aws, db, inbox
+from webhook_inbox.config import env, env_int
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -36,7 +36,6 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.providers import Registry, registry
 from webhook_inbox.schemes import Identity
-from webhook_inbox.settings import env_int
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -225,7 +224,7 @@ def _check_tree(payload: Any, *, check_strings: bool) -> None:
 
 def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
     """Send the wake-up message; returns an error description instead of raising."""
-    queue_url = os.environ.get("PROCESSING_QUEUE_URL")
+    queue_url = env("PROCESSING_QUEUE_URL")
     if not queue_url:
         return "PROCESSING_QUEUE_URL is not set"
     return aws.send_wakeup(sqs_client(), queue_url, row_id)
@@ -251,7 +250,7 @@ def _accept(
         payload=payload,
         delivery_id=identity.delivery_id,
         # Stamp enqueued_at in the claim itself: the happy path is one round trip.
-        enqueuing=bool(os.environ.get("PROCESSING_QUEUE_URL")),
+        enqueuing=bool(env("PROCESSING_QUEUE_URL")),
     )
     outcome.row_id = claim.id
     if not claim.is_new:

@@ -39,6 +39,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, db, handlers, inbox, pipelined_pass
 from webhook_inbox.backoff import backoff_delay
+from webhook_inbox.config import ENVIRONMENT, env_int, env_number
 from webhook_inbox.errors import (
     EventError,
     LeaseLost,
@@ -47,7 +48,6 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
-from webhook_inbox.settings import env_int, env_number
 from webhook_inbox.wakeups import parse_body
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class ProcessorSettings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ProcessorSettings:
-        env = dict(os.environ) if environ is None else environ
+        env = dict(ENVIRONMENT) if environ is None else environ
         return cls(
             queue_url=env.get("PROCESSING_QUEUE_URL") or None,
             max_attempts=env_int("MAX_ATTEMPTS", 8, env),

@@ -22,7 +22,6 @@ at most once a minute per secret, so bad traffic cannot hammer Secrets Manager.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook_inbox import aws, schemes
+from webhook_inbox.config import env
 from webhook_inbox.errors import ConfigurationError, SecretUnavailable, SignatureMismatch
 
 PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -156,7 +156,7 @@ class Provider:
             if ref.kind == "value":
                 value = ref.ref
             elif ref.kind == "env":
-                value = os.environ.get(ref.ref, "")
+                value = env(ref.ref)
                 if not value:
                     raise ConfigurationError(f"provider {self.name}: ${ref.ref} is not set")
             else:
@@ -271,7 +271,7 @@ _registry_cache: dict[tuple[str | None, str | None], Registry] = {}
 
 def registry() -> Registry:
     """The deployment's providers, parsed once per configuration (per process)."""
-    key = (os.environ.get("PROVIDERS_CONFIG"), os.environ.get("PROVIDERS_CONFIG_FILE"))
+    key = (env("PROVIDERS_CONFIG") or None, env("PROVIDERS_CONFIG_FILE") or None)
     with _registry_lock:
         cached = _registry_cache.get(key)
         if cached is not None:

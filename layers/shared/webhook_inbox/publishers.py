@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from webhook_inbox import aws
+from webhook_inbox.config import ENVIRONMENT
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox import OutboxMessage
 
@@ -222,7 +222,7 @@ class SnsPublisher(_BatchingPublisher):
 
 
 def from_env(
-    environ: Mapping[str, str] = os.environ,
+    environ: Mapping[str, str] = ENVIRONMENT,
     *,
     make_client: Callable[[str], Any] = aws.client,
 ) -> Publisher:

@@ -16,7 +16,6 @@ next run (a minute later) picks up.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,11 +26,11 @@ from psycopg import Connection
 
 from webhook_inbox import aws, backlog, inbox, outbox
 from webhook_inbox.backlog import Backlog
+from webhook_inbox.config import ENVIRONMENT, env_int, env_number
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
-from webhook_inbox.settings import env_int, env_number
 
 MAX_REPORTED_ERRORS = 5
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
@@ -75,7 +74,7 @@ class SweeperConfig:
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> SweeperConfig:
+    def from_env(cls, environ: Mapping[str, str] = ENVIRONMENT) -> SweeperConfig:
         queue_url = environ.get("PROCESSING_QUEUE_URL", "").strip()
         if not queue_url:
             raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
