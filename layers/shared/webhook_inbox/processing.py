@@ -9,7 +9,7 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
    SQS — owns retries.
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
-   ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.pipelined_pass`:
+   ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
    pipeline mode, one batched mark, no savepoints), which commits only if every event went
    through. If anything failed it rolls back, and the careful pass runs the batch again with one
    savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
@@ -26,9 +26,7 @@ wake-up could not be sent.
 
 from __future__ import annotations
 
-import os
 import time
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,17 +35,12 @@ import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, handlers, inbox, pipelined_pass
-from webhook_inbox.backoff import backoff_delay
-from webhook_inbox.config import ENVIRONMENT, env_int, env_number
+from webhook_inbox import aws, db, inbox, passes
 from webhook_inbox.errors import (
-    EventError,
-    LeaseLost,
-    PermanentEventError,
     StoreError,
 )
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
+from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult, ProcessorSettings
 from webhook_inbox.wakeups import parse_body
 
 if TYPE_CHECKING:
@@ -63,28 +56,9 @@ metrics = Metrics()
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
-MAX_ERROR_CHARS = 500
 # How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
 # a concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
-
-
-@dataclass(frozen=True)
-class ProcessorSettings:
-    queue_url: str | None
-    max_attempts: int = 8
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 3600.0
-
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> ProcessorSettings:
-        env = dict(ENVIRONMENT) if environ is None else environ
-        return cls(
-            queue_url=env.get("PROCESSING_QUEUE_URL") or None,
-            max_attempts=env_int("MAX_ATTEMPTS", 8, env),
-            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, env),
-            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, env),
-        )
 
 
 @dataclass(frozen=True)
@@ -96,26 +70,6 @@ class QueueMessage:
 def lease_seconds_for(remaining_ms: int) -> float:
     """Lease length for an invocation with ``remaining_ms`` left: never zero or negative."""
     return max(MIN_LEASE_SECONDS, max(remaining_ms, 0) / 1000 + LEASE_MARGIN_SECONDS)
-
-
-def describe_error(exc: BaseException) -> tuple[str, str]:
-    """Error kind and a bounded message that never carries payload text.
-
-    Our own exceptions carry messages written for logs (StoreError messages hold only the
-    driver's error class and SQLSTATE). Anything else may quote the payload (a KeyError names the
-    missing key, a ValueError often repeats the input), so only its type and location are kept.
-    """
-    if isinstance(exc, EventError):
-        return exc.kind, str(exc)[:MAX_ERROR_CHARS]
-    if isinstance(exc, StoreError):
-        return "store_error", str(exc)[:MAX_ERROR_CHARS]
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        where = (
-            f" in {frames[-1].name} ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
-        )
-    return "handler_error", f"{type(exc).__name__}{where}"[:MAX_ERROR_CHARS]
 
 
 # --- SQS ------------------------------------------------------------------------------------
@@ -219,7 +173,7 @@ def _process_rows(
     with db.translate():
         skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
 
-    fast = pipelined_pass.run(conn, leased, owner=owner, remaining_ms=remaining_ms)
+    fast = passes.fast(conn, leased, owner=owner, remaining_ms=remaining_ms)
     results = fast.results
     if results is None:
         logger.info(
@@ -227,7 +181,7 @@ def _process_rows(
         )
         results = [EventResult(e, "lease_lost") for e in leased if e.id in fast.lease_lost]
         careful = [e for e in leased if e.id not in fast.lease_lost]
-        results += _run_carefully(
+        results += passes.careful(
             conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
 
@@ -239,25 +193,6 @@ def _process_rows(
     redeliver = set(unfinished) | skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver
-
-
-def _run_carefully(
-    conn: psycopg.Connection[Any],
-    events: list[LeasedEvent],
-    *,
-    owner: str,
-    remaining_ms: Callable[[], int],
-    settings: ProcessorSettings,
-) -> list[EventResult]:
-    """One transaction, one savepoint per event, every statement checked as it runs."""
-    results: list[EventResult] = []
-    with db.translate(), conn.transaction():
-        for event in events:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-                continue
-            results.append(_handle(conn, event, owner=owner, settings=settings))
-    return results
 
 
 def _lease_briefly_locked(
@@ -325,66 +260,6 @@ def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, ow
         logger.warning(
             "releasing unstarted leases failed", extra={"error_kind": type(exc).__name__}
         )
-
-
-def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
-    return conn.closed or conn.broken
-
-
-def _handle(
-    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
-) -> EventResult:
-    started = time.perf_counter()
-
-    def elapsed() -> float:
-        return round((time.perf_counter() - started) * 1000, 3)
-
-    handler = handlers.handler_for(event.provider, event.event_type)
-    try:
-        if handler is None:
-            inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
-            return EventResult(event, "ignored", elapsed())
-        try:
-            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
-                handler(conn, event)
-                latency = inbox.mark_processed(conn, event.id, owner=owner)
-            return EventResult(event, "processed", elapsed(), latency=latency)
-        except LeaseLost:
-            raise
-        except StoreError as exc:
-            if _connection_lost(conn):
-                raise  # infrastructure: the whole batch is lost, SQS redelivers it
-            failure: BaseException = exc  # a statement of this event failed; the batch goes on
-        except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
-            failure = exc
-        return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
-    except LeaseLost:
-        # Our lease expired and another worker took the row: its work, not ours, will count.
-        return EventResult(event, "lease_lost", elapsed())
-
-
-def _record_failure(
-    conn: psycopg.Connection[Any],
-    event: LeasedEvent,
-    failure: BaseException,
-    *,
-    owner: str,
-    settings: ProcessorSettings,
-    ms: float,
-) -> EventResult:
-    kind, message = describe_error(failure)
-    if isinstance(failure, PermanentEventError) or event.attempts >= settings.max_attempts:
-        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
-        return EventResult(event, "dead_letter", ms, error_kind=kind)
-    delay = backoff_delay(
-        event.attempts,
-        base_seconds=settings.retry_base_seconds,
-        cap_seconds=settings.retry_max_seconds,
-    )
-    inbox.mark_failed(
-        conn, event.id, owner=owner, delay_seconds=delay, error_kind=kind, error=message
-    )
-    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind)
 
 
 def _schedule_retries(
