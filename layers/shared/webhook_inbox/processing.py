@@ -104,14 +104,23 @@ def sqs_delay_for(retry_delay_s: float) -> int | None:
 # --- the batch ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a batch came to: the records SQS must deliver again, and each leased event's
+    outcome (true once committed) for the entry point to log and count."""
+
+    redeliver: list[str]
+    results: list[EventResult]
+
+
 def process_messages(
     messages: Sequence[QueueMessage],
     *,
     owner: str,
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
-) -> list[str]:
-    """Process a batch; return the message ids SQS must deliver again."""
+) -> BatchOutcome:
+    """Process a batch: lease, run the passes, schedule retries."""
     row_id_of: dict[str, int] = {}
     for message in messages:
         row_id = parse_body(message.body)
@@ -121,10 +130,10 @@ def process_messages(
         else:
             row_id_of[message.message_id] = row_id
     if not row_id_of:
-        return []
+        return BatchOutcome([], [])
 
     try:
-        redeliver_rows = _process_rows(
+        redeliver_rows, results = _process_rows(
             sorted(set(row_id_of.values())),
             owner=owner,
             remaining_ms=remaining_ms,
@@ -138,8 +147,9 @@ def process_messages(
             "batch abandoned: database failure",
             extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
         )
-        return list(row_id_of)
-    return [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+        return BatchOutcome(list(row_id_of), [])
+    redeliver = [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+    return BatchOutcome(redeliver, results)
 
 
 def _connection() -> psycopg.Connection[Any]:
@@ -159,7 +169,7 @@ def _process_rows(
     owner: str,
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
-) -> set[int]:
+) -> tuple[set[int], list[EventResult]]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
     leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
@@ -185,14 +195,12 @@ def _process_rows(
             conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
 
-    for result in results:
-        _report(result)
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
         _release_unfinished(conn, unfinished, owner=owner)
     redeliver = set(unfinished) | skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
-    return redeliver
+    return redeliver, results
 
 
 def _lease_briefly_locked(
@@ -289,40 +297,3 @@ def _schedule_retries(
             db.discard_connection()
             logger.warning("mark_enqueued failed", extra={"error_kind": type(exc).__name__})
     return set(delays) - sent
-
-
-_METRIC_OF = {
-    "processed": "Processed",
-    "failed": "Failed",
-    "dead_letter": "DeadLettered",
-    "ignored": "Ignored",
-}
-
-
-def _report(result: EventResult) -> None:
-    """One log line per state transition (after the commit made it true) and its metric."""
-    event = result.event
-    fields: dict[str, Any] = {
-        "event_row_id": event.id,
-        "provider": event.provider,
-        "provider_event_id": event.event_id,
-        "event_type": event.event_type,
-        "attempt": event.attempts,
-        "duration_ms": result.duration_ms,
-        "outcome": result.outcome,
-    }
-    if result.error_kind:
-        fields["error_kind"] = result.error_kind
-    if result.retry_delay_s is not None:
-        fields["retry_in_s"] = round(result.retry_delay_s, 3)
-    if result.latency is not None:
-        latency_ms = result.latency.total_seconds() * 1000
-        fields["latency_ms"] = round(latency_ms, 3)
-        metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
-    metric = _METRIC_OF.get(result.outcome)
-    if metric:
-        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
-    if result.outcome in {"processed", "ignored"}:
-        logger.info(f"event {result.outcome}", extra=fields)
-    else:
-        logger.warning(f"event {result.outcome}", extra=fields)
