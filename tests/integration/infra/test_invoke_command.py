@@ -236,12 +236,17 @@ def run_fixture(
 
 def assert_only_build_and_stdlib(build: Path, imports: dict[str, Any]) -> None:
     """The child's path and every module it loaded: the build or the interpreter's stdlib."""
-    stdlib = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")}
-    allowed = (build.resolve(), *stdlib)
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    stdlib = {Path(sysconfig.get_paths(vars=base)[k]).resolve() for k in ("stdlib", "platstdlib")}
 
     def inside(path: str) -> bool:
         resolved = Path(path).resolve()
-        return any(resolved.is_relative_to(root) for root in allowed)
+        if resolved.is_relative_to(build.resolve()):
+            return True
+        # The interpreter's own site-packages sits inside its stdlib folder: not part of Lambda.
+        return "site-packages" not in resolved.parts and any(
+            resolved.is_relative_to(root) for root in stdlib
+        )
 
     entries = [p for p in imports["sys_path"] if Path(p).exists()]
     assert all(inside(p) for p in entries), imports["sys_path"]
