@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 LAYER = "SharedLayer"
+APPLICATION_LAYER = "ApplicationLayer"
 FUNCTIONS = ("IngestFunction", "ProcessorFunction", "SweeperFunction", "MigrationsFunction")
 UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
 ELF_MACHINE_AARCH64 = 0xB7
@@ -88,6 +89,19 @@ def check_layer(site: Path) -> list[str]:
     return problems
 
 
+def check_application_layer(site: Path) -> list[str]:
+    """Your handlers' layer: the application package, compiled, and no copy of the runtime."""
+    problems = []
+    if not (site / "webhook_inbox_app").is_dir():
+        problems.append(f"{site / 'webhook_inbox_app'} is missing")
+    if (site / "webhook_inbox").exists():
+        problems.append("the application layer carries a copy of the runtime package")
+    for source in (p for p in site.rglob("*.py") if "__pycache__" not in p.parts):
+        if not (source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc").is_file():
+            problems.append(f"no cpython-313 bytecode for {source.relative_to(site)}")
+    return problems
+
+
 def check_function(root: Path) -> list[str]:
     problems = []
     if not (root / "app.py").is_file():
@@ -101,7 +115,8 @@ def check_function(root: Path) -> list[str]:
 def main(build_dir: str) -> int:
     build = Path(build_dir)
     problems = check_layer(build / LAYER / "python")
-    layer_bytes = size_of(build / LAYER)
+    problems += check_application_layer(build / APPLICATION_LAYER / "python")
+    layer_bytes = size_of(build / LAYER) + size_of(build / APPLICATION_LAYER)
     for name in FUNCTIONS:
         problems += check_function(build / name)
         total = layer_bytes + size_of(build / name)

@@ -31,17 +31,19 @@ from webhook_inbox_tools.cli.database import (
 )
 from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 
+APPLICATION_PACKAGE = "webhook_inbox_app"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     with open_connection(args, require_schema=False) as conn:
-        applied = migrate(conn)
+        # The runtime's tables first, then the application's (which may refer to them).
+        applied = migrate(conn) + migrate(conn, package=APPLICATION_PACKAGE)
         if args.role_timeouts:
             db.set_role_timeouts(conn)
             conn.commit()
             print("statement and lock timeouts stored as the role's defaults")
-    total = len(available_migrations())
+    total = len(available_migrations()) + len(available_migrations(APPLICATION_PACKAGE))
     if applied:
         print(f"applied {len(applied)} migration(s): {', '.join(applied)} ({total} known)")
     else:

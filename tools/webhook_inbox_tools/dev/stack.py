@@ -98,7 +98,7 @@ class DevStack:
             say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
-            applied = migrate(conn)
+            applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
         say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
 
     def _start_moto(self) -> None:
