@@ -5,8 +5,9 @@ PostgreSQL through an RDS-shaped secret in a moto server (``DatabaseSecretArn`` 
 an existing database), the queue and bus through an ``--env-vars`` file, moto itself through the
 caller's ``AWS_ENDPOINT_URL``. Its answer must be what the in-process fixture test expects.
 
-Two builds: one this module lays out like `sam build`'s (function folders, the layer's python/
-with the runtime package, its dependencies copied from this environment, bytecode compiled),
+Two builds: one this module lays out like `sam build`'s (function folders, each layer's python/
+with its packages, the runtime layer's dependencies copied from this environment, bytecode
+compiled),
 and the real ``.aws-sam/build`` that infra/check-template.sh leaves (CI runs it before pytest,
 so there a missing build fails instead of skipping).
 """
@@ -32,6 +33,7 @@ from moto.server import ThreadedMotoServer
 from packaging.requirements import Requirement
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.infra_support import resources_of_type, serverless_functions
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.integration.infra.test_event_fixtures import (
     FIXTURES,
@@ -69,20 +71,32 @@ def _distributions(requirements: list[str]) -> dict[str, importlib.metadata.Dist
 
 
 def lay_out_build(build: Path) -> Path:
-    """Function folders and the layer as `sam build` leaves them, with this platform's wheels."""
-    template_functions = {
-        "IngestFunction": "ingest",
-        "ProcessorFunction": "processor",
-        "SweeperFunction": "sweeper",
-        "MigrationsFunction": "migrations",
-    }
-    for function, folder in template_functions.items():
-        shutil.copytree(ROOT / "functions" / folder, build / function)
-    site = build / LAYER / "python"
-    shutil.copytree(ROOT / "layers" / "shared" / "webhook_inbox", site / "webhook_inbox")
+    """Function folders and layers as `sam build` leaves them, with this platform's wheels."""
+    compiled = []
+    for function, props in serverless_functions().items():
+        shutil.copytree(ROOT / str(props["CodeUri"]), build / function)
+        compiled.append(build / function)
+    for layer, res in resources_of_type("AWS::Serverless::LayerVersion").items():
+        source, site = ROOT / str(res["Properties"]["ContentUri"]), build / layer / "python"
+        site.mkdir(parents=True)
+        for package in (p for p in source.iterdir() if (p / "__init__.py").is_file()):
+            shutil.copytree(package, site / package.name)
+            compiled.append(site / package.name)
+        if (source / "requirements.txt").is_file():
+            _copy_dependencies(source / "requirements.txt", site)
+    for folder in compiled:
+        assert compileall.compile_dir(
+            folder,
+            quiet=1,
+            invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+    return build
+
+
+def _copy_dependencies(requirements_file: Path, site: Path) -> None:
     requirements = [
         line.strip()
-        for line in (ROOT / "layers" / "shared" / "requirements.txt").read_text().splitlines()
+        for line in requirements_file.read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     for dist in _distributions(requirements).values():
@@ -92,13 +106,6 @@ def lay_out_build(build: Path) -> Path:
             target = site / file
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(Path(str(dist.locate_file(file))), target)
-    for folder in [site / "webhook_inbox", *(build / f for f in template_functions)]:
-        assert compileall.compile_dir(
-            folder,
-            quiet=1,
-            invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH,
-        )
-    return build
 
 
 @pytest.fixture(scope="module")
