@@ -11,10 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from webhook_inbox import custom_resource, db
+from webhook_inbox import aws, custom_resource, db
 from webhook_inbox.migrate import applied_versions, migrate
 
 logging.getLogger().setLevel(logging.INFO)
+aws.use(aws.MIGRATIONS)
 
 APPLICATION_PACKAGE = "webhook_inbox_app"
 # Stable across updates, so an Update never makes CloudFormation "replace" the schema.

@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from webhook_inbox import inbox, outbox, wakeups
+from webhook_inbox import aws, inbox, outbox
 from webhook_inbox.db import translated
 from webhook_inbox.queries import query
 
@@ -301,20 +301,14 @@ def sqs_sender(queue_url: str, client: Any, on_error: Callable[[str], None]) -> 
     A failed send is reported to ``on_error`` and leaves those ids out of the accepted set; it
     never raises, because the rows are already committed and the sweeper will send them.
     """
-    from botocore.exceptions import BotoCoreError, ClientError
 
     def send(ids: Sequence[int]) -> set[int]:
-        accepted: set[int] = set()
-        for chunk in wakeups.chunks(ids):
-            try:
-                result = wakeups.send_chunk(client, queue_url, chunk)
-            except (BotoCoreError, ClientError) as exc:
-                on_error(f"{type(exc).__name__}: {exc}")
-                continue
-            accepted.update(result.sent)
-            for row_id, code in result.rejected:
-                on_error(f"message for row {row_id}: {code}")
-        return accepted
+        result = aws.send_wakeups(client, queue_url, ids)
+        for exc in result.errors:
+            on_error(f"{type(exc).__name__}: {exc}")
+        for row_id, code in result.rejected:
+            on_error(f"message for row {row_id}: {code}")
+        return set(result.sent)
 
     return send
 

@@ -22,6 +22,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from webhook_inbox import aws
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreConflict,
@@ -150,9 +151,7 @@ def _read_secret(arn: str) -> dict[str, Any]:
         cached = _secret_cache.get(arn)
         if cached and time.monotonic() - cached[0] < _SECRET_TTL_S:
             return cached[1]
-        import boto3  # deferred: only deployments that use a secret pay for the import
-
-        raw = boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
@@ -180,9 +179,7 @@ def conninfo_from_rds_secret(secret: dict[str, Any], *, password: str | None = N
 
 
 def _iam_token(host: str, port: int, user: str) -> str:
-    import boto3
-
-    token: str = boto3.client("rds").generate_db_auth_token(
+    token: str = aws.client("rds").generate_db_auth_token(
         DBHostname=host, Port=port, DBUsername=user
     )
     return token

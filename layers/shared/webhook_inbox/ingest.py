@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook_inbox import db, inbox, wakeups
+from webhook_inbox import aws, db, inbox
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -225,16 +225,10 @@ def _check_tree(payload: Any, *, check_strings: bool) -> None:
 
 def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
     """Send the wake-up message; returns an error description instead of raising."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
     queue_url = os.environ.get("PROCESSING_QUEUE_URL")
     if not queue_url:
         return "PROCESSING_QUEUE_URL is not set"
-    try:
-        sqs_client().send_message(QueueUrl=queue_url, MessageBody=wakeups.message_body(row_id))
-    except (BotoCoreError, ClientError) as exc:
-        return type(exc).__name__
-    return None
+    return aws.send_wakeup(sqs_client(), queue_url, row_id)
 
 
 def _accept(

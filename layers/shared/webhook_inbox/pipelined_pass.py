@@ -35,10 +35,9 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import db, handlers
+from webhook_inbox import db, handlers, inbox
 from webhook_inbox.errors import StoreError
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.queries import query
 
 # Do not start another event's handler with less time than this left; its lease covers it.
 STOP_MARGIN_MS = 2000
@@ -146,22 +145,16 @@ def _mark(
     """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
     processed = [r.event.id for r in results if r.outcome == "processed"]
     ignored = [r.event.id for r in results if r.outcome == "ignored"]
-    processed_cur = ignored_cur = None
-    if processed:
-        processed_cur = conn.execute(
-            query("processing", "mark_processed_batch"), {"ids": processed, "owner": owner}
-        )
-    if ignored:
-        ignored_cur = conn.execute(
-            query("processing", "mark_ignored_batch"),
-            {"ids": ignored, "owner": owner, "disposition": NO_HANDLER_DISPOSITION},
-        )
-    if processed_cur is None and ignored_cur is None:
+    if not processed and not ignored:
         # Nothing to mark, but a handler's unread statement must fail before COMMIT is sent.
         pipeline.sync()
-    with db.translate():
-        latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
-        marked_ignored = {row[0] for row in ignored_cur.fetchall()} if ignored_cur else set()
+    latency_of, marked_ignored = inbox.mark_done(
+        conn,
+        processed=processed,
+        ignored=ignored,
+        owner=owner,
+        disposition=NO_HANDLER_DISPOSITION,
+    )
     lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
     if lost:
         raise _GiveUp("lease_lost", lost)

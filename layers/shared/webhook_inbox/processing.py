@@ -31,14 +31,13 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import db, handlers, inbox, pipelined_pass, wakeups
+from webhook_inbox import aws, db, handlers, inbox, pipelined_pass
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.errors import (
     EventError,
@@ -48,7 +47,6 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
-from webhook_inbox.queries import query
 from webhook_inbox.settings import env_int, env_number
 from webhook_inbox.wakeups import parse_body
 
@@ -123,31 +121,20 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
 # --- SQS ------------------------------------------------------------------------------------
 
 
-@cache
 def sqs_client() -> SQSClient:
-    """One client per execution environment, created on first use (tests clear the cache)."""
-    import boto3
-
-    return boto3.client("sqs")
+    """The process's SQS client (:mod:`webhook_inbox.aws`; tests replace this function)."""
+    sqs: SQSClient = aws.client("sqs")
+    return sqs
 
 
 def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     """Send ``{"id": N}`` with DelaySeconds for each row; return the ids that were sent."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    sent: set[int] = set()
-    for chunk in wakeups.chunks(sorted(delays)):
-        try:
-            result = wakeups.send_chunk(sqs_client(), queue_url, chunk, delays=delays)
-        except (BotoCoreError, ClientError) as exc:
-            logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
-            continue
-        sent.update(result.sent)
-        for row_id, code in result.rejected:
-            logger.warning(
-                "retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code}
-            )
-    return sent
+    result = aws.send_wakeups(sqs_client(), queue_url, sorted(delays), delays=delays)
+    for exc in result.errors:
+        logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
+    for row_id, code in result.rejected:
+        logger.warning("retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code})
+    return set(result.sent)
 
 
 def sqs_delay_for(retry_delay_s: float) -> int | None:
@@ -302,9 +289,9 @@ def _lease_briefly_locked(
 
 
 def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    with db.translate():
-        rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    return {int(row_id) for row_id, _, claimable in rows if claimable}
+    return {
+        row_id for row_id, (_, claimable) in inbox.statuses_of(conn, row_ids).items() if claimable
+    }
 
 
 def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
@@ -314,8 +301,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     instant (see :func:`_lease_briefly_locked`). Acknowledging it would leave it waiting for the
     sweeper's stale re-enqueue.
     """
-    rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    found = {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
+    found = inbox.statuses_of(conn, row_ids)
     for row_id in row_ids:
         if row_id not in found:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
@@ -333,8 +319,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
 def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:
     """Hand back leases this invocation had no time to use; if that fails, they just expire."""
     try:
-        with db.translate():
-            conn.execute(query("processing", "release_leases"), {"ids": row_ids, "owner": owner})
+        inbox.release_leases(conn, row_ids, owner=owner)
     except StoreError as exc:
         db.discard_connection()
         logger.warning(

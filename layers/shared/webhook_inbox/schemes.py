@@ -10,9 +10,11 @@ Verification failures raise :class:`AuthenticationFailed` whose detail is for lo
 tolerance window).
 
 Where an id header is *not* covered by the signature (GitHub, Shopify, a generic sender that
-signs only the body), the deduplication key is the body digest ``sha256:<hex>`` and the header
-id is kept as ``delivery_id`` for information: a replayer could change an unsigned id header at
-will, but not the signed bytes.
+signs only the body), the deduplication key is a digest of the event type and the signed body,
+``sha256:<hex of type NUL body>``, and the header id is kept as ``delivery_id`` for information:
+a replayer could change an unsigned id header at will, but not the signed bytes. The type is in
+the key because providers send byte-identical bodies under different types (Shopify's
+``orders/create`` and ``orders/paid`` for an order paid at checkout).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ DEFAULT_TOLERANCE_S = 300
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _B64_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=")
 _UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
+_PLACEHOLDERS = ("id", "timestamp", "body")
+_PLACEHOLDER = re.compile(r"\{(id|timestamp)\}")  # in the head; {body} is always last
+_ANY_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,14 @@ def _any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
     return matched
 
 
-def body_digest_id(body: bytes) -> str:
-    """The deduplication key for schemes whose id header is unsigned."""
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+def body_digest_id(event_type: str, body: bytes) -> str:
+    """The deduplication key for schemes whose id header is unsigned: type, NUL, signed body.
+
+    A redelivery (same type, same bytes) is a duplicate; the same bytes under another type are
+    another event. ``event_type`` has passed :func:`bounded_text`, which refuses NUL, so the
+    separator cannot occur inside it and the encoding is unambiguous.
+    """
+    return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
 
 
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
@@ -409,7 +419,7 @@ class GitHub(Scheme):
         if isinstance(action, str) and action:
             event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
         return Identity(
-            event_id=body_digest_id(body),
+            event_id=body_digest_id(event, body),
             event_type=event,
             delivery_id=_optional_header(headers, "x-github-delivery"),
         )
@@ -448,9 +458,10 @@ class Shopify(Scheme):
     def identify(
         self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
     ) -> Identity:
+        topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
         return Identity(
-            event_id=body_digest_id(body),
-            event_type=bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", 255),
+            event_id=body_digest_id(topic, body),
+            event_type=topic,
             delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
         )
 
@@ -550,9 +561,16 @@ class GenericHmac(Scheme):
         self.id_header: str | None = (opts.get("id_header") or "").lower() or None
         default_template = "{timestamp}.{body}" if self.timestamp_header else "{body}"
         template: str = opts.get("signed_content", default_template)
+        unknown = sorted(set(_ANY_PLACEHOLDER.findall(template)) - set(_PLACEHOLDERS))
+        if unknown:
+            raise ConfigurationError(
+                f"hmac-sha256: unknown placeholder(s) {unknown} in signed_content; "
+                "use {id}, {timestamp} and {body}"
+            )
         if template.count("{body}") != 1 or not template.endswith("{body}"):
             raise ConfigurationError("hmac-sha256: signed_content must end with {body}")
-        self.template_head = template.removesuffix("{body}")
+        # Literal text and placeholder names alternate: [text, name, text, name, ..., text].
+        self.head_pieces = _PLACEHOLDER.split(template.removesuffix("{body}"))
         if "{timestamp}" in template and not self.timestamp_header:
             raise ConfigurationError("hmac-sha256: {timestamp} needs timestamp_header")
         if self.timestamp_header and "{timestamp}" not in template:
@@ -569,7 +587,16 @@ class GenericHmac(Scheme):
         )
 
     def _head(self, msg_id: str, timestamp: str) -> bytes:
-        return self.template_head.replace("{id}", msg_id).replace("{timestamp}", timestamp).encode()
+        """The signed content before the body, rendered in one left-to-right pass.
+
+        Each placeholder is replaced by its value and a value is never scanned again: the id
+        header is attacker-controlled, and re-reading ``{timestamp}`` inside it would let a
+        captured signature verify under a new id (a new deduplication key).
+        """
+        values = {"id": msg_id, "timestamp": timestamp}
+        # Odd positions of head_pieces are placeholder names, even positions literal text.
+        rendered = (values[p] if i % 2 else p for i, p in enumerate(self.head_pieces))
+        return "".join(rendered).encode()
 
     def verify(
         self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
@@ -617,24 +644,21 @@ class GenericHmac(Scheme):
     def identify(
         self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
     ) -> Identity:
+        if self.type_header:
+            raw_type = headers.get(self.type_header)
+        else:
+            raw_type = json_path(payload, self.type_path)
+        event_type = bounded_text(raw_type, "event type", MAX_TYPE_CHARS)
         delivery_id = None
         if self.signs_id:
             event_id = bounded_text(verified.signed_id, "event id", MAX_ID_CHARS)
         elif self.id_path:
             event_id = bounded_text(json_path(payload, self.id_path), "event id", MAX_ID_CHARS)
         else:
-            event_id = body_digest_id(body)
+            event_id = body_digest_id(event_type, body)
         if not self.signs_id and self.id_header:
             delivery_id = _optional_header(headers, self.id_header)
-        if self.type_header:
-            raw_type = headers.get(self.type_header)
-        else:
-            raw_type = json_path(payload, self.type_path)
-        return Identity(
-            event_id=event_id,
-            event_type=bounded_text(raw_type, "event type", MAX_TYPE_CHARS),
-            delivery_id=delivery_id,
-        )
+        return Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)
 
 
 SCHEMES: dict[str, type[Scheme]] = {

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from psycopg import Connection
 
+from webhook_inbox import aws
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
@@ -29,14 +30,12 @@ class UsageError(ConfigurationError):
 
 def sqs_client_for(queue_url: str) -> Any:
     """An SQS client for the queue's region; a non-AWS URL (moto, LocalStack) is the endpoint."""
-    import boto3
-
     host = urlsplit(queue_url).hostname or ""
     match = _SQS_HOST.match(host)
     if match:
-        return boto3.client("sqs", region_name=match[1])
+        return aws.client("sqs", region_name=match[1])
     parts = urlsplit(queue_url)
-    return boto3.client(
+    return aws.client(
         "sqs",
         endpoint_url=f"{parts.scheme}://{parts.netloc}",
         region_name=os.environ.get("AWS_REGION")
