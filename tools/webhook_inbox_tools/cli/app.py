@@ -23,6 +23,7 @@ from webhook_inbox.migrate import available_migrations, migrate
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import actions, inspect_events, signing
 from webhook_inbox_tools.cli import dev as dev_command
+from webhook_inbox_tools.cli import invoke as invoke_command
 from webhook_inbox_tools.cli.database import (
     DatabaseUnreachable,
     add_database_option,
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_local_commands(sub: Any) -> None:
-    """Commands that need no database: sign, send, dev."""
+    """Commands that need no database: sign, send, dev, invoke."""
     p = sub.add_parser(
         "sign",
         help="build a correctly signed delivery (headers, curl, API Gateway event)",
@@ -209,6 +210,15 @@ def _add_local_commands(sub: Any) -> None:
     )
     dev_command.add_arguments(p)
     p.set_defaults(func=dev_command.cmd_dev)
+
+    p = sub.add_parser(
+        "invoke",
+        help="run one function from sam build's output, like sam local invoke without Docker",
+        description=invoke_command.DESCRIPTION,
+        epilog=invoke_command.EPILOG,
+    )
+    invoke_command.add_arguments(p)
+    p.set_defaults(func=invoke_command.cmd_invoke)
 
 
 def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:
