@@ -6,10 +6,10 @@ would, and checks what a user sees: the processes, the PostgreSQL data folder, s
 
 from __future__ import annotations
 
-import getpass
 import http.client
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -274,7 +274,7 @@ def test_operator_commands_from_another_shell_use_the_written_environment(
 
     with psycopg.connect(database_url) as conn:
         operators = conn.execute("SELECT action, operator FROM operator_actions").fetchall()
-    assert operators == [("replay", f"{getpass.getuser()}@{socket.gethostname()}")]
+    assert operators == [("replay", f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}")]
 
     os.killpg(dev.proc.pid, signal.SIGTERM)
     assert dev.proc.wait(timeout=STOP_WITHIN_S) == 0
