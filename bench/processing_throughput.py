@@ -60,7 +60,7 @@ EVENT_TYPE = "customer.created"
 LEASE_SECONDS = 90.0
 
 _LEASE = query("inbox", "lease_events")
-_CREATE = query("examples", "create_customer")
+_CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
 _PROCESSED = query("inbox", "mark_processed")
 _PROCESSED_BATCH = query("processing", "mark_processed_batch")

@@ -16,6 +16,7 @@ from webhook_inbox.migrate import applied_versions, migrate
 
 logging.getLogger().setLevel(logging.INFO)
 
+APPLICATION_PACKAGE = "webhook_inbox_app"
 # Stable across updates, so an Update never makes CloudFormation "replace" the schema.
 PHYSICAL_ID = "webhook-inbox-schema"
 
@@ -23,7 +24,8 @@ PHYSICAL_ID = "webhook-inbox-schema"
 def apply_migrations(properties: Mapping[str, Any]) -> dict[str, str]:
     conn = db.connect(db.database_conninfo(), application_name="webhook-inbox-migrations")
     try:
-        applied_now = migrate(conn)
+        # The runtime's tables first, then the application's (ApplicationLayer).
+        applied_now = migrate(conn) + migrate(conn, package=APPLICATION_PACKAGE)
         current = applied_versions(conn)
         if "RoleStatementTimeoutMs" in properties:
             # The application's timeouts (not this function's long DDL ones) as the role's

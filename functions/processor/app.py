@@ -16,9 +16,11 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from webhook_inbox import processing
+from webhook_inbox import handlers, processing
 from webhook_inbox.errors import RedeliveryRequested
+from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
+handlers.install(APPLICATION_HANDLERS)  # the application's handlers (ApplicationLayer)
 logger = processing.logger
 metrics = processing.metrics
 settings = processing.ProcessorSettings.from_env()  # parsed once per execution environment

@@ -36,7 +36,8 @@ from tests.support import ROOT
 from webhook_inbox import providers
 
 SAMPLE = ROOT / "events" / "providers.local.json"
-STOP_WITHIN_S = 10
+# "Within a few seconds" on a quiet machine (measured 1-3 s); shared CI machines get headroom.
+STOP_WITHIN_S = 20
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def test_an_edited_applied_migration_is_refused(
         migrate(conn)
         original = available_migrations()
         edited = [Migration(m.version, m.name, m.sql + "\n-- edited") for m in original]
-        monkeypatch.setattr(migrate_module, "available_migrations", lambda: edited)
+        monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: edited)
         with pytest.raises(MigrationError, match="changed after it was applied"):
             migrate(conn)
 
@@ -83,7 +83,7 @@ def test_a_failing_migration_applies_nothing(
     empty_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = [*available_migrations(), Migration("9999", "broken", "CREATE TABLE oops (")]
-    monkeypatch.setattr(migrate_module, "available_migrations", lambda: broken)
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: broken)
     with psycopg.connect(empty_database_url) as conn, pytest.raises(StoreError):
         migrate(conn)
     assert _tables(empty_database_url) == set()

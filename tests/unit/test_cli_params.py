@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook_inbox.cli.params import mask_conninfo, when
-from webhook_inbox.cli.render import age
+from webhook_inbox_tools.cli.params import mask_conninfo, when
+from webhook_inbox_tools.cli.render import age
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_operator_defaults_to_user_then_login_name_at_host(monkeypatch: pytest.M
     import os
     import socket
 
-    from webhook_inbox.cli.params import operator_name
+    from webhook_inbox_tools.cli.params import operator_name
 
     def no_passwd_entry() -> str:
         raise OSError("no passwd entry")

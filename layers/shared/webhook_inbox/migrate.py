@@ -22,6 +22,7 @@ from webhook_inbox.errors import MigrationError
 # Arbitrary constant shared by every runner: the advisory lock's key ("webhook-inbox").
 _LOCK_KEY = 0x7765_6268_6F6F_6B
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+RUNTIME_PACKAGE = "webhook_inbox"
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,15 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def available_migrations() -> list[Migration]:
+def available_migrations(package: str = RUNTIME_PACKAGE) -> list[Migration]:
+    """The ``migrations/`` of ``package``: the runtime's, or an application's (whose versions
+    are recorded as ``<package>:NNNN`` so they never collide with the runtime's)."""
+    prefix = "" if package == RUNTIME_PACKAGE else f"{package}:"
     found = []
-    for entry in resources.files("webhook_inbox").joinpath("migrations").iterdir():
+    for entry in resources.files(package).joinpath("migrations").iterdir():
         match = _FILE.match(entry.name)
         if match:
-            found.append(Migration(match[1], match[2], entry.read_text("utf-8")))
+            found.append(Migration(prefix + match[1], match[2], entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
@@ -48,8 +52,11 @@ def available_migrations() -> list[Migration]:
     return found
 
 
-def migrate(conn: psycopg.Connection[Any]) -> list[str]:
-    """Bring the schema up to date in one transaction; return the versions applied now."""
+def migrate(conn: psycopg.Connection[Any], *, package: str = RUNTIME_PACKAGE) -> list[str]:
+    """Bring ``package``'s schema up to date in one transaction; return the versions applied now.
+
+    Run it for the runtime first, then for the application (its tables may refer to ours).
+    """
     applied_now: list[str] = []
     with translate(), conn.transaction():
         # DDL on a large table may legitimately outlast the application's statement timeout.
@@ -63,7 +70,7 @@ def migrate(conn: psycopg.Connection[Any]) -> list[str]:
         )
         rows = conn.execute("SELECT version, checksum FROM schema_migrations").fetchall()
         recorded = dict(rows)
-        for migration in available_migrations():
+        for migration in available_migrations(package):
             if migration.version in recorded:
                 if recorded[migration.version] != migration.checksum:
                     raise MigrationError(

@@ -2,14 +2,17 @@
 
 In psycopg's pipeline mode a statement is sent without waiting for its answer; the connection
 waits only when a result is read (by a handler, or by us). So a batch whose handlers each read one
-result costs one round trip per event and two at the end, instead of one per statement:
+result costs one round trip per event and four around them, instead of one per statement:
 
-* ``BEGIN`` and every statement whose answer nobody reads travel with the next wait;
+* ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
+  psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
+  batch's transaction under the events after it;
+* every statement whose answer nobody reads travels with the next wait;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
 * every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
   another, both read in one wait; the lease guard (status and owner) is in their ``WHERE``;
-* ``COMMIT`` is the last wait.
+* the pipeline's closing sync, then ``COMMIT``, are the last waits.
 
 The price of not waiting is that an error shows up late — at the connection's next wait, which
 may belong to a later event — so this pass does not try to attribute failures. It uses no
@@ -26,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -85,13 +87,16 @@ def run(
     """
     if not events:
         return FastPass([])
-    with db.translate(), conn.pipeline() as pipeline:
-        try:
+    try:
+        # conn.transaction(), not a raw BEGIN: psycopg then refuses a handler's commit() or
+        # rollback() (which would end the batch's transaction under the later events), and the
+        # handler raises as it does in the careful pass's savepoint.
+        with db.translate(), conn.transaction(), conn.pipeline() as pipeline:
             results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
-        except _GiveUp as give_up:
-            _roll_back(conn, pipeline)
-            return FastPass(None, give_up.reason, give_up.lease_lost)
-        conn.execute("COMMIT")  # sent with the Sync that closes the pipeline
+    except _GiveUp as give_up:
+        if conn.closed or conn.broken:
+            raise StoreError("connection lost while giving up the fast pass") from give_up
+        return FastPass(None, give_up.reason, give_up.lease_lost)
     return FastPass(results)
 
 
@@ -105,7 +110,6 @@ def _run_all(
 ) -> list[EventResult]:
     results: list[EventResult] = []
     try:
-        conn.execute("BEGIN")
         for event in events:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
@@ -165,13 +169,3 @@ def _mark(
         dataclasses.replace(r, latency=latency_of[r.event.id]) if r.outcome == "processed" else r
         for r in results
     ]
-
-
-def _roll_back(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
-    """End the failed transaction; raises (StoreError, via the caller) if the connection broke."""
-    with suppress(psycopg.Error):
-        pipeline.sync()  # leave the aborted state; the error that caused it was reported already
-    if conn.closed or conn.broken:
-        raise StoreError("connection lost while giving up the fast pass")
-    conn.execute("ROLLBACK")
-    pipeline.sync()

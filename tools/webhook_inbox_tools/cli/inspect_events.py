@@ -6,10 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from webhook_inbox import inbox, operator
-from webhook_inbox.cli import render
-from webhook_inbox.cli.database import open_connection
-from webhook_inbox.cli.params import page_limit, positive_int, provider_name, when
+from webhook_inbox import inbox
+from webhook_inbox_tools import operator_actions
+from webhook_inbox_tools.cli import render
+from webhook_inbox_tools.cli.database import open_connection
+from webhook_inbox_tools.cli.params import page_limit, positive_int, provider_name, when
 
 EVENT_COLUMNS = ("id", "provider", "event_id", "type", "status", "attempts", "received", "error")
 
@@ -31,8 +32,8 @@ def add_event_filters(parser: argparse.ArgumentParser, *, provider_flag: bool = 
     parser.add_argument("--until", type=when, metavar="WHEN", help="received before")
 
 
-def event_filter(args: argparse.Namespace) -> operator.EventFilter:
-    return operator.EventFilter(
+def event_filter(args: argparse.Namespace) -> operator_actions.EventFilter:
+    return operator_actions.EventFilter(
         statuses=tuple(args.status),
         provider=args.provider,
         event_type=args.event_type,
@@ -67,7 +68,7 @@ def _next_page_hint(cursor: int | None) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
-        state = operator.system_status(conn)
+        state = operator_actions.system_status(conn)
     if args.json:
         render.print_json(
             {
@@ -107,7 +108,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_events_list(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
-        page = operator.list_events(conn, event_filter(args), limit=args.limit, cursor=args.cursor)
+        page = operator_actions.list_events(
+            conn, event_filter(args), limit=args.limit, cursor=args.cursor
+        )
     if args.json:
         render.print_json({"events": page.rows, "next_cursor": page.next_cursor})
         return 0
@@ -152,8 +155,8 @@ def cmd_events_show(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        actions = operator.event_actions(conn, event["id"])
-        payload = operator.event_payload(conn, event["id"]) if args.payload else None
+        actions = operator_actions.event_actions(conn, event["id"])
+        payload = operator_actions.event_payload(conn, event["id"]) if args.payload else None
     if args.json:
         document = {**event, "operator_actions": actions}
         if args.payload:
@@ -193,11 +196,11 @@ def cmd_events_show(args: argparse.Namespace) -> int:
 
 
 def cmd_outbox_list(args: argparse.Namespace) -> int:
-    where = operator.OutboxFilter(
+    where = operator_actions.OutboxFilter(
         statuses=tuple(args.status), topic=args.topic, since=args.since, until=args.until
     )
     with open_connection(args) as conn:
-        page = operator.list_outbox(conn, where, limit=args.limit, cursor=args.cursor)
+        page = operator_actions.list_outbox(conn, where, limit=args.limit, cursor=args.cursor)
     if args.json:
         render.print_json({"messages": page.rows, "next_cursor": page.next_cursor})
         return 0

@@ -1,7 +1,7 @@
 """What an operator does to the inbox and the outbox: inspect, replay, retry — with an audit trail.
 
 Plain functions over a psycopg connection in autocommit mode; each write runs in its own
-transaction so one refused row never blocks the others. SQL lives in ``sql/operator.sql``.
+transaction so one refused row never blocks the others. SQL lives in ``sql/operator_actions.sql``.
 
 Replay semantics (documented in the README): the row goes back to ``received`` with
 ``available_at = now()`` and ``attempts = 0`` — a dead-lettered row that kept its attempts would be
@@ -30,7 +30,7 @@ MAX_PAGE = 1000
 
 
 def _q(name: str) -> Any:
-    return query("operator", name)
+    return query("operator_actions", name, package="webhook_inbox_tools")
 
 
 # --- listings ------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook_inbox import handlers, providers
-from webhook_inbox.cli.signing import curl_command
+from webhook_inbox import providers
+from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
+from webhook_inbox_tools.cli.signing import curl_command
 
 # (body, event type, event id for the id header where the scheme has one)
 Builder = Callable[[int], tuple[dict[str, Any], str, str | None]]
@@ -114,7 +115,7 @@ def _builder(provider: providers.Provider) -> Builder:
 
 
 def _has_handlers(name: str) -> bool:
-    return any(provider == name for provider, _ in handlers.HANDLERS)
+    return any(provider == name for provider, _ in HANDLERS)
 
 
 def _representatives(registry: providers.Registry) -> list[providers.Provider]:
@@ -137,7 +138,7 @@ def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sampl
         headers = providers.sign_delivery(
             provider, body, event_id=event_id, timestamp=now, event_type=event_type
         )
-        handler = handlers.handler_for(provider.name, event_type)
+        handler = HANDLERS.get((provider.name, event_type))
         outcome = f"processed by {handler.__name__}" if handler else "no handler: ignored"
         curl = curl_command(f"{base_url}/webhooks/{provider.name}", headers, body, None)
         samples.append(Sample(provider.name, provider.scheme.name, event_type, outcome, curl))

@@ -9,13 +9,13 @@ import signal
 from pathlib import Path
 from types import FrameType
 
-from webhook_inbox.cli.params import positive_int
-from webhook_inbox.cli.signing import load_registry
-from webhook_inbox.dev.lambda_runtime import default_functions_dir, sample_providers_file
-from webhook_inbox.dev.samples import sample_deliveries
-from webhook_inbox.dev.stack import DevOptions, DevStack
-from webhook_inbox.dev.workers import say
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools.cli.params import positive_int
+from webhook_inbox_tools.cli.signing import load_registry
+from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
+from webhook_inbox_tools.dev.samples import sample_deliveries
+from webhook_inbox_tools.dev.stack import DevOptions, DevStack
+from webhook_inbox_tools.dev.workers import say
 
 DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from webhook_inbox import providers
-from webhook_inbox.cli import render
-from webhook_inbox.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
-from webhook_inbox.dev.lambda_runtime import sample_providers_file
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools.cli import render
+from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
+from webhook_inbox_tools.dev.lambda_runtime import sample_providers_file
 
 FORMATS = ("headers", "curl", "apigw-v2", "apigw-v1", "json")
 DEFAULT_BASE_URL = "http://127.0.0.1:3000"

@@ -24,12 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from webhook_inbox import db
-from webhook_inbox.dev.gateway import IngestGateway
-from webhook_inbox.dev.reaper import RELEASE, reaper_main
-from webhook_inbox.dev.workers import WorkerSettings, ingest_main, processor_main, say, sweeper_main
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.migrate import migrate
 from webhook_inbox.queries import query
+from webhook_inbox_tools.dev.gateway import IngestGateway
+from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
+from webhook_inbox_tools.dev.workers import (
+    WorkerSettings,
+    ingest_main,
+    processor_main,
+    say,
+    sweeper_main,
+)
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -103,7 +109,7 @@ class DevStack:
             say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
-            applied = migrate(conn)
+            applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
         say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
 
     def _start_reaper(self, pg_dir: str) -> None:
@@ -264,7 +270,9 @@ class DevStack:
         with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
             conn.autocommit = True
             while not self._stop_threads.wait(0.3):
-                rows = conn.execute(query("dev", "recent_events"), {"since": since}).fetchall()
+                rows = conn.execute(
+                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
+                ).fetchall()
                 for (
                     row_id,
                     provider,

@@ -35,7 +35,7 @@ class LocalContext:
 
 def default_functions_dir() -> Path:
     """functions/ of the checkout this package was installed from (editable install)."""
-    return Path(__file__).resolve().parents[4] / "functions"
+    return Path(__file__).resolve().parents[3] / "functions"
 
 
 def load_handler(functions_dir: Path, name: str) -> Handler:
@@ -116,5 +116,5 @@ def scheduled_event(rule_arn: str, region: str) -> dict[str, Any]:
 
 def sample_providers_file() -> Path | None:
     """The sample provider configuration that ships with the checkout (dev-only secrets)."""
-    path = Path(__file__).resolve().parents[4] / "events" / "providers.local.json"
+    path = Path(__file__).resolve().parents[3] / "events" / "providers.local.json"
     return path if path.is_file() else None

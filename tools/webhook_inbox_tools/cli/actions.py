@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 
 from psycopg import Connection
 
-from webhook_inbox import operator
-from webhook_inbox.cli import render
-from webhook_inbox.cli.database import open_connection
-from webhook_inbox.cli.inspect import EVENT_COLUMNS, event_filter, event_rows
-from webhook_inbox.cli.params import operator_name
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools import operator_actions
+from webhook_inbox_tools.cli import render
+from webhook_inbox_tools.cli.database import open_connection
+from webhook_inbox_tools.cli.inspect_events import EVENT_COLUMNS, event_filter, event_rows
+from webhook_inbox_tools.cli.params import operator_name
 
 _PAST = {"replay": "replayed", "retry": "retried"}
 _SQS_HOST = re.compile(r"^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
@@ -54,7 +54,7 @@ def confirm(question: str) -> bool:
     return answer.strip().lower() in {"y", "yes"}
 
 
-def _outcome_table(outcomes: Sequence[operator.ActionOutcome], *, kind: str) -> None:
+def _outcome_table(outcomes: Sequence[operator_actions.ActionOutcome], *, kind: str) -> None:
     if kind == "replay":
         render.table(
             ("target", "was", "outcome", "enqueued", "detail"),
@@ -72,7 +72,7 @@ def _outcome_table(outcomes: Sequence[operator.ActionOutcome], *, kind: str) -> 
 def _report(
     args: argparse.Namespace,
     before: list[dict[str, Any]],
-    outcomes: list[operator.ActionOutcome],
+    outcomes: list[operator_actions.ActionOutcome],
     *,
     kind: str,
     notes: list[str],
@@ -103,15 +103,17 @@ def _report(
 
 def _replay_targets(
     conn: Connection[Any], args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], list[operator.ActionOutcome], list[str]]:
+) -> tuple[list[dict[str, Any]], list[operator_actions.ActionOutcome], list[str]]:
     """The rows to replay, outcomes for ids that do not exist, and notes for the operator."""
     notes: list[str] = []
     if args.targets:
         provider, *event_ids = args.targets
-        rows = operator.find_events(conn, provider, event_ids)
+        rows = operator_actions.find_events(conn, provider, event_ids)
         found = {r["event_id"] for r in rows}
         missing = [
-            operator.ActionOutcome(None, f"{provider}/{e}", None, "not_found", "no such event")
+            operator_actions.ActionOutcome(
+                None, f"{provider}/{e}", None, "not_found", "no such event"
+            )
             for e in dict.fromkeys(event_ids)
             if e not in found
         ]
@@ -120,8 +122,8 @@ def _replay_targets(
     cursor = None
     where = event_filter(args)
     while len(rows) < args.max:
-        page = operator.list_events(
-            conn, where, limit=min(operator.MAX_PAGE, args.max - len(rows)), cursor=cursor
+        page = operator_actions.list_events(
+            conn, where, limit=min(operator_actions.MAX_PAGE, args.max - len(rows)), cursor=cursor
         )
         rows.extend(page.rows)
         cursor = page.next_cursor
@@ -168,7 +170,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             return 1
         send = None
         if queue_url and not args.dry_run:
-            send = operator.sqs_sender(
+            send = operator_actions.sqs_sender(
                 queue_url,
                 sqs_client_for(queue_url),
                 on_error=lambda e: print(f"warning: send failed: {e}", file=sys.stderr),
@@ -179,7 +181,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 "the replayed events on its next run"
             )
         progress = render.Progress(len(rows), "replaying")
-        outcomes = missing + operator.replay_events(
+        outcomes = missing + operator_actions.replay_events(
             conn,
             [r["id"] for r in rows],
             operator=who,
@@ -233,8 +235,8 @@ def cmd_outbox_retry(args: argparse.Namespace) -> int:
     who = operator_name(args.operator)
     with open_connection(args) as conn:
         if args.all_dead:
-            where = operator.OutboxFilter(statuses=("dead",), topic=args.topic)
-            rows = operator.list_outbox(conn, where, limit=operator.MAX_PAGE).rows
+            where = operator_actions.OutboxFilter(statuses=("dead",), topic=args.topic)
+            rows = operator_actions.list_outbox(conn, where, limit=operator_actions.MAX_PAGE).rows
             ids = sorted(r["id"] for r in rows)
         else:
             ids = list(dict.fromkeys(args.ids))
@@ -250,7 +252,7 @@ def cmd_outbox_retry(args: argparse.Namespace) -> int:
             print("aborted; nothing was changed", file=sys.stderr)
             return 1
         outcomes = [
-            operator.retry_outbox_message(
+            operator_actions.retry_outbox_message(
                 conn, mid, operator=who, reason=args.reason, dry_run=args.dry_run
             )
             for mid in ids

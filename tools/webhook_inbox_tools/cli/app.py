@@ -12,11 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from webhook_inbox import db, operator
-from webhook_inbox.cli import actions, inspect, signing
-from webhook_inbox.cli import dev as dev_command
-from webhook_inbox.cli.database import DatabaseUnreachable, add_database_option, open_connection
-from webhook_inbox.cli.params import positive_int, reason_text, when
+from webhook_inbox import db
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreError,
@@ -24,18 +20,29 @@ from webhook_inbox.errors import (
     WebhookInboxError,
 )
 from webhook_inbox.migrate import available_migrations, migrate
+from webhook_inbox_tools import operator_actions
+from webhook_inbox_tools.cli import actions, inspect_events, signing
+from webhook_inbox_tools.cli import dev as dev_command
+from webhook_inbox_tools.cli.database import (
+    DatabaseUnreachable,
+    add_database_option,
+    open_connection,
+)
+from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 
+APPLICATION_PACKAGE = "webhook_inbox_app"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     with open_connection(args, require_schema=False) as conn:
-        applied = migrate(conn)
+        # The runtime's tables first, then the application's (which may refer to them).
+        applied = migrate(conn) + migrate(conn, package=APPLICATION_PACKAGE)
         if args.role_timeouts:
             db.set_role_timeouts(conn)
             conn.commit()
             print("statement and lock timeouts stored as the role's defaults")
-    total = len(available_migrations())
+    total = len(available_migrations()) + len(available_migrations(APPLICATION_PACKAGE))
     if applied:
         print(f"applied {len(applied)} migration(s): {', '.join(applied)} ({total} known)")
     else:
@@ -95,23 +102,23 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[reads],
         help="event counts per status, oldest ages, leases, outbox backlog",
     )
-    p.set_defaults(func=inspect.cmd_status)
+    p.set_defaults(func=inspect_events.cmd_status)
 
     events = sub.add_parser("events", help="list and inspect inbox events")
     events_sub = events.add_subparsers(dest="events_command", required=True, metavar="COMMAND")
     p = events_sub.add_parser(
         "list", parents=[reads], help="list events, newest first, a page at a time"
     )
-    inspect.add_event_filters(p)
-    inspect.add_paging(p)
-    p.set_defaults(func=inspect.cmd_events_list)
+    inspect_events.add_event_filters(p)
+    inspect_events.add_paging(p)
+    p.set_defaults(func=inspect_events.cmd_events_list)
     p = events_sub.add_parser(
         "show", parents=[reads], help="one event: state, attempts, timestamps, audit trail"
     )
     p.add_argument("provider", metavar="PROVIDER")
     p.add_argument("event_id", metavar="EVENT_ID")
     p.add_argument("--payload", action="store_true", help="also print the stored payload")
-    p.set_defaults(func=inspect.cmd_events_show)
+    p.set_defaults(func=inspect_events.cmd_events_show)
 
     p = sub.add_parser(
         "replay",
@@ -125,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "targets", nargs="*", metavar="PROVIDER EVENT_ID", help="a provider and its event ids"
     )
-    inspect.add_event_filters(p)
+    inspect_events.add_event_filters(p)
     p.add_argument(
         "--max",
         type=positive_int,
@@ -145,14 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--status",
         action="append",
         default=[],
-        choices=operator.OUTBOX_STATUSES,
+        choices=operator_actions.OUTBOX_STATUSES,
         help="only messages in this status (repeatable)",
     )
     p.add_argument("--topic", help="only this topic")
     p.add_argument("--since", type=when, metavar="WHEN", help="created at or after")
     p.add_argument("--until", type=when, metavar="WHEN", help="created before")
-    inspect.add_paging(p)
-    p.set_defaults(func=inspect.cmd_outbox_list)
+    inspect_events.add_paging(p)
+    p.set_defaults(func=inspect_events.cmd_outbox_list)
     p = box_sub.add_parser(
         "retry",
         parents=[writes],

@@ -10,9 +10,9 @@ from typing import Any
 from psycopg import Connection
 
 from webhook_inbox import db
-from webhook_inbox.cli.params import mask_conninfo
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 from webhook_inbox.migrate import applied_versions, available_migrations
+from webhook_inbox_tools.cli.params import mask_conninfo
 
 HOW_TO_SET = (
     "set DATABASE_URL (e.g. export DATABASE_URL=postgresql://user:password@host:5432/dbname), "

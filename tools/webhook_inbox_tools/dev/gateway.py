@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
 
-from webhook_inbox.dev.apigw import apigw_response_to_http, http_to_apigw_v2
-from webhook_inbox.dev.workers import INGEST_TIMEOUT_S, say
+from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, say
 
 ROUTE = re.compile(r"^/webhooks/([^/?]+)$")
 LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024

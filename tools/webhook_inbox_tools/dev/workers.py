@@ -8,7 +8,7 @@ whose parent has gone exits on its own. No lock is shared with the parent, so a 
 dies can never leave the parent waiting.
 
 Ingest runs as several environments, each answering one request at a time through a pipe from
-the parent's gateway (see :mod:`webhook_inbox.dev.gateway`), as API Gateway invokes Lambda.
+the parent's gateway (see :mod:`webhook_inbox_tools.dev.gateway`), as API Gateway invokes Lambda.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from webhook_inbox.dev.lambda_runtime import (
+from webhook_inbox_tools.dev.lambda_runtime import (
     LocalContext,
     failed_message_ids,
     load_handler,

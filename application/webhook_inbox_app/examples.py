@@ -44,7 +44,7 @@ class SubscriptionState:
 
 
 def _q(name: str) -> Any:
-    return query("examples", name)
+    return query("examples", name, package="webhook_inbox_app")
 
 
 def _apply_subscription(
