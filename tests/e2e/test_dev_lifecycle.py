@@ -36,7 +36,8 @@ from tests.support import ROOT
 from webhook_inbox import providers
 
 SAMPLE = ROOT / "events" / "providers.local.json"
-# "Within a few seconds" on a quiet machine (measured 1-3 s); shared CI machines get headroom.
+# "Within a few seconds": measured 1.9-3.7 s with the machine loaded (load average 5 on 2 cores);
+# the bound leaves shared CI machines headroom.
 STOP_WITHIN_S = 20
 
 
