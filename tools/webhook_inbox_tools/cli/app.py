@@ -66,7 +66,9 @@ def _add_action_options(parser: argparse.ArgumentParser, *, what: str) -> None:
         type=reason_text,
         help="why (recorded in the audit table operator_actions)",
     )
-    parser.add_argument("--operator", help="who is acting (default: $USER)")
+    parser.add_argument(
+        "--operator", help="who is acting (default: $USER, else the login name @ host name)"
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help=f"show what would be {what}; write nothing"
     )

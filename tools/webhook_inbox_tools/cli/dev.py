@@ -1,27 +1,28 @@
-"""`webhook-inbox dev`: run the whole pipeline locally until Ctrl-C."""
+"""`webhook-inbox dev`: run the whole pipeline locally until Ctrl-C (or SIGTERM / SIGHUP)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import shlex
 import signal
-import threading
-import time
-import uuid
 from pathlib import Path
 from types import FrameType
 
-from webhook_inbox import providers
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli.params import positive_int
-from webhook_inbox_tools.cli.signing import curl_command, load_registry
+from webhook_inbox_tools.cli.signing import load_registry
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
+from webhook_inbox_tools.dev.samples import sample_deliveries
 from webhook_inbox_tools.dev.stack import DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
 
+DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback)")
     parser.add_argument(
         "--port", type=int, default=3000, help="HTTP port for POST /webhooks/{provider} (0: any)"
@@ -29,13 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
         metavar="FILE",
-        help="provider configuration (default: $PROVIDERS_CONFIG_FILE, else the sample "
+        help="provider configuration (unset: $PROVIDERS_CONFIG_FILE, else the sample "
         "events/providers.local.json)",
     )
     parser.add_argument(
         "--database-url",
         metavar="URL",
-        help="use this PostgreSQL (default: $DATABASE_URL, else a throwaway embedded one)",
+        help="use this PostgreSQL (unset: $DATABASE_URL, else a throwaway embedded one)",
     )
     parser.add_argument(
         "--sweep-every", type=float, default=10.0, metavar="SECONDS", help="sweeper period"
@@ -48,8 +49,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-receive-count", type=positive_int, default=5,
         help="receives before SQS moves a message to the DLQ",
     )  # fmt: skip
+    parser.add_argument(
+        "--ingest-concurrency", type=positive_int, default=4, metavar="N",
+        help="ingest execution environments (each its own process and database connection), "
+        "as Lambda runs one request per environment at a time",
+    )  # fmt: skip
+    parser.add_argument(
+        "--env-file", type=Path, default=Path(DEFAULT_ENV_FILE), metavar="FILE",
+        help="where to write the environment for operator commands from another shell "
+        "(removed on exit)",
+    )  # fmt: skip
     parser.add_argument("--functions-dir", type=Path, help="where functions/<name>/app.py live")
-    parser.add_argument("--verbose", action="store_true", help="the functions' own logs too")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print the functions' own JSON log lines and metrics (without it: one "
+        "console line per request, batch, sweep and state change)",
+    )
 
 
 def _providers_file(args: argparse.Namespace) -> Path | None:
@@ -60,27 +76,22 @@ def _providers_file(args: argparse.Namespace) -> Path | None:
     return sample_providers_file()
 
 
-def sample_delivery(registry: providers.Registry, base_url: str) -> str | None:
-    """A signed curl for one sample event the example handlers process (stripe when present)."""
-    name = "stripe" if registry.get("stripe") else next(iter(sorted(registry.providers)), None)
-    if name is None:
-        return None
-    now = int(time.time())
-    event_id = f"evt_dev_{uuid.uuid4().hex[:12]}"
-    body = json.dumps(
-        {
-            "id": event_id,
-            "object": "event",
-            "type": "customer.created",
-            "created": now,
-            "data": {"object": {"id": f"cus_{uuid.uuid4().hex[:10]}", "object": "customer"}},
-        },
-        separators=(",", ":"),
-    ).encode()
-    headers = providers.sign_delivery(
-        registry[name], body, event_id=event_id, timestamp=now, event_type="customer.created"
-    )
-    return curl_command(f"{base_url}/webhooks/{name}", headers, body, None)
+def operator_environment(stack: DevStack) -> dict[str, str]:
+    """What `webhook-inbox replay / inspect / outbox` need to act on this stack."""
+    return {
+        "DATABASE_URL": stack.database_url,
+        "PROCESSING_QUEUE_URL": stack.queue_url,
+        **stack.aws_env(),
+    }
+
+
+def write_env_file(path: Path, env: dict[str, str]) -> None:
+    lines = [
+        "# webhook-inbox dev: the environment for operator commands against the running stack.",
+        f"# Load it in another shell:  set -a; . {shlex.quote(str(path))}; set +a",
+    ]
+    lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -99,26 +110,35 @@ def cmd_dev(args: argparse.Namespace) -> int:
         sweep_every_s=args.sweep_every,
         visibility_timeout_s=args.visibility_timeout,
         max_receive_count=args.max_receive_count,
+        ingest_concurrency=args.ingest_concurrency,
         verbose=args.verbose,
     )
-    stop = threading.Event()
+    stack = DevStack(options)
+    stop = stack.interrupted
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, request_stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    stack = DevStack(options)
+    previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
+    env_file: Path | None = None
     try:
         stack.start()
+        if stop.is_set():
+            return 0
         base = f"http://{options.host}:{stack.port}"
         names = ", ".join(sorted(registry.providers))
         say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+        say("dev", f"ingest: {options.ingest_concurrency} execution environments")
         say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
         say("dev", f"DATABASE_URL={stack.database_url}")
-        curl = sample_delivery(registry, base)
-        if curl:
-            say("dev", "a signed sample delivery (valid for 5 minutes):")
-            print(curl, flush=True)
+        env_file = args.env_file.resolve()
+        write_env_file(env_file, operator_environment(stack))
+        say("dev", f"operator environment written to {env_file}; in another shell:")
+        say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
+        for sample in sample_deliveries(registry, base):
+            what = f"{sample.event_type}; {sample.outcome}; valid for 5 minutes"
+            say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
+            print(sample.curl, flush=True)
         say("dev", "ready; Ctrl-C stops everything")
         while not stop.wait(0.5):
             if not stack.children_alive():
@@ -128,6 +148,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     finally:
         say("dev", "stopping")
         stack.stop()
+        if env_file is not None:
+            env_file.unlink(missing_ok=True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         say("dev", "stopped")

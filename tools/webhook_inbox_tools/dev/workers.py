@@ -1,8 +1,14 @@
-"""The three functions, each in its own process as Lambda isolates them.
+"""The functions, each execution environment in its own process as Lambda isolates them.
 
 Each process loads the real ``functions/<name>/app.py`` with the environment the template would
-give it, ignores SIGINT (the parent decides when to stop, so Ctrl-C never cuts a transaction in
-half) and exits when the shared stop event is set or its parent disappears.
+give it and ignores SIGINT: Ctrl-C reaches the whole process group, and the parent decides when
+to stop, so it never cuts a transaction in half. SIGTERM or SIGHUP (from the parent, or sent to
+the group by a supervisor) asks a worker to finish its current invocation and exit; a worker
+whose parent has gone exits on its own. No lock is shared with the parent, so a worker that
+dies can never leave the parent waiting.
+
+Ingest runs as several environments, each answering one request at a time through a pipe from
+the parent's gateway (see :mod:`webhook_inbox_tools.dev.gateway`), as API Gateway invokes Lambda.
 """
 
 from __future__ import annotations
@@ -10,19 +16,17 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import signal
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue as MpQueue
-from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
 from webhook_inbox_tools.dev.lambda_runtime import (
     LocalContext,
     failed_message_ids,
@@ -31,8 +35,7 @@ from webhook_inbox_tools.dev.lambda_runtime import (
     sqs_event,
 )
 
-ROUTE = re.compile(r"^/webhooks/([^/?]+)$")
-LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
+INGEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,6 @@ class WorkerSettings:
     functions_dir: str
     parent_pid: int
     region: str
-    host: str
-    port: int
     queue_url: str
     queue_arn: str
     batch_size: int
@@ -76,98 +77,66 @@ class _WithoutMetricBlobs(io.TextIOBase):
         self._target.flush()
 
 
+_stop_requested = False
+
+
+def _request_stop(_signum: int, _frame: FrameType | None) -> None:
+    global _stop_requested  # noqa: PLW0603 - a signal handler can only reach module state
+    _stop_requested = True
+
+
 def _enter(settings: WorkerSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _request_stop)
+    signal.signal(signal.SIGHUP, _request_stop)
     os.environ.update(settings.env)
     if settings.env.get("POWERTOOLS_METRICS_DISABLED") == "true":
         sys.stdout = _WithoutMetricBlobs(sys.stdout)
 
 
-def _orphaned(settings: WorkerSettings) -> bool:
-    return os.getppid() != settings.parent_pid
+def _running(settings: WorkerSettings) -> bool:
+    return not _stop_requested and os.getppid() == settings.parent_pid
 
 
-# --- ingest: an HTTP server in front of the handler ----------------------------------------
+def _pause(settings: WorkerSettings, seconds: float) -> None:
+    """Sleep, waking early when asked to stop (in short steps: no lock shared with the parent)."""
+    deadline = time.monotonic() + seconds
+    while _running(settings) and time.monotonic() < deadline:
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def ingest_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -> None:
+# --- ingest: one execution environment behind the gateway ----------------------------------
+
+
+def ingest_main(
+    settings: WorkerSettings, index: int, channel: Connection, ready: MpQueue[Any]
+) -> None:
+    """Answer API Gateway events from ``channel`` one at a time until told to stop."""
     _enter(settings)
     handler = load_handler(Path(settings.functions_dir), "ingest")
-
-    class Gateway(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
-            self.send_response(status)
-            for name, value in headers.items():
-                if name.lower() not in {"content-length", "connection"}:
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _not_found(self) -> None:
-            self._reply(404, {"content-type": "application/json"}, b'{"message":"Not Found"}')
-
-        def do_GET(self) -> None:
-            self._not_found()
-
-        def do_POST(self) -> None:
-            path, _, query = self.path.partition("?")
-            match = ROUTE.match(path)
-            if not match:
-                self._not_found()
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > LAMBDA_SYNC_PAYLOAD_BYTES:
-                self.rfile.read(length)
-                self._reply(413, {"content-type": "application/json"},
-                            b'{"message":"Request Entity Too Large"}')  # fmt: skip
-                return
-            body = self.rfile.read(length)
-            event = http_to_apigw_v2(
-                method="POST",
-                path=path,
-                query=query,
-                headers=self.headers.items(),
-                body=body,
-                source_ip=self.client_address[0],
-                route_key="POST /webhooks/{provider}",
-                path_parameters={"provider": match[1]},
-            )
-            started = time.monotonic()
-            try:
-                status, headers, out = apigw_response_to_http(
-                    handler(event, LocalContext("IngestFunction", 30))
-                )
-            except Exception:  # noqa: BLE001 - as API Gateway does: a crashed integration is a 500
-                traceback.print_exc()
-                status, headers, out = (
-                    500,
-                    {"content-type": "application/json"},
-                    b'{"message":"Internal Server Error"}',
-                )
-            elapsed = (time.monotonic() - started) * 1000
-            say("ingest", f"POST {path} -> {status} ({elapsed:.0f} ms)")
-            self._reply(status, headers, out)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: one line per request is printed above."""
-
-    server = HTTPServer((settings.host, settings.port), Gateway)
-    server.timeout = 0.2
-    ready.put(("ingest", server.server_address[1]))
-    try:
-        while not stop.is_set() and not _orphaned(settings):
-            server.handle_request()
-    finally:
-        server.server_close()
+    ready.put((f"ingest-{index}", 0))
+    while _running(settings):
+        try:
+            if not channel.poll(0.2):
+                continue
+            event = channel.recv()
+        except (EOFError, OSError):
+            return  # the gateway (the parent) is gone
+        try:
+            response = handler(event, LocalContext("IngestFunction", INGEST_TIMEOUT_S))
+        except Exception:  # noqa: BLE001 - as Lambda does: a crashed invocation is an error reply
+            traceback.print_exc()
+            response = None
+        try:
+            channel.send(response)
+        except (BrokenPipeError, OSError):
+            return
 
 
 # --- processor: the SQS event source mapping -----------------------------------------------
 
 
-def processor_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -> None:
+def processor_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
     """Poll like the event source mapping: batches, partial failures, visibility, redrive."""
     _enter(settings)
     import boto3
@@ -175,7 +144,7 @@ def processor_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any])
     handler = load_handler(Path(settings.functions_dir), "processor")
     sqs = boto3.client("sqs", region_name=settings.region)
     ready.put(("processor", 0))
-    while not stop.is_set() and not _orphaned(settings):
+    while _running(settings):
         reply = sqs.receive_message(
             QueueUrl=settings.queue_url,
             MaxNumberOfMessages=settings.batch_size,
@@ -219,12 +188,15 @@ def _row_id(message: dict[str, Any]) -> str:
 # --- sweeper: the schedule -----------------------------------------------------------------
 
 
-def sweeper_main(settings: WorkerSettings, stop: MpEvent, ready: MpQueue[Any]) -> None:
+def sweeper_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
     _enter(settings)
     handler = load_handler(Path(settings.functions_dir), "sweeper")
     ready.put(("sweeper", 0))
     last_failure = ""
-    while not stop.wait(settings.sweep_every_s) and not _orphaned(settings):
+    while True:
+        _pause(settings, settings.sweep_every_s)
+        if not _running(settings):
+            break
         try:
             result = handler(
                 scheduled_event(settings.sweeper_rule_arn, settings.region),
