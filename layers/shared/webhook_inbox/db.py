@@ -3,6 +3,12 @@
 One connection per process (one per Lambda execution environment), opened lazily and
 re-opened after a failure. ``prepare_threshold=None`` keeps psycopg from creating server-side
 prepared statements, which would pin sessions behind RDS Proxy.
+
+A connection kept across invocations can be dead without knowing it: RDS Proxy closes idle
+clients (``IdleClientTimeout``), and failovers and restarts close everything while the Lambda is
+frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
+statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
+fresh connection.
 """
 
 from __future__ import annotations
@@ -225,6 +231,36 @@ def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connectio
         return conn
     _connection = connect(database_conninfo(), application_name=application_name)
     return _connection
+
+
+def run_repeatable(
+    work: Callable[[psycopg.Connection[Any]], R], *, application_name: str = "webhook-inbox"
+) -> tuple[R, bool]:
+    """Run ``work`` (one autocommit statement that is safe to repeat) on the process connection.
+
+    If it fails because a connection kept from an earlier call turned out dead, run it once more
+    on a fresh connection. Returns ``(result, retried)``. A retried statement may have run twice:
+    when the connection dropped after the server received it, the first run may have committed.
+
+    Never retried: a failure on a connection opened by this call (the database itself is in
+    trouble, and a retry would double the wait), a failure that left the connection usable (a
+    timeout, a constraint), and any statement inside a transaction (what the transaction did
+    before is lost with the connection, so repeating the last statement would not redo it).
+    """
+    reused = _connection is not None
+    conn = get_connection(application_name)
+    repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if repeatable:
+        conn.autocommit = True
+    try:
+        return work(conn), False
+    except StoreUnavailable:
+        if not (reused and repeatable and conn.broken):
+            raise
+    discard_connection()
+    fresh = get_connection(application_name)
+    fresh.autocommit = True
+    return work(fresh), True
 
 
 def discard_connection() -> None:
