@@ -79,6 +79,7 @@ def test_a_repeatable_statement_on_a_dead_kept_connection_runs_once_more_on_a_fr
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     kept = db.get_connection()
+    db.run_repeatable(lambda c: c.execute("SELECT 1"))  # an earlier invocation's statement
     _terminate(conn, kept)
     calls: list[int] = []
 
@@ -113,9 +114,30 @@ def test_no_retry_inside_a_transaction_that_already_did_work(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
     kept = db.get_connection()
+    db.run_repeatable(lambda c: c.execute("SELECT 1"))
     kept.autocommit = False
     kept.execute("SELECT 1")  # the transaction has begun: its work would die with the connection
     _terminate(conn, kept)
+    calls = 0
+
+    def work(c: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        with db.translate():
+            c.execute("SELECT 2")
+
+    with pytest.raises(StoreUnavailable):
+        db.run_repeatable(work)
+    assert calls == 1
+
+
+def test_no_retry_on_a_connection_that_never_answered(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Opened earlier in this invocation (the processor opens it to check its state) but never
+    # used: its failure is the database's, not a stale connection's.
+    opened = db.get_connection()
+    _terminate(conn, opened)
     calls = 0
 
     def work(c: psycopg.Connection[Any]) -> None:
