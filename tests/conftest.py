@@ -13,6 +13,9 @@ from tests.support import TEMPLATE_DB, FakeLambdaContext, PostgresServer, unique
 from webhook_inbox import handlers
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
+# The fault layer's fixtures (a proxy in front of PostgreSQL or moto), for every suite.
+pytest_plugins = ["tests.faults.fixtures"]
+
 # moto and boto3 must never reach a real account from a test run.
 for _name, _value in {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -55,7 +55,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
 @pytest.mark.parametrize(
     ("group", "name", "index"),
     [
-        ("inbox", "claim_due_for_enqueue", {"webhook_events_ready_idx"}),
+        ("inbox", "claim_due_for_enqueue", {"webhook_events_unsent_idx"}),
         # No row is processing here, so either index finds nothing equally fast.
         (
             "inbox",

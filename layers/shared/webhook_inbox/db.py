@@ -3,6 +3,12 @@
 One connection per process (one per Lambda execution environment), opened lazily and
 re-opened after a failure. ``prepare_threshold=None`` keeps psycopg from creating server-side
 prepared statements, which would pin sessions behind RDS Proxy.
+
+A connection kept across invocations can be dead without knowing it: RDS Proxy closes idle
+clients (``IdleClientTimeout``), and failovers and restarts close everything while the Lambda is
+frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
+statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
+fresh connection.
 """
 
 from __future__ import annotations
@@ -208,19 +214,59 @@ def database_conninfo() -> str:
 # --- the process-wide connection ---------------------------------------------------------
 
 _connection: psycopg.Connection[Any] | None = None
+# Whether _connection has already answered a statement: only such a connection can have gone
+# stale while the function was frozen (one that never worked is a fresh connection's failure).
+_proven = False
 
 
 def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """The process's connection: opened on first use, re-opened if it was closed or broke."""
-    global _connection  # noqa: PLW0603 - one connection per execution environment, by design
+    global _connection, _proven  # one connection per execution environment, by design
     conn = _connection
     if conn is not None and not conn.closed and not conn.broken:
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
             with translate():
                 conn.rollback()
         return conn
-    _connection = connect(database_conninfo(), application_name=application_name)
+    _connection, _proven = connect(database_conninfo(), application_name=application_name), False
     return _connection
+
+
+def run_repeatable(
+    work: Callable[[psycopg.Connection[Any]], R], *, application_name: str = "webhook-inbox"
+) -> tuple[R, bool]:
+    """Run ``work`` (one autocommit statement that is safe to repeat) on the process connection.
+
+    If it fails because a connection kept from an earlier call turned out dead, run it once more
+    on a fresh connection. Returns ``(result, retried)``. A retried statement may have run twice:
+    when the connection dropped after the server received it, the first run may have committed.
+
+    Never retried: a failure on a connection that has not answered a statement yet (the
+    database itself is in trouble, and a retry would double the wait), a failure that left the
+    connection usable (a timeout, a constraint), and any statement inside a transaction (what
+    the transaction did before is lost with the connection, so repeating the last statement
+    would not redo it).
+    """
+    global _proven  # noqa: PLW0603 - see _proven
+    conn = get_connection(application_name)
+    kept = _proven
+    repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if repeatable:
+        conn.autocommit = True
+    try:
+        result = work(conn)
+    except StoreUnavailable:
+        if not (kept and repeatable and conn.broken):
+            raise
+    else:
+        _proven = True
+        return result, False
+    discard_connection()
+    fresh = get_connection(application_name)
+    fresh.autocommit = True
+    result = work(fresh)
+    _proven = True
+    return result, True
 
 
 def discard_connection() -> None:

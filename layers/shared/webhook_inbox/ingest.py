@@ -239,20 +239,28 @@ def _accept(
     body: bytes,
     sqs_client: Callable[[], Any],
 ) -> None:
-    conn = db.get_connection("webhook-inbox-ingest")
-    conn.autocommit = True  # the claim is its own transaction: one round trip, nothing held
-    claim = inbox.claim_event(
-        conn,
-        provider=provider,
-        event_id=identity.event_id,
-        event_type=identity.event_type,
-        body_sha256=hashlib.sha256(body).digest(),
-        payload=payload,
-        delivery_id=identity.delivery_id,
-        # Stamp enqueued_at in the claim itself: the happy path is one round trip.
-        enqueuing=bool(env("PROCESSING_QUEUE_URL")),
+    # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
+    # kept connection turns out to have been closed while the function was frozen.
+    claim, retried = db.run_repeatable(
+        lambda conn: inbox.claim_event(
+            conn,
+            provider=provider,
+            event_id=identity.event_id,
+            event_type=identity.event_type,
+            body_sha256=hashlib.sha256(body).digest(),
+            payload=payload,
+            delivery_id=identity.delivery_id,
+            # Stamp enqueued_at in the claim itself: the happy path is one round trip.
+            enqueuing=bool(env("PROCESSING_QUEUE_URL")),
+        ),
+        application_name="webhook-inbox-ingest",
     )
+    conn = db.get_connection("webhook-inbox-ingest")
     outcome.row_id = claim.id
+    if retried and not claim.is_new and claim.status == "received":
+        # The first attempt may have stored the row (and stamped enqueued_at) before the
+        # connection dropped: send the wake-up anyway. A second wake-up is harmless.
+        _enqueue(sqs_client, claim.id)
     if not claim.is_new:
         outcome.status, outcome.reply = 200, {"status": "duplicate"}
         outcome.outcome, outcome.metric = "duplicate", "Duplicate"

@@ -172,7 +172,15 @@ def _process_rows(
 ) -> tuple[set[int], list[EventResult]]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
-    leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    # One autocommit statement: safe to repeat on a fresh connection when the kept one was
+    # closed while the function was frozen. Should the first attempt have committed before the
+    # connection dropped, its rows are leased and the retry skips them: the sweeper takes them
+    # back when that lease expires. Nothing runs twice.
+    leased, _ = db.run_repeatable(
+        lambda c: inbox.lease_events(c, row_ids, owner=owner, lease_seconds=lease_seconds),
+        application_name="webhook-inbox-processor",
+    )
+    conn = db.get_connection(application_name="webhook-inbox-processor")
     leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
     logger.info(
         "batch leased",

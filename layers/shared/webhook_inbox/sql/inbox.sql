@@ -107,19 +107,32 @@ RETURNING e.id, e.status
 -- which commits before the caller sends: an overlapping sweeper skips the rows (SKIP LOCKED, then
 -- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
 -- caller clears the stamp of rows it failed to send (clear_enqueued).
+-- Two index-ordered reads (0004), never the backlog waiting in SQS: rows never sent
+-- (webhook_events_unsent_idx) first, then rows sent so long ago that the message must have been
+-- lost (webhook_events_sent_idx). Each reads about as many index entries as it returns.
+WITH unsent AS (
+    SELECT id, 0 AS rank, available_at AS since
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
+       AND available_at <= now()
+     ORDER BY available_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), stale AS (
+    SELECT id, 1 AS rank, greatest(enqueued_at, available_at) AS since
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
+     ORDER BY greatest(enqueued_at, available_at)
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
 UPDATE webhook_events
    SET enqueued_at = now()
  WHERE id = ANY(ARRAY(
-        SELECT id
-          FROM webhook_events
-         WHERE status IN ('received', 'failed')
-           AND available_at <= now()
-           AND (enqueued_at IS NULL
-                OR greatest(enqueued_at, available_at)
-                   <= now() - make_interval(secs => %(stale_seconds)s))
-         ORDER BY available_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED))
+        SELECT id FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS due
+         ORDER BY rank, since
+         LIMIT %(limit)s))
 RETURNING id, status
 
 -- name: status_summary
