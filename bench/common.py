@@ -296,7 +296,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 _HEAD = """# Benchmarks
 
-Each section is rewritten by its script (see the README's Benchmarks section). Every figure is a
+Each section is rewritten by its script ("How to run them"). Every figure is a
 ratio against a baseline measured in the same run on the same machine: the absolute numbers
 depend on the disk's flush latency and on the machine's other load (the machine below has two
 cores shared with other work), the ratios much less.

@@ -189,7 +189,7 @@ class Bench:
         self.app: ModuleType = load_function("ingest")
         silence_logger(self.app.logger)
         self.sqs = StubSQS()
-        self.app._sqs = self.sqs  # the boto3 boundary: sqs_client() returns this object
+        self.app.sqs_client = lambda: self.sqs  # the boto3 boundary
         self.now = int(time.time())
         self.connections = PerThreadConnections()
         self.claim_sql = query("inbox", "claim_event")

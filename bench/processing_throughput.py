@@ -60,10 +60,9 @@ EVENT_TYPE = "customer.created"
 LEASE_SECONDS = 90.0
 
 _LEASE = query("inbox", "lease_events")
-_CREATE = query("examples", "create_customer")
+_CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
-_PROCESSED = query("inbox", "mark_processed")
-_PROCESSED_BATCH = query("processing", "mark_processed_batch")
+_PROCESSED = query("inbox", "mark_processed")  # one statement for a batch or one row
 
 
 def sqs_event(ids: list[int]) -> dict[str, Any]:
@@ -114,7 +113,7 @@ def same_sql(conn: Conn, ids: list[int]) -> None:
         conn.execute("BEGIN")
         for row in rows:
             apply_customer_created(conn, row, read_outbox=False)
-        marked = conn.execute(_PROCESSED_BATCH, {"ids": [r[0] for r in rows], "owner": owner})
+        marked = conn.execute(_PROCESSED, {"ids": [r[0] for r in rows], "owner": owner})
         if len(marked.fetchall()) != len(rows):
             raise RuntimeError("lease lost")
         conn.execute("COMMIT")
@@ -131,7 +130,7 @@ def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
             continue
         with conn.transaction():
             apply_customer_created(conn, row)
-            if conn.execute(_PROCESSED, {"id": row_id, "owner": owner}).fetchone() is None:
+            if conn.execute(_PROCESSED, {"ids": [row_id], "owner": owner}).fetchone() is None:
                 raise RuntimeError("lease lost")
 
 

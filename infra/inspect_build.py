@@ -6,6 +6,8 @@
   psycopg_binary.libs/libpq.so.5) is aarch64, the functions' architecture.
 - Every distribution in it has the version installed in the environment the tests ran in
   (--test-python), so the layer ships what CI tested.
+- It holds the runtime package only: no tools package (CLI, dev stack, operator actions) and no
+  application package (your handlers ship in their own layer), whatever the Makefile copies.
 - Function packages carry only their own entry point: every dependency comes from the layer once.
 - Everything fits Lambda's 250 MB unzipped limit for a function plus its layers.
 
@@ -22,11 +24,41 @@ import sys
 from pathlib import Path
 
 LAYER = "SharedLayer"
+APPLICATION_LAYER = "ApplicationLayer"
 FUNCTIONS = ("IngestFunction", "ProcessorFunction", "SweeperFunction", "MigrationsFunction")
 UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
 ELF_MACHINE_AARCH64 = 0xB7
 PYC_FLAG_HASH_BASED = 0b01
 PYC_FLAG_CHECK_SOURCE = 0b10
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# Top-level folders whose packages must never reach the runtime layer.
+NOT_RUNTIME_HOMES = (ROOT / "tools", ROOT / "application")
+
+
+def not_runtime_packages() -> set[str]:
+    """The import names the tools and the application folders define (packages and modules)."""
+    names = set()
+    for home in NOT_RUNTIME_HOMES:
+        if not home.is_dir():
+            continue
+        for entry in home.iterdir():
+            if (entry / "__init__.py").is_file():
+                names.add(entry.name)
+            elif entry.suffix == ".py":
+                names.add(entry.stem)
+    return names
+
+
+def foreign_modules(site: Path) -> list[str]:
+    """Problems for every tools or application module found in the runtime layer."""
+    forbidden = not_runtime_packages()
+    return [
+        f"{entry.name} is a tools or application module: it must not ship in the runtime layer"
+        for entry in sorted(site.iterdir())
+        if entry.name in forbidden or entry.stem in forbidden
+    ]
 
 
 def size_of(root: Path) -> int:
@@ -38,6 +70,7 @@ def check_layer(site: Path) -> list[str]:
     package = site / "webhook_inbox"
     if not package.is_dir():
         return [f"{package} is missing"]
+    problems += foreign_modules(site)
     sources = [p for p in site.rglob("*.py") if "__pycache__" not in p.parts]
     for source in sources:
         pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"
@@ -116,6 +149,19 @@ def check_versions(layer: dict[str, str], tested: dict[str, str]) -> list[str]:
     return problems
 
 
+def check_application_layer(site: Path) -> list[str]:
+    """Your handlers' layer: the application package, compiled, and no copy of the runtime."""
+    problems = []
+    if not (site / "webhook_inbox_app").is_dir():
+        problems.append(f"{site / 'webhook_inbox_app'} is missing")
+    if (site / "webhook_inbox").exists():
+        problems.append("the application layer carries a copy of the runtime package")
+    for source in (p for p in site.rglob("*.py") if "__pycache__" not in p.parts):
+        if not (source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc").is_file():
+            problems.append(f"no cpython-313 bytecode for {source.relative_to(site)}")
+    return problems
+
+
 def check_function(root: Path) -> list[str]:
     problems = []
     if not (root / "app.py").is_file():
@@ -131,7 +177,8 @@ def main(build_dir: str, test_python: str) -> int:
     site = build / LAYER / "python"
     problems = check_layer(site)
     problems += check_versions(layer_distributions(site), environment_distributions(test_python))
-    layer_bytes = size_of(build / LAYER)
+    problems += check_application_layer(build / APPLICATION_LAYER / "python")
+    layer_bytes = size_of(build / LAYER) + size_of(build / APPLICATION_LAYER)
     for name in FUNCTIONS:
         problems += check_function(build / name)
         total = layer_bytes + size_of(build / name)

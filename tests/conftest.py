@@ -10,6 +10,11 @@ import psycopg
 import pytest
 
 from tests.support import TEMPLATE_DB, FakeLambdaContext, PostgresServer, unique_db_name
+from webhook_inbox import handlers
+from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
+
+# The fault layer's fixtures (a proxy in front of PostgreSQL or moto), for every suite.
+pytest_plugins = ["tests.faults.fixtures"]
 
 # moto and boto3 must never reach a real account from a test run.
 for _name, _value in {
@@ -33,6 +38,10 @@ def pg_server() -> Iterator[PostgresServer]:
         server.stop()
 
 
+# What the processor's entry point does at import: tests drive the runtime directly too.
+handlers.install(APPLICATION_HANDLERS)
+
+
 @pytest.fixture(scope="session")
 def template_database(pg_server: PostgresServer) -> str:
     """A database with every migration applied, cloned for each test."""
@@ -41,6 +50,7 @@ def template_database(pg_server: PostgresServer) -> str:
     url = pg_server.create_database(TEMPLATE_DB)
     with psycopg.connect(url) as conn:
         migrate(conn)
+        migrate(conn, package="webhook_inbox_app")
     return TEMPLATE_DB
 
 

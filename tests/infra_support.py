@@ -65,6 +65,8 @@ def serverless_functions() -> dict[str, dict[str, Any]]:
     for name, res in resources_of_type("AWS::Serverless::Function").items():
         props = dict(globals_)
         props.update(res["Properties"])
+        # SAM appends a function's Layers to the Globals' list instead of replacing it.
+        props["Layers"] = [*globals_.get("Layers", []), *res["Properties"].get("Layers", [])]
         env = dict(globals_.get("Environment", {}).get("Variables", {}))
         env.update(res["Properties"].get("Environment", {}).get("Variables", {}))
         props["Environment"] = {"Variables": env}

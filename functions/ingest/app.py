@@ -1,6 +1,6 @@
 """Ingest Lambda: ``POST /webhooks/{provider}`` from API Gateway REST (v1), HTTP API (v2) or a
 Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest``; this module only
-wires the AWS client, logs and metrics.
+sets the AWS budget, logs and metrics.
 
 Kept lean for cold starts: no Tracer, Parameters or pydantic; boto3 is imported on the first
 delivery that needs it (a new event to enqueue), not at import time.
@@ -8,37 +8,26 @@ delivery that needs it (a new event to enqueue), not at import time.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from webhook_inbox import ingest
+from webhook_inbox import aws, ingest
 
 logger = Logger()
 
-_client_lock = threading.Lock()
-_sqs: Any = None
+aws.use(aws.INGEST)  # every AWS call on this path fits the function's 8 s
 
 
 def sqs_client() -> Any:
-    """The process's SQS client, created on first use (boto3 session creation is not
-    thread-safe, hence the lock)."""
-    global _sqs  # noqa: PLW0603 - one client per execution environment
-    with _client_lock:
-        if _sqs is None:
-            import boto3
-
-            _sqs = boto3.client("sqs")
-        return _sqs
+    """The process's SQS client, built on the first send (:mod:`webhook_inbox.aws`)."""
+    return aws.client("sqs")
 
 
 def reset_clients() -> None:
-    """Forget the cached client (tests start a fresh moto mock per case)."""
-    global _sqs  # noqa: PLW0603
-    with _client_lock:
-        _sqs = None
+    """Forget the cached clients (tests start a fresh moto mock per case)."""
+    aws.reset()
 
 
 def _emit(name: str, outcome: ingest.Outcome) -> None:

@@ -10,11 +10,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from webhook_inbox import db, publishers
+from webhook_inbox import aws, db, publishers
 from webhook_inbox.errors import StoreError
 from webhook_inbox.publishers import Publisher
 from webhook_inbox.sweeper import Sweep, SweeperConfig, emit_metrics
 
+aws.use(aws.SWEEPER)
 logger = Logger()
 metrics = Metrics()
 
@@ -29,7 +30,7 @@ def _dependencies() -> tuple[SweeperConfig, Any, Publisher]:
     if _config is None:
         _config = SweeperConfig.from_env()
     if _sqs is None:
-        _sqs = publishers.bounded_client("sqs")
+        _sqs = aws.client("sqs")
     if _publisher is None:
         _publisher = publishers.from_env()
     return _config, _sqs, _publisher

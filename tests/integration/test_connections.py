@@ -69,3 +69,100 @@ def test_role_timeouts_apply_to_new_sessions_without_startup_options(
         with psycopg.connect(database_url, autocommit=True) as reset:
             reset.execute("ALTER ROLE CURRENT_USER RESET statement_timeout")
             reset.execute("ALTER ROLE CURRENT_USER RESET lock_timeout")
+
+
+def _terminate(conn: psycopg.Connection[Any], victim: psycopg.Connection[Any]) -> None:
+    conn.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
+
+
+def test_a_repeatable_statement_on_a_dead_kept_connection_runs_once_more_on_a_fresh_one(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    kept = db.get_connection()
+    db.run_repeatable(lambda c: c.execute("SELECT 1"))  # an earlier invocation's statement
+    _terminate(conn, kept)
+    calls: list[int] = []
+
+    def work(c: psycopg.Connection[Any]) -> int:
+        calls.append(c.info.backend_pid)
+        with db.translate():
+            row = c.execute("SELECT 7").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert db.run_repeatable(work) == (7, True)
+    assert len(calls) == 2
+    assert db.get_connection() is not kept
+
+
+def test_no_retry_when_the_statement_failed_but_the_connection_is_fine(database_url: str) -> None:
+    calls = 0
+
+    def work(c: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        with db.translate():
+            c.execute("SET LOCAL statement_timeout = 100; SELECT pg_sleep(2)")
+
+    db.get_connection()
+    with pytest.raises(StoreUnavailable):
+        db.run_repeatable(work)
+    assert calls == 1
+
+
+def test_no_retry_inside_a_transaction_that_already_did_work(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    kept = db.get_connection()
+    db.run_repeatable(lambda c: c.execute("SELECT 1"))
+    kept.autocommit = False
+    kept.execute("SELECT 1")  # the transaction has begun: its work would die with the connection
+    _terminate(conn, kept)
+    calls = 0
+
+    def work(c: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        with db.translate():
+            c.execute("SELECT 2")
+
+    with pytest.raises(StoreUnavailable):
+        db.run_repeatable(work)
+    assert calls == 1
+
+
+def test_no_retry_on_a_connection_that_never_answered(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Opened earlier in this invocation (the processor opens it to check its state) but never
+    # used: its failure is the database's, not a stale connection's.
+    opened = db.get_connection()
+    _terminate(conn, opened)
+    calls = 0
+
+    def work(c: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        with db.translate():
+            c.execute("SELECT 2")
+
+    with pytest.raises(StoreUnavailable):
+        db.run_repeatable(work)
+    assert calls == 1
+
+
+def test_no_retry_when_a_fresh_connection_fails(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    calls = 0
+
+    def work(c: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        calls += 1
+        _terminate(conn, c)
+        with db.translate():
+            c.execute("SELECT 2")
+
+    with pytest.raises(StoreUnavailable):
+        db.run_repeatable(work)
+    assert calls == 1

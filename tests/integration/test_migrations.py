@@ -1,14 +1,27 @@
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.support import unique_db_name
 from webhook_inbox import migrate as migrate_module
 from webhook_inbox.errors import MigrationError, StoreError
-from webhook_inbox.migrate import Migration, applied_versions, available_migrations, migrate
+from webhook_inbox.migrate import (
+    Limits,
+    Migration,
+    applied_versions,
+    available_migrations,
+    migrate,
+)
+
+ALL = available_migrations()
+# 0002 and 0003 as first released, before they were rewritten to build indexes CONCURRENTLY.
+RELEASED = Path(__file__).parent / "migrations_as_released"
 
 EXPECTED_TABLES = {
     "webhook_events",
@@ -74,19 +87,140 @@ def test_an_edited_applied_migration_is_refused(
         migrate(conn)
         original = available_migrations()
         edited = [Migration(m.version, m.name, m.sql + "\n-- edited") for m in original]
-        monkeypatch.setattr(migrate_module, "available_migrations", lambda: edited)
+        monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: edited)
         with pytest.raises(MigrationError, match="changed after it was applied"):
             migrate(conn)
 
 
-def test_a_failing_migration_applies_nothing(
+def test_a_failing_migration_rolls_itself_back_and_the_next_run_resumes(
     empty_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = [*available_migrations(), Migration("9999", "broken", "CREATE TABLE oops (")]
-    monkeypatch.setattr(migrate_module, "available_migrations", lambda: broken)
+    real = available_migrations()
+    broken = [*real, Migration("9999", "broken", "CREATE TABLE half (n int);\nCREATE TABLE oops (")]
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: broken)
     with psycopg.connect(empty_database_url) as conn, pytest.raises(StoreError):
         migrate(conn)
-    assert _tables(empty_database_url) == set()
+    # Each migration is its own transaction: the ones before stay, the broken one left nothing.
+    assert "half" not in _tables(empty_database_url)
+    with psycopg.connect(empty_database_url) as conn:
+        assert applied_versions(conn) == [m.version for m in real]
+    fixed = [*real, Migration("9999", "fixed", "CREATE TABLE half (n int)")]
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: fixed)
+    with psycopg.connect(empty_database_url) as conn:
+        assert migrate(conn) == ["9999"]
+
+
+def _schema(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(url) as conn:
+        return {
+            "columns": conn.execute(
+                "SELECT table_name, column_name, data_type, is_nullable, column_default"
+                " FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2"
+            ).fetchall(),
+            "constraints": conn.execute(
+                "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)"
+                " FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2"
+            ).fetchall(),
+            "indexes": conn.execute(
+                "SELECT i.indexname, i.indexdef, x.indisvalid FROM pg_indexes i"
+                " JOIN pg_class c ON c.relname = i.indexname"
+                " JOIN pg_index x ON x.indexrelid = c.oid"
+                " WHERE i.schemaname = 'public' ORDER BY 1"
+            ).fetchall(),
+        }
+
+
+def test_a_database_migrated_by_the_released_files_is_accepted_with_the_same_schema(
+    empty_database_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 0002 and 0003 were rewritten (CREATE INDEX CONCURRENTLY) after they shipped: a database
+    # that ran the released text must be accepted and already have the rewritten schema.
+    current = available_migrations()
+    released = [
+        Migration(m.version, m.name, (RELEASED / f"{m.version}_{m.name}.sql").read_text())
+        if (RELEASED / f"{m.version}_{m.name}.sql").exists()
+        else m
+        for m in current
+    ]
+    assert [m.checksum for m in released[1:3]] == [next(iter(m.supersedes)) for m in current[1:3]]
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: released)
+    with psycopg.connect(empty_database_url) as conn:
+        migrate(conn)
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: current)
+    with psycopg.connect(empty_database_url) as conn:
+        assert migrate(conn) == []
+        recorded = dict(conn.execute("SELECT version, checksum FROM schema_migrations"))
+    # The record keeps the released checksum: the previous release still accepts the database.
+    assert recorded["0002"] == released[1].checksum
+    name = unique_db_name("wi_fresh")
+    fresh = pg_server.create_database(name)
+    try:
+        with psycopg.connect(fresh) as conn:
+            migrate(conn)
+        assert _schema(fresh) == _schema(empty_database_url)
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_no_transaction_migrations_are_safe_to_run_again(empty_database_url: str) -> None:
+    # What a run that failed half-way leaves behind is undone or kept by the next run.
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        migrate(conn)
+        for migration in available_migrations():
+            if not migration.transactional:
+                for statement in migration.statements():
+                    conn.execute(statement)  # type: ignore[arg-type]
+        assert conn.execute("SELECT bool_and(indisvalid) FROM pg_index").fetchone() == (True,)
+
+
+def test_a_migration_gives_up_a_busy_lock_and_retries_a_bounded_number_of_times(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = Migration("9999", "touch", "ALTER TABLE customers ADD COLUMN note text")
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: [*ALL, extra])
+    with psycopg.connect(database_url) as holder:
+        holder.execute("LOCK TABLE customers IN ACCESS SHARE MODE")  # a long reader
+        started = time.monotonic()
+        with psycopg.connect(database_url) as runner, pytest.raises(StoreError):
+            migrate(runner, Limits(lock_timeout_ms=100, lock_attempts=3))
+        elapsed = time.monotonic() - started
+        # Three waits of 0.1 s and two pauses of at most 1 s and 2 s: bounded, and it gave up.
+        assert 0.3 <= elapsed < 4
+        # The reader kept its lock throughout; writers queued behind the migration for at
+        # most one lock timeout at a time.
+        holder.rollback()
+    with psycopg.connect(database_url) as runner:
+        assert migrate(runner, Limits(lock_timeout_ms=100, lock_attempts=3)) == ["9999"]
+
+
+def test_a_migration_that_waited_succeeds_once_the_lock_is_free(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = Migration("9999", "touch", "ALTER TABLE customers ADD COLUMN note text")
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: [*ALL, extra])
+    holder = psycopg.connect(database_url)
+    holder.execute("LOCK TABLE customers IN ACCESS SHARE MODE")
+    release = threading.Timer(0.4, holder.rollback)
+    release.start()
+    try:
+        with psycopg.connect(database_url) as runner:
+            assert migrate(runner, Limits(lock_timeout_ms=100, lock_attempts=5)) == ["9999"]
+    finally:
+        release.join()
+        holder.close()
+
+
+def test_a_run_past_its_deadline_starts_nothing(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = Migration("9999", "slow", "SELECT pg_sleep(5)")
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: [*ALL, extra])
+    started = time.monotonic()
+    with psycopg.connect(database_url) as runner, pytest.raises(StoreError):
+        migrate(runner, Limits(deadline=time.monotonic() + 0.5))
+    assert time.monotonic() - started < 2  # the statement timeout followed the deadline
+    with psycopg.connect(database_url) as check:
+        assert "9999" not in applied_versions(check)
 
 
 def test_migration_files_are_numbered_and_packaged() -> None:

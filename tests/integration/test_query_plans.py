@@ -55,7 +55,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
 @pytest.mark.parametrize(
     ("group", "name", "index"),
     [
-        ("inbox", "claim_due_for_enqueue", {"webhook_events_ready_idx"}),
+        ("inbox", "claim_due_for_enqueue", {"webhook_events_unsent_idx"}),
         # No row is processing here, so either index finds nothing equally fast.
         (
             "inbox",
@@ -66,10 +66,10 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
         ("outbox", "backlog", {"outbox_messages_status_idx"}),
         # The sweeper's own statements: backlog metrics and retention.
-        ("sweeper", "event_backlog", {"webhook_events_status_received_idx"}),
-        ("sweeper", "purge_payloads", {"webhook_events_purgeable_idx"}),
-        ("sweeper", "delete_expired_events", {"webhook_events_terminal_idx"}),
-        ("sweeper", "delete_published_outbox", {"outbox_messages_status_idx"}),
+        ("inbox", "event_backlog", {"webhook_events_status_received_idx"}),
+        ("inbox", "purge_payloads", {"webhook_events_purgeable_idx"}),
+        ("inbox", "delete_expired_events", {"webhook_events_terminal_idx"}),
+        ("outbox", "delete_published", {"outbox_messages_status_idx"}),
     ],
 )
 def test_query_uses_its_index(

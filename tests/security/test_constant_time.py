@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from tests.support import ROOT
+from webhook_inbox import schemes
 
 PACKAGE = ROOT / "layers" / "shared" / "webhook_inbox"
 SENSITIVE = re.compile(r"signature|digest|(^|_)mac($|_)|hmac|expected|presented|secret", re.I)
@@ -97,13 +98,16 @@ def _calls(node: ast.AST) -> set[str]:
 def test_every_scheme_decides_through_hmac_compare_digest() -> None:
     tree = ast.parse((PACKAGE / "schemes.py").read_text())
     assert "hmac.compare_digest" in _calls(_functions(tree)["_any_match"])
-    schemes = [
-        node
+    # Every class that implements verify decides through _any_match...
+    verifiers = {
+        node.name: node
         for node in ast.walk(tree)
-        if isinstance(node, ast.ClassDef)
-        and any(isinstance(b, ast.Name) and b.id == "Scheme" for b in node.bases)
-    ]
-    assert len(schemes) >= 6
-    for scheme in schemes:
-        verify = _functions(scheme)["verify"]
-        assert "_any_match" in _calls(verify), f"{scheme.name}.verify skips _any_match"
+        if isinstance(node, ast.ClassDef) and node.name != "Scheme" and "verify" in _functions(node)
+    }
+    for name, node in verifiers.items():
+        assert "_any_match" in _calls(_functions(node)["verify"]), f"{name}.verify skips it"
+    # ...and every registered scheme verifies with one of them (presets inherit GenericHmac's).
+    assert len(schemes.SCHEMES) >= 6
+    for scheme in schemes.SCHEMES.values():
+        owner = next(cls for cls in scheme.__mro__ if "verify" in vars(cls))
+        assert owner.__name__ in verifiers, f"{scheme.name} verifies with {owner.__name__}"

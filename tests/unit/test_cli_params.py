@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from webhook_inbox.cli.params import mask_conninfo, when
-from webhook_inbox.cli.render import age
+from webhook_inbox_tools.cli.params import mask_conninfo, when
+from webhook_inbox_tools.cli.render import age
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,24 @@ def test_age_is_short() -> None:
     assert age(now - timedelta(seconds=42), now=now) == "42s"
     assert age(now - timedelta(minutes=3, seconds=5), now=now) == "3m05s"
     assert age(now - timedelta(days=4, hours=3), now=now) == "4d03h"
+
+
+def test_operator_defaults_to_user_then_login_name_at_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+    import os
+    import socket
+
+    from webhook_inbox_tools.cli.params import operator_name
+
+    def no_passwd_entry() -> str:
+        raise OSError("no passwd entry")
+
+    monkeypatch.setenv("USER", "alice")
+    assert operator_name(None) == "alice"
+    assert operator_name("bob") == "bob"
+    # A container without $USER: the login name (or uid) at the host name, never an error.
+    monkeypatch.delenv("USER")
+    monkeypatch.delenv("LOGNAME", raising=False)
+    assert operator_name(None) == f"{getpass.getuser()}@{socket.gethostname()}"
+    monkeypatch.setattr(getpass, "getuser", no_passwd_entry)
+    assert operator_name(None) == f"uid-{os.getuid()}@{socket.gethostname()}"

@@ -2,8 +2,8 @@
 
 import base64
 
-from webhook_inbox.dev.apigw import apigw_response_to_http, http_to_apigw_v2
-from webhook_inbox.dev.lambda_runtime import failed_message_ids
+from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.dev.lambda_runtime import failed_message_ids
 
 BATCH = [{"MessageId": "a"}, {"MessageId": "b"}, {"MessageId": "c"}]
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from webhook_inbox import domain, handlers, processing, wakeups
+from webhook_inbox import domain, handlers, passes, processing, wakeups
 from webhook_inbox.errors import ConfigurationError, PermanentEventError, StoreError
 from webhook_inbox.inbox import LeasedEvent
 
@@ -55,22 +55,22 @@ def test_an_unexpected_exception_is_described_without_its_message() -> None:
 
     with pytest.raises(KeyError) as caught:
         handler()
-    kind, message = processing.describe_error(caught.value)
+    kind, message = passes.describe_error(caught.value)
     assert kind == "handler_error"
     assert message.startswith("KeyError in handler (test_processing_rules.py:")
     assert "4242" not in message
 
 
 def test_our_own_errors_keep_their_message_and_kind() -> None:
-    assert processing.describe_error(PermanentEventError("payload lacks data")) == (
+    assert passes.describe_error(PermanentEventError("payload lacks data")) == (
         "permanent",
         "payload lacks data",
     )
-    assert processing.describe_error(StoreError("DivisionByZero: 22012")) == (
+    assert passes.describe_error(StoreError("DivisionByZero: 22012")) == (
         "store_error",
         "DivisionByZero: 22012",
     )
-    assert len(processing.describe_error(PermanentEventError("x" * 5000))[1]) == 500
+    assert len(passes.describe_error(PermanentEventError("x" * 5000))[1]) == 500
 
 
 def test_settings_come_from_the_environment_with_documented_defaults() -> None:

@@ -1,4 +1,4 @@
-"""What the alarms watch: backlog sizes and ages. SQL in ``sql/sweeper.sql``."""
+"""What the alarms watch: backlog sizes and ages, from the two tables' data modules."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import outbox
+from webhook_inbox import inbox, outbox
 from webhook_inbox.db import translated
-from webhook_inbox.queries import query
 
 # The statuses whose size is a backlog; processed and ignored are history, not backlog.
 BACKLOG_STATUSES = ("received", "processing", "failed", "dead_letter")
@@ -35,10 +34,10 @@ def measure(conn: Connection[Any]) -> Backlog:
     # Processing rows count as unprocessed: a row that keeps failing alternates between failed
     # and processing, and the age must not drop to zero whenever it happens to be leased.
     oldest = 0.0
-    for status, count, age in conn.execute(query("sweeper", "event_backlog")):
-        counts[status] = int(count)
+    for status, (count, age) in inbox.backlog(conn).items():
+        counts[status] = count
         if status in UNPROCESSED_STATUSES:
-            oldest = max(oldest, float(age))
+            oldest = max(oldest, age)
     messages = outbox.backlog(conn)
     return Backlog(
         event_counts=counts,

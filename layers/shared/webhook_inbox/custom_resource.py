@@ -6,7 +6,11 @@ resource's ``ServiceTimeout`` runs out (an hour by default), so :func:`run` answ
 
 - the action succeeds: ``SUCCESS`` with its data;
 - the action raises: ``FAILED`` with a short reason (the exception type and message, bounded);
-- the Lambda is about to time out: a watchdog thread answers ``FAILED`` first.
+- the Lambda is about to time out: a watchdog thread answers ``FAILED`` first. If the action
+  can be cancelled (a database transaction that could still commit), the watchdog cancels it
+  and waits for it to end before answering: a FAILED answer for a change that then commits
+  would make CloudFormation roll back a stack whose database moved on. An action that still
+  completes during that grace answers with its own result.
 
 Only the standard library is used (no ``cfnresponse`` module, no extra dependency).
 """
@@ -31,6 +35,8 @@ FAILED = "FAILED"
 MAX_REASON_CHARS = 1000
 # Answer this long before the Lambda's own timeout if the action is still running.
 WATCHDOG_MARGIN_S = 5.0
+# After cancelling, how long the watchdog waits for the action to end (inside the margin).
+CANCEL_GRACE_S = 2.5
 SEND_ATTEMPTS = 3
 SEND_TIMEOUT_S = 10.0
 
@@ -98,20 +104,32 @@ def run(
     on_create_or_update: Action,
     physical_id: str,
     on_delete: Action | None = None,
+    cancel: Callable[[], None] | None = None,
 ) -> None:
     """Handle one custom-resource request and answer CloudFormation whatever happens.
 
     ``physical_id`` must stay the same across updates: a new id would make CloudFormation
     delete the "old" resource after an update. ``on_delete`` defaults to doing nothing.
+    ``cancel`` is called from the watchdog's thread to stop the action (it must make the action
+    return or raise soon; it must not itself block for long).
     """
     request_type = event.get("RequestType")
     # Keep the id CloudFormation already knows (Update/Delete carry it).
     responder = _Responder(event, str(event.get("PhysicalResourceId") or physical_id))
     remaining_s = context.get_remaining_time_in_millis() / 1000.0
-    watchdog = threading.Timer(
-        max(remaining_s - WATCHDOG_MARGIN_S, 0.0),
-        lambda: responder.send(FAILED, "timed out before the action finished"),
-    )
+    action_ended = threading.Event()
+
+    def on_timeout() -> None:
+        if cancel is not None:
+            try:
+                cancel()
+            except Exception:  # the FAILED answer below matters more than the cancel's error
+                logger.exception("cancelling the action failed")
+            # If the action ends now, it answers itself (its true outcome) and this is a no-op.
+            action_ended.wait(CANCEL_GRACE_S)
+        responder.send(FAILED, "timed out before the action finished")
+
+    watchdog = threading.Timer(max(remaining_s - WATCHDOG_MARGIN_S, 0.0), on_timeout)
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -125,6 +143,8 @@ def run(
         logger.exception("custom resource %s failed", request_type)
         watchdog.cancel()
         responder.send(FAILED, f"{type(exc).__name__}: {exc}")
+        action_ended.set()
         return
     watchdog.cancel()
     responder.send(SUCCESS, f"{request_type} done", data)
+    action_ended.set()

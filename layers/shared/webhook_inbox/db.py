@@ -3,13 +3,18 @@
 One connection per process (one per Lambda execution environment), opened lazily and
 re-opened after a failure. ``prepare_threshold=None`` keeps psycopg from creating server-side
 prepared statements, which would pin sessions behind RDS Proxy.
+
+A connection kept across invocations can be dead without knowing it: RDS Proxy closes idle
+clients (``IdleClientTimeout``), and failovers and restarts close everything while the Lambda is
+frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
+statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
+fresh connection.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,13 +27,14 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from webhook_inbox import aws
+from webhook_inbox.config import env, env_int
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreConflict,
     StoreError,
     StoreUnavailable,
 )
-from webhook_inbox.settings import env_int
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,7 +88,7 @@ def _send_startup_options(conninfo: str) -> bool:
     support command-line options"), and a SET would pin the session. Behind the proxy the
     timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
     """
-    mode = os.environ.get("DB_STARTUP_OPTIONS", "auto").lower()
+    mode = env("DB_STARTUP_OPTIONS", "auto").lower()
     if mode in {"on", "true", "1"}:
         return True
     if mode in {"off", "false", "0"}:
@@ -150,9 +156,7 @@ def _read_secret(arn: str) -> dict[str, Any]:
         cached = _secret_cache.get(arn)
         if cached and time.monotonic() - cached[0] < _SECRET_TTL_S:
             return cached[1]
-        import boto3  # deferred: only deployments that use a secret pay for the import
-
-        raw = boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
@@ -180,9 +184,7 @@ def conninfo_from_rds_secret(secret: dict[str, Any], *, password: str | None = N
 
 
 def _iam_token(host: str, port: int, user: str) -> str:
-    import boto3
-
-    token: str = boto3.client("rds").generate_db_auth_token(
+    token: str = aws.client("rds").generate_db_auth_token(
         DBHostname=host, Port=port, DBUsername=user
     )
     return token
@@ -200,7 +202,7 @@ def _with_location_overrides(secret: dict[str, Any]) -> dict[str, Any]:
         ("DATABASE_PORT", "port"),
         ("DATABASE_NAME", "dbname"),
     ):
-        value = os.environ.get(variable, "")
+        value = env(variable)
         if value:
             located[key] = value
     return located
@@ -212,14 +214,14 @@ def database_conninfo() -> str:
     With ``DATABASE_IAM_AUTH=true`` the secret's password is replaced by an IAM auth token
     (valid 15 minutes; a new one is made for every new connection).
     """
-    url = os.environ.get("DATABASE_URL")
+    url = env("DATABASE_URL")
     if url:
         return url
-    arn = os.environ.get("DATABASE_SECRET_ARN")
+    arn = env("DATABASE_SECRET_ARN")
     if not arn:
         raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
     secret = _with_location_overrides(_read_secret(arn))
-    if os.environ.get("DATABASE_IAM_AUTH", "").lower() in {"1", "true", "yes"}:
+    if env("DATABASE_IAM_AUTH").lower() in {"1", "true", "yes"}:
         host = str(secret.get("host", ""))
         port = int(secret.get("port", 5432))
         token = _iam_token(host, port, str(secret.get("username", "")))
@@ -230,19 +232,59 @@ def database_conninfo() -> str:
 # --- the process-wide connection ---------------------------------------------------------
 
 _connection: psycopg.Connection[Any] | None = None
+# Whether _connection has already answered a statement: only such a connection can have gone
+# stale while the function was frozen (one that never worked is a fresh connection's failure).
+_proven = False
 
 
 def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """The process's connection: opened on first use, re-opened if it was closed or broke."""
-    global _connection  # noqa: PLW0603 - one connection per execution environment, by design
+    global _connection, _proven  # one connection per execution environment, by design
     conn = _connection
     if conn is not None and not conn.closed and not conn.broken:
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
             with translate():
                 conn.rollback()
         return conn
-    _connection = connect(database_conninfo(), application_name=application_name)
+    _connection, _proven = connect(database_conninfo(), application_name=application_name), False
     return _connection
+
+
+def run_repeatable(
+    work: Callable[[psycopg.Connection[Any]], R], *, application_name: str = "webhook-inbox"
+) -> tuple[R, bool]:
+    """Run ``work`` (one autocommit statement that is safe to repeat) on the process connection.
+
+    If it fails because a connection kept from an earlier call turned out dead, run it once more
+    on a fresh connection. Returns ``(result, retried)``. A retried statement may have run twice:
+    when the connection dropped after the server received it, the first run may have committed.
+
+    Never retried: a failure on a connection that has not answered a statement yet (the
+    database itself is in trouble, and a retry would double the wait), a failure that left the
+    connection usable (a timeout, a constraint), and any statement inside a transaction (what
+    the transaction did before is lost with the connection, so repeating the last statement
+    would not redo it).
+    """
+    global _proven  # noqa: PLW0603 - see _proven
+    conn = get_connection(application_name)
+    kept = _proven
+    repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    if repeatable:
+        conn.autocommit = True
+    try:
+        result = work(conn)
+    except StoreUnavailable:
+        if not (kept and repeatable and conn.broken):
+            raise
+    else:
+        _proven = True
+        return result, False
+    discard_connection()
+    fresh = get_connection(application_name)
+    fresh.autocommit = True
+    result = work(fresh)
+    _proven = True
+    return result, True
 
 
 def discard_connection() -> None:

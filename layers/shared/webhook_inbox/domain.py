@@ -3,7 +3,7 @@
 A handler is ``handler(conn, event) -> None``. It runs inside the batch's transaction, so
 everything it writes — domain rows, outbox messages — commits together with the event's
 ``processed`` mark, or not at all. It must not commit, roll back or open its own connection. It
-may run twice in one invocation (see :mod:`webhook_inbox.pipelined_pass`: a first, pipelined run
+may run twice in one invocation (see :mod:`webhook_inbox.passes`: a first, pipelined run
 that is rolled back when anything in the batch fails), so it must not count on running once. In
 that pipelined run a statement waits only when its answer is read: read the answers you need,
 and let an error propagate rather than catching driver errors (a failure may belong to an
@@ -44,7 +44,7 @@ def emit(conn: Connection[Any], event: LeasedEvent, *, topic: str, payload: Any)
     """Queue an outbox message in the handler's transaction (once per event and topic).
 
     Returns nothing on purpose: not waiting for the answer saves the processor a round trip per
-    message (see :mod:`webhook_inbox.pipelined_pass`). A redelivered event re-derives the same
+    message (see :mod:`webhook_inbox.passes`). A redelivered event re-derives the same
     deduplication key, so its message is stored once.
     """
     outbox.queue_message(

@@ -104,7 +104,3 @@ class SignatureMismatch(AuthenticationFailed):
 
 class SecretUnavailable(WebhookInboxError):
     """A provider secret could not be read (Secrets Manager down, throttled, or missing)."""
-
-
-class RedeliveryRequested(WebhookInboxError):
-    """An SQS record must come back: raised so that it lands in the batch's batchItemFailures."""

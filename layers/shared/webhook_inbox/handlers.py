@@ -1,25 +1,26 @@
 """The handler registry: an explicit map from (provider, event type) to a domain handler.
 
 Nothing is looked up by a name built from payload text: an event whose (provider, type) is not a
-key here is marked ``ignored``. To add a handler, write a function ``(conn, event) -> None`` (see
-:mod:`webhook_inbox.domain`) and add one line to ``HANDLERS`` — or call :func:`register` from
-your own module at import time.
+key here is marked ``ignored``. The registry starts empty; the processor's entry point installs
+the application's map (``webhook_inbox_app.handlers.HANDLERS``), so adding a handler never
+edits this package.
 """
 
 from __future__ import annotations
 
-from webhook_inbox import examples
+from collections.abc import Mapping
+
 from webhook_inbox.domain import Handler
 from webhook_inbox.errors import ConfigurationError
 
-HANDLERS: dict[tuple[str, str], Handler] = {
-    ("stripe", "customer.subscription.updated"): examples.stripe_subscription_updated,
-    ("stripe", "customer.created"): examples.stripe_customer_created,
-    ("stripe", "customer.deleted"): examples.stripe_customer_deleted,
-    ("example", "subscription.updated"): examples.example_subscription_updated,
-    ("example", "customer.created"): examples.example_customer_created,
-    ("example", "customer.deleted"): examples.example_customer_deleted,
-}
+HANDLERS: dict[tuple[str, str], Handler] = {}
+
+
+def install(handlers: Mapping[tuple[str, str], Handler]) -> None:
+    """Register every handler of an application's map (refuses to overwrite one silently)."""
+    for (provider, event_type), handler in handlers.items():
+        if HANDLERS.get((provider, event_type)) is not handler:
+            register(provider, event_type, handler)
 
 
 def register(provider: str, event_type: str, handler: Handler, *, replace: bool = False) -> None:

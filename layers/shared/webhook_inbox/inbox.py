@@ -1,9 +1,11 @@
 """Data layer for the inbox (webhook_events): plain functions over a psycopg connection.
 
-Each function is one statement, hence one round trip; none commits. The caller owns the
-transaction (ingest and the processor's lease run in autocommit, the processor groups a batch's
-marks in one transaction, the sweeper claims rows in one committed statement before it sends).
-SQL lives in ``sql/inbox.sql``.
+The only module that runs SQL on webhook_events, and every statement it runs is in
+``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
+statement, hence one round trip (``mark_done`` sends two before reading either); none
+commits. The caller owns the transaction (ingest and the processor's lease run in autocommit,
+the processor groups a batch's marks in one transaction, the sweeper claims rows in one
+committed statement before it sends).
 """
 
 from __future__ import annotations
@@ -129,9 +131,37 @@ def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
 
 @translated
 def mark_processed(conn: Connection[Any], event_row_id: int, *, owner: str) -> timedelta:
-    """Mark processed; returns the received → processed latency."""
-    latency: timedelta = _guarded(conn, "mark_processed", {"id": event_row_id, "owner": owner})
-    return latency
+    """Mark one row processed; returns the received → processed latency."""
+    latency_of, _ = mark_done(conn, processed=[event_row_id], ignored=[], owner=owner)
+    if event_row_id not in latency_of:
+        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
+    return latency_of[event_row_id]
+
+
+@translated
+def mark_done(
+    conn: Connection[Any],
+    *,
+    processed: Sequence[int],
+    ignored: Sequence[int],
+    owner: str,
+    disposition: str = "",
+) -> tuple[dict[int, timedelta], set[int]]:
+    """Mark rows processed and rows ignored (still leased to ``owner``); return what was marked.
+
+    Both statements are sent before either answer is read: in pipeline mode (the fast pass)
+    that is one wait. A row missing from the answer lost its lease.
+    """
+    processed_cur = ignored_cur = None
+    if processed:
+        processed_cur = conn.execute(_q("mark_processed"), {"ids": list(processed), "owner": owner})
+    if ignored:
+        ignored_cur = conn.execute(
+            _q("mark_ignored"), {"ids": list(ignored), "owner": owner, "disposition": disposition}
+        )
+    latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
+    marked_ignored = {int(r[0]) for r in ignored_cur.fetchall()} if ignored_cur else set()
+    return latency_of, marked_ignored
 
 
 @translated
@@ -172,7 +202,24 @@ def mark_dead_letter(
 
 @translated
 def mark_ignored(conn: Connection[Any], event_row_id: int, *, owner: str, disposition: str) -> None:
-    _guarded(conn, "mark_ignored", {"id": event_row_id, "owner": owner, "disposition": disposition})
+    _, marked = mark_done(
+        conn, processed=[], ignored=[event_row_id], owner=owner, disposition=disposition
+    )
+    if event_row_id not in marked:
+        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
+
+
+@translated
+def release_leases(conn: Connection[Any], ids: Sequence[int], *, owner: str) -> None:
+    """Hand back leases never used (no time left): the attempt they counted is given back."""
+    conn.execute(_q("release_leases"), {"ids": list(ids), "owner": owner})
+
+
+@translated
+def statuses_of(conn: Connection[Any], ids: Sequence[int]) -> dict[int, tuple[str, bool]]:
+    """``{id: (status, claimable)}`` for the rows that exist; claimable is the lease's condition."""
+    rows = conn.execute(_q("statuses_of"), {"ids": list(ids)}).fetchall()
+    return {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
 
 
 @translated
@@ -205,6 +252,35 @@ def status_summary(conn: Connection[Any]) -> dict[str, StatusSummary]:
     with conn.cursor(row_factory=class_row(StatusSummary)) as cur:
         found = {row.status: row for row in cur.execute(_q("status_summary"))}
     return {s: found.get(s, StatusSummary(s, 0, None)) for s in STATUSES}
+
+
+@translated
+def backlog(conn: Connection[Any]) -> dict[str, tuple[int, float]]:
+    """``{status: (count, oldest age in seconds)}`` for received, processing, failed and
+    dead_letter rows (the terminal ones are history, not backlog)."""
+    rows = conn.execute(_q("event_backlog")).fetchall()
+    return {str(status): (int(count), float(age)) for status, count, age in rows}
+
+
+def _retention(conn: Connection[Any], name: str, *, days: int, limit: int) -> int:
+    if days < 1 or limit < 1:
+        raise ValueError("retention days and batch limit must be positive")
+    return conn.execute(_q(name), {"days": days, "limit": limit}).rowcount
+
+
+@translated
+def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
+    """Null the payload of processed/ignored rows last changed before the cutoff; row count.
+
+    Bounded (at most ``limit`` rows, SKIP LOCKED) so the caller can stop between batches.
+    """
+    return _retention(conn, "purge_payloads", days=older_than_days, limit=limit)
+
+
+@translated
+def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
+    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff."""
+    return _retention(conn, "delete_expired_events", days=older_than_days, limit=limit)
 
 
 @translated

@@ -15,14 +15,14 @@ import base64
 import hashlib
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook_inbox import db, inbox, wakeups
+from webhook_inbox import aws, db, inbox
+from webhook_inbox.config import env, env_int
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -36,7 +36,6 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.providers import Registry, registry
 from webhook_inbox.schemes import Identity
-from webhook_inbox.settings import env_int
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -225,16 +224,10 @@ def _check_tree(payload: Any, *, check_strings: bool) -> None:
 
 def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
     """Send the wake-up message; returns an error description instead of raising."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    queue_url = os.environ.get("PROCESSING_QUEUE_URL")
+    queue_url = env("PROCESSING_QUEUE_URL")
     if not queue_url:
         return "PROCESSING_QUEUE_URL is not set"
-    try:
-        sqs_client().send_message(QueueUrl=queue_url, MessageBody=wakeups.message_body(row_id))
-    except (BotoCoreError, ClientError) as exc:
-        return type(exc).__name__
-    return None
+    return aws.send_wakeup(sqs_client(), queue_url, row_id)
 
 
 def _accept(
@@ -246,20 +239,28 @@ def _accept(
     body: bytes,
     sqs_client: Callable[[], Any],
 ) -> None:
-    conn = db.get_connection("webhook-inbox-ingest")
-    conn.autocommit = True  # the claim is its own transaction: one round trip, nothing held
-    claim = inbox.claim_event(
-        conn,
-        provider=provider,
-        event_id=identity.event_id,
-        event_type=identity.event_type,
-        body_sha256=hashlib.sha256(body).digest(),
-        payload=payload,
-        delivery_id=identity.delivery_id,
-        # Stamp enqueued_at in the claim itself: the happy path is one round trip.
-        enqueuing=bool(os.environ.get("PROCESSING_QUEUE_URL")),
+    # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
+    # kept connection turns out to have been closed while the function was frozen.
+    claim, retried = db.run_repeatable(
+        lambda conn: inbox.claim_event(
+            conn,
+            provider=provider,
+            event_id=identity.event_id,
+            event_type=identity.event_type,
+            body_sha256=hashlib.sha256(body).digest(),
+            payload=payload,
+            delivery_id=identity.delivery_id,
+            # Stamp enqueued_at in the claim itself: the happy path is one round trip.
+            enqueuing=bool(env("PROCESSING_QUEUE_URL")),
+        ),
+        application_name="webhook-inbox-ingest",
     )
+    conn = db.get_connection("webhook-inbox-ingest")
     outcome.row_id = claim.id
+    if retried and not claim.is_new and claim.status == "received":
+        # The first attempt may have stored the row (and stamped enqueued_at) before the
+        # connection dropped: send the wake-up anyway. A second wake-up is harmless.
+        _enqueue(sqs_client, claim.id)
     if not claim.is_new:
         outcome.status, outcome.reply = 200, {"status": "duplicate"}
         outcome.outcome, outcome.metric = "duplicate", "Duplicate"

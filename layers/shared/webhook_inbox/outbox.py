@@ -122,3 +122,18 @@ def backlog(conn: Connection[Any]) -> OutboxBacklog:
     if row is None:  # cannot happen: an aggregate without GROUP BY returns one row
         raise StoreError("backlog query returned no row")
     return row
+
+
+@translated
+def delete_published(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
+    """Delete published messages created before the cutoff (bounded, SKIP LOCKED); row count."""
+    if older_than_days < 1 or limit < 1:
+        raise ValueError("retention days and batch limit must be positive")
+    params = {"days": older_than_days, "limit": limit}
+    return conn.execute(_q("delete_published"), params).rowcount
+
+
+@translated
+def release_claims(conn: Connection[Any], ids: Sequence[int]) -> None:
+    """Give back claimed messages that were never tried (their attempt is not counted)."""
+    conn.execute(_q("release_claims"), {"ids": list(ids)})

@@ -9,7 +9,7 @@ message again and republishes it under the same deduplication key: at least once
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +17,7 @@ from psycopg import Connection
 
 from webhook_inbox import outbox
 from webhook_inbox.backoff import backoff_delay
-from webhook_inbox.db import translated
 from webhook_inbox.publishers import Publisher
-from webhook_inbox.queries import query
 
 
 @dataclass(frozen=True)
@@ -38,11 +36,6 @@ class DrainOutcome:
     not_attempted: int
     # Distinct failure texts from the destination (AWS error codes and messages).
     errors: tuple[str, ...] = ()
-
-
-@translated
-def release_claims(conn: Connection[Any], ids: Sequence[int]) -> None:
-    conn.execute(query("sweeper", "release_outbox_claims"), {"ids": list(ids)})
 
 
 def drain_batch(
@@ -82,7 +75,7 @@ def drain_batch(
                 outbox.mark_retry(conn, message_id, delay_seconds=delay, error=failure.error)
                 retried += 1
         if result.not_attempted:
-            release_claims(conn, result.not_attempted)
+            outbox.release_claims(conn, result.not_attempted)
     return DrainOutcome(
         claimed=len(messages),
         published=len(result.published),

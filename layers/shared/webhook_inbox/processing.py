@@ -9,7 +9,7 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
    SQS — owns retries.
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
-   ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.pipelined_pass`:
+   ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
    pipeline mode, one batched mark, no savepoints), which commits only if every event went
    through. If anything failed it rolls back, and the careful pass runs the batch again with one
    savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
@@ -26,30 +26,21 @@ wake-up could not be sent.
 
 from __future__ import annotations
 
-import os
 import time
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import db, handlers, inbox, pipelined_pass, wakeups
-from webhook_inbox.backoff import backoff_delay
+from webhook_inbox import aws, db, inbox, passes
 from webhook_inbox.errors import (
-    EventError,
-    LeaseLost,
-    PermanentEventError,
     StoreError,
 )
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.pipelined_pass import NO_HANDLER_DISPOSITION, STOP_MARGIN_MS, EventResult
-from webhook_inbox.queries import query
-from webhook_inbox.settings import env_int, env_number
+from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult, ProcessorSettings
 from webhook_inbox.wakeups import parse_body
 
 if TYPE_CHECKING:
@@ -65,28 +56,9 @@ metrics = Metrics()
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
-MAX_ERROR_CHARS = 500
 # How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
 # a concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
-
-
-@dataclass(frozen=True)
-class ProcessorSettings:
-    queue_url: str | None
-    max_attempts: int = 8
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 3600.0
-
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> ProcessorSettings:
-        env = dict(os.environ) if environ is None else environ
-        return cls(
-            queue_url=env.get("PROCESSING_QUEUE_URL") or None,
-            max_attempts=env_int("MAX_ATTEMPTS", 8, env),
-            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, env),
-            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, env),
-        )
 
 
 @dataclass(frozen=True)
@@ -100,54 +72,23 @@ def lease_seconds_for(remaining_ms: int) -> float:
     return max(MIN_LEASE_SECONDS, max(remaining_ms, 0) / 1000 + LEASE_MARGIN_SECONDS)
 
 
-def describe_error(exc: BaseException) -> tuple[str, str]:
-    """Error kind and a bounded message that never carries payload text.
-
-    Our own exceptions carry messages written for logs (StoreError messages hold only the
-    driver's error class and SQLSTATE). Anything else may quote the payload (a KeyError names the
-    missing key, a ValueError often repeats the input), so only its type and location are kept.
-    """
-    if isinstance(exc, EventError):
-        return exc.kind, str(exc)[:MAX_ERROR_CHARS]
-    if isinstance(exc, StoreError):
-        return "store_error", str(exc)[:MAX_ERROR_CHARS]
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        where = (
-            f" in {frames[-1].name} ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
-        )
-    return "handler_error", f"{type(exc).__name__}{where}"[:MAX_ERROR_CHARS]
-
-
 # --- SQS ------------------------------------------------------------------------------------
 
 
-@cache
 def sqs_client() -> SQSClient:
-    """One client per execution environment, created on first use (tests clear the cache)."""
-    import boto3
-
-    return boto3.client("sqs")
+    """The process's SQS client (:mod:`webhook_inbox.aws`; tests replace this function)."""
+    sqs: SQSClient = aws.client("sqs")
+    return sqs
 
 
 def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     """Send ``{"id": N}`` with DelaySeconds for each row; return the ids that were sent."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    sent: set[int] = set()
-    for chunk in wakeups.chunks(sorted(delays)):
-        try:
-            result = wakeups.send_chunk(sqs_client(), queue_url, chunk, delays=delays)
-        except (BotoCoreError, ClientError) as exc:
-            logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
-            continue
-        sent.update(result.sent)
-        for row_id, code in result.rejected:
-            logger.warning(
-                "retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code}
-            )
-    return sent
+    result = aws.send_wakeups(sqs_client(), queue_url, sorted(delays), delays=delays)
+    for exc in result.errors:
+        logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
+    for row_id, code in result.rejected:
+        logger.warning("retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code})
+    return set(result.sent)
 
 
 def sqs_delay_for(retry_delay_s: float) -> int | None:
@@ -163,14 +104,23 @@ def sqs_delay_for(retry_delay_s: float) -> int | None:
 # --- the batch ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a batch came to: the records SQS must deliver again, and each leased event's
+    outcome (true once committed) for the entry point to log and count."""
+
+    redeliver: list[str]
+    results: list[EventResult]
+
+
 def process_messages(
     messages: Sequence[QueueMessage],
     *,
     owner: str,
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
-) -> list[str]:
-    """Process a batch; return the message ids SQS must deliver again."""
+) -> BatchOutcome:
+    """Process a batch: lease, run the passes, schedule retries."""
     row_id_of: dict[str, int] = {}
     for message in messages:
         row_id = parse_body(message.body)
@@ -180,10 +130,10 @@ def process_messages(
         else:
             row_id_of[message.message_id] = row_id
     if not row_id_of:
-        return []
+        return BatchOutcome([], [])
 
     try:
-        redeliver_rows = _process_rows(
+        redeliver_rows, results = _process_rows(
             sorted(set(row_id_of.values())),
             owner=owner,
             remaining_ms=remaining_ms,
@@ -197,8 +147,9 @@ def process_messages(
             "batch abandoned: database failure",
             extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
         )
-        return list(row_id_of)
-    return [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+        return BatchOutcome(list(row_id_of), [])
+    redeliver = [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+    return BatchOutcome(redeliver, results)
 
 
 def _connection() -> psycopg.Connection[Any]:
@@ -218,10 +169,18 @@ def _process_rows(
     owner: str,
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
-) -> set[int]:
+) -> tuple[set[int], list[EventResult]]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
-    leased = inbox.lease_events(conn, row_ids, owner=owner, lease_seconds=lease_seconds)
+    # One autocommit statement: safe to repeat on a fresh connection when the kept one was
+    # closed while the function was frozen. Should the first attempt have committed before the
+    # connection dropped, its rows are leased and the retry skips them: the sweeper takes them
+    # back when that lease expires. Nothing runs twice.
+    leased, _ = db.run_repeatable(
+        lambda c: inbox.lease_events(c, row_ids, owner=owner, lease_seconds=lease_seconds),
+        application_name="webhook-inbox-processor",
+    )
+    conn = db.get_connection(application_name="webhook-inbox-processor")
     leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
     logger.info(
         "batch leased",
@@ -232,7 +191,7 @@ def _process_rows(
     with db.translate():
         skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
 
-    fast = pipelined_pass.run(conn, leased, owner=owner, remaining_ms=remaining_ms)
+    fast = passes.fast(conn, leased, owner=owner, remaining_ms=remaining_ms)
     results = fast.results
     if results is None:
         logger.info(
@@ -240,37 +199,16 @@ def _process_rows(
         )
         results = [EventResult(e, "lease_lost") for e in leased if e.id in fast.lease_lost]
         careful = [e for e in leased if e.id not in fast.lease_lost]
-        results += _run_carefully(
+        results += passes.careful(
             conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
 
-    for result in results:
-        _report(result)
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
         _release_unfinished(conn, unfinished, owner=owner)
     redeliver = set(unfinished) | skipped_while_locked
     redeliver |= _schedule_retries(conn, results, settings)
-    return redeliver
-
-
-def _run_carefully(
-    conn: psycopg.Connection[Any],
-    events: list[LeasedEvent],
-    *,
-    owner: str,
-    remaining_ms: Callable[[], int],
-    settings: ProcessorSettings,
-) -> list[EventResult]:
-    """One transaction, one savepoint per event, every statement checked as it runs."""
-    results: list[EventResult] = []
-    with db.translate(), conn.transaction():
-        for event in events:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-                continue
-            results.append(_handle(conn, event, owner=owner, settings=settings))
-    return results
+    return redeliver, results
 
 
 def _lease_briefly_locked(
@@ -302,9 +240,9 @@ def _lease_briefly_locked(
 
 
 def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    with db.translate():
-        rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    return {int(row_id) for row_id, _, claimable in rows if claimable}
+    return {
+        row_id for row_id, (_, claimable) in inbox.statuses_of(conn, row_ids).items() if claimable
+    }
 
 
 def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
@@ -314,8 +252,7 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     instant (see :func:`_lease_briefly_locked`). Acknowledging it would leave it waiting for the
     sweeper's stale re-enqueue.
     """
-    rows = conn.execute(query("processing", "statuses_of"), {"ids": row_ids}).fetchall()
-    found = {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
+    found = inbox.statuses_of(conn, row_ids)
     for row_id in row_ids:
         if row_id not in found:
             logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
@@ -333,73 +270,12 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
 def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:
     """Hand back leases this invocation had no time to use; if that fails, they just expire."""
     try:
-        with db.translate():
-            conn.execute(query("processing", "release_leases"), {"ids": row_ids, "owner": owner})
+        inbox.release_leases(conn, row_ids, owner=owner)
     except StoreError as exc:
         db.discard_connection()
         logger.warning(
             "releasing unstarted leases failed", extra={"error_kind": type(exc).__name__}
         )
-
-
-def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
-    return conn.closed or conn.broken
-
-
-def _handle(
-    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
-) -> EventResult:
-    started = time.perf_counter()
-
-    def elapsed() -> float:
-        return round((time.perf_counter() - started) * 1000, 3)
-
-    handler = handlers.handler_for(event.provider, event.event_type)
-    try:
-        if handler is None:
-            inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
-            return EventResult(event, "ignored", elapsed())
-        try:
-            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
-                handler(conn, event)
-                latency = inbox.mark_processed(conn, event.id, owner=owner)
-            return EventResult(event, "processed", elapsed(), latency=latency)
-        except LeaseLost:
-            raise
-        except StoreError as exc:
-            if _connection_lost(conn):
-                raise  # infrastructure: the whole batch is lost, SQS redelivers it
-            failure: BaseException = exc  # a statement of this event failed; the batch goes on
-        except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
-            failure = exc
-        return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
-    except LeaseLost:
-        # Our lease expired and another worker took the row: its work, not ours, will count.
-        return EventResult(event, "lease_lost", elapsed())
-
-
-def _record_failure(
-    conn: psycopg.Connection[Any],
-    event: LeasedEvent,
-    failure: BaseException,
-    *,
-    owner: str,
-    settings: ProcessorSettings,
-    ms: float,
-) -> EventResult:
-    kind, message = describe_error(failure)
-    if isinstance(failure, PermanentEventError) or event.attempts >= settings.max_attempts:
-        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
-        return EventResult(event, "dead_letter", ms, error_kind=kind)
-    delay = backoff_delay(
-        event.attempts,
-        base_seconds=settings.retry_base_seconds,
-        cap_seconds=settings.retry_max_seconds,
-    )
-    inbox.mark_failed(
-        conn, event.id, owner=owner, delay_seconds=delay, error_kind=kind, error=message
-    )
-    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind)
 
 
 def _schedule_retries(
@@ -429,40 +305,3 @@ def _schedule_retries(
             db.discard_connection()
             logger.warning("mark_enqueued failed", extra={"error_kind": type(exc).__name__})
     return set(delays) - sent
-
-
-_METRIC_OF = {
-    "processed": "Processed",
-    "failed": "Failed",
-    "dead_letter": "DeadLettered",
-    "ignored": "Ignored",
-}
-
-
-def _report(result: EventResult) -> None:
-    """One log line per state transition (after the commit made it true) and its metric."""
-    event = result.event
-    fields: dict[str, Any] = {
-        "event_row_id": event.id,
-        "provider": event.provider,
-        "provider_event_id": event.event_id,
-        "event_type": event.event_type,
-        "attempt": event.attempts,
-        "duration_ms": result.duration_ms,
-        "outcome": result.outcome,
-    }
-    if result.error_kind:
-        fields["error_kind"] = result.error_kind
-    if result.retry_delay_s is not None:
-        fields["retry_in_s"] = round(result.retry_delay_s, 3)
-    if result.latency is not None:
-        latency_ms = result.latency.total_seconds() * 1000
-        fields["latency_ms"] = round(latency_ms, 3)
-        metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
-    metric = _METRIC_OF.get(result.outcome)
-    if metric:
-        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
-    if result.outcome in {"processed", "ignored"}:
-        logger.info(f"event {result.outcome}", extra=fields)
-    else:
-        logger.warning(f"event {result.outcome}", extra=fields)

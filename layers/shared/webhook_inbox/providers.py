@@ -22,7 +22,6 @@ at most once a minute per secret, so bad traffic cannot hammer Secrets Manager.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -31,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook_inbox import schemes
+from webhook_inbox import aws, schemes
+from webhook_inbox.config import env
 from webhook_inbox.errors import ConfigurationError, SecretUnavailable, SignatureMismatch
 
 PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -78,17 +78,13 @@ class _ManagedSecrets:
         self._lock = threading.Lock()
         self._values: dict[tuple[str, str | None], tuple[float, str]] = {}
         self._last_forced: dict[tuple[str, str | None], float] = {}
-        self._client: Any = None
 
     def _fetch(self, arn: str, json_key: str | None) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        if self._client is None:
-            import boto3  # deferred: only deployments that use Secrets Manager pay for it
-
-            self._client = boto3.client("secretsmanager")
         try:
-            raw: str = self._client.get_secret_value(SecretId=arn)["SecretString"]
+            secrets = aws.client("secretsmanager")  # boto3 is imported on this first use
+            raw: str = secrets.get_secret_value(SecretId=arn)["SecretString"]
         except (BotoCoreError, ClientError, KeyError) as exc:
             raise SecretUnavailable(f"cannot read provider secret: {type(exc).__name__}") from exc
         if json_key is None:
@@ -137,7 +133,7 @@ class _ManagedSecrets:
         with self._lock:
             self._values.clear()
             self._last_forced.clear()
-            self._client = None
+        aws.reset()  # a fresh client for the next read (tests switch moto mocks)
 
 
 MANAGED_SECRETS = _ManagedSecrets()
@@ -160,7 +156,7 @@ class Provider:
             if ref.kind == "value":
                 value = ref.ref
             elif ref.kind == "env":
-                value = os.environ.get(ref.ref, "")
+                value = env(ref.ref)
                 if not value:
                     raise ConfigurationError(f"provider {self.name}: ${ref.ref} is not set")
             else:
@@ -275,7 +271,7 @@ _registry_cache: dict[tuple[str | None, str | None], Registry] = {}
 
 def registry() -> Registry:
     """The deployment's providers, parsed once per configuration (per process)."""
-    key = (os.environ.get("PROVIDERS_CONFIG"), os.environ.get("PROVIDERS_CONFIG_FILE"))
+    key = (env("PROVIDERS_CONFIG") or None, env("PROVIDERS_CONFIG_FILE") or None)
     with _registry_lock:
         cached = _registry_cache.get(key)
         if cached is not None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from webhook_inbox import aws
+from webhook_inbox.config import ENVIRONMENT
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox import OutboxMessage
 
@@ -35,19 +36,6 @@ if TYPE_CHECKING:
 MAX_ENTRIES_PER_CALL = 10
 MAX_BYTES_PER_CALL = 256 * 1024
 EVENT_SOURCE = "webhook-inbox"
-
-
-def bounded_client(service_name: str) -> Any:
-    """A boto3 client whose calls fail within seconds instead of outliving the Lambda."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        connect_timeout=2,
-        read_timeout=5,
-        retries={"max_attempts": 2, "mode": "standard"},
-    )
-    return boto3.client(service_name, config=config)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -234,9 +222,9 @@ class SnsPublisher(_BatchingPublisher):
 
 
 def from_env(
-    environ: Mapping[str, str] = os.environ,
+    environ: Mapping[str, str] = ENVIRONMENT,
     *,
-    make_client: Callable[[str], Any] = bounded_client,
+    make_client: Callable[[str], Any] = aws.client,
 ) -> Publisher:
     """The publisher OUTBOX_DESTINATION names (``eventbridge`` by default, or ``sns``)."""
     destination = environ.get("OUTBOX_DESTINATION", "eventbridge").strip().lower() or "eventbridge"

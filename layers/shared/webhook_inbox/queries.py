@@ -29,15 +29,18 @@ def parse(text: str) -> dict[str, str]:
 
 
 @cache
-def _file(group: str) -> dict[str, str]:
-    text = resources.files("webhook_inbox").joinpath("sql", f"{group}.sql").read_text("utf-8")
+def _file(package: str, group: str) -> dict[str, str]:
+    text = resources.files(package).joinpath("sql", f"{group}.sql").read_text("utf-8")
     return parse(text)
 
 
 @cache
-def query(group: str, name: str) -> sql.SQL:
-    """The statement ``name`` from ``sql/<group>.sql``, ready for ``cursor.execute``."""
+def query(group: str, name: str, *, package: str = "webhook_inbox") -> sql.SQL:
+    """The statement ``name`` from ``<package>/sql/<group>.sql``, ready for ``cursor.execute``.
+
+    ``package`` lets the tools and the application keep their SQL beside their own modules.
+    """
     try:
-        return sql.SQL(_file(group)[name])
+        return sql.SQL(_file(package, group)[name])
     except KeyError:
-        raise ConfigurationError(f"no query {name!r} in sql/{group}.sql") from None
+        raise ConfigurationError(f"no query {name!r} in {package}/sql/{group}.sql") from None

@@ -10,9 +10,11 @@ Verification failures raise :class:`AuthenticationFailed` whose detail is for lo
 tolerance window).
 
 Where an id header is *not* covered by the signature (GitHub, Shopify, a generic sender that
-signs only the body), the deduplication key is the body digest ``sha256:<hex>`` and the header
-id is kept as ``delivery_id`` for information: a replayer could change an unsigned id header at
-will, but not the signed bytes.
+signs only the body), the deduplication key is a digest of the event type and the signed body,
+``sha256:<hex of type NUL body>``, and the header id is kept as ``delivery_id`` for information:
+a replayer could change an unsigned id header at will, but not the signed bytes. The type is in
+the key because providers send byte-identical bodies under different types (Shopify's
+``orders/create`` and ``orders/paid`` for an order paid at checkout).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ DEFAULT_TOLERANCE_S = 300
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _B64_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=")
 _UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
+_PLACEHOLDERS = ("id", "timestamp", "body")
+_PLACEHOLDER = re.compile(r"\{(id|timestamp)\}")  # in the head; {body} is always last
+_ANY_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,14 @@ def _any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
     return matched
 
 
-def body_digest_id(body: bytes) -> str:
-    """The deduplication key for schemes whose id header is unsigned."""
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+def body_digest_id(event_type: str, body: bytes) -> str:
+    """The deduplication key for schemes whose id header is unsigned: type, NUL, signed body.
+
+    A redelivery (same type, same bytes) is a duplicate; the same bytes under another type are
+    another event. ``event_type`` has passed :func:`bounded_text`, which refuses NUL, so the
+    separator cannot occur inside it and the encoding is unambiguous.
+    """
+    return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
 
 
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
@@ -363,148 +373,6 @@ class Stripe(Scheme):
         )
 
 
-class GitHub(Scheme):
-    """GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``; no timestamp.
-
-    ``X-GitHub-Delivery`` and ``X-GitHub-Event`` are not signed. The event type is
-    ``X-GitHub-Event``, refined by the signed body's ``action`` when there is one
-    (``issues.opened``); the deduplication key is the body digest.
-    """
-
-    name = "github"
-    uses_timestamp = False
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        value = _header(headers, "x-hub-signature-256")
-        if not value.startswith("sha256="):
-            raise _fail("signature lacks the sha256= prefix")
-        presented = [_hex_digest(value.removeprefix("sha256="))]
-        if not _any_match([_mac(s.encode(), body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        return Verified()
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        headers = {"X-Hub-Signature-256": "sha256=" + _mac(secret.encode(), body).hex()}
-        if event_id:
-            headers["X-GitHub-Delivery"] = event_id
-        if event_type:
-            headers["X-GitHub-Event"] = event_type.split(".", 1)[0]
-        return headers
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
-        action = payload.get("action")
-        if isinstance(action, str) and action:
-            event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
-        return Identity(
-            event_id=body_digest_id(body),
-            event_type=event,
-            delivery_id=_optional_header(headers, "x-github-delivery"),
-        )
-
-
-class Shopify(Scheme):
-    """Shopify: ``X-Shopify-Hmac-Sha256`` = base64 HMAC of the body; topic and id unsigned."""
-
-    name = "shopify"
-    uses_timestamp = False
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        presented = [_b64_digest(_header(headers, "x-shopify-hmac-sha256"))]
-        if not _any_match([_mac(s.encode(), body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        return Verified()
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        headers = {"X-Shopify-Hmac-Sha256": base64.b64encode(_mac(secret.encode(), body)).decode()}
-        if event_id:
-            headers["X-Shopify-Webhook-Id"] = event_id
-        if event_type:
-            headers["X-Shopify-Topic"] = event_type
-        return headers
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        return Identity(
-            event_id=body_digest_id(body),
-            event_type=bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", 255),
-            delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
-        )
-
-
-class Slack(Scheme):
-    """Slack: ``X-Slack-Signature: v0=<hex>`` over ``v0:{X-Slack-Request-Timestamp}:{body}``.
-
-    Events API bodies only (JSON). ``url_verification`` is answered with its challenge and not
-    stored; ``event_callback`` is keyed by the body's ``event_id``, typed by ``event.type``.
-    """
-
-    name = "slack"
-
-    def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        timestamp_text = _header(headers, "x-slack-request-timestamp")
-        timestamp = _timestamp(timestamp_text)
-        value = _header(headers, "x-slack-signature")
-        if not value.startswith("v0="):
-            raise _fail("signature lacks the v0= prefix")
-        presented = [_hex_digest(value.removeprefix("v0="))]
-        prefix = f"v0:{timestamp_text}:".encode()
-        if not _any_match([_mac(s.encode(), prefix, body) for s in secrets], presented):
-            raise SignatureMismatch("signature did not match")
-        _check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
-
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        event_id: str | None,
-        timestamp: int,
-        event_type: str | None = None,
-    ) -> dict[str, str]:
-        mac = _mac(secret.encode(), f"v0:{timestamp}:".encode(), body)
-        return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": "v0=" + mac.hex()}
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        if payload.get("type") == "url_verification":
-            challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
-            return Identity("", "url_verification", reply={"challenge": challenge})
-        event = payload.get("event")
-        inner_type = event.get("type") if isinstance(event, Mapping) else None
-        return Identity(
-            event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-            event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
-        )
-
-
 class GenericHmac(Scheme):
     """A configurable HMAC-SHA256 sender (the shape of most in-house webhooks).
 
@@ -550,9 +418,16 @@ class GenericHmac(Scheme):
         self.id_header: str | None = (opts.get("id_header") or "").lower() or None
         default_template = "{timestamp}.{body}" if self.timestamp_header else "{body}"
         template: str = opts.get("signed_content", default_template)
+        unknown = sorted(set(_ANY_PLACEHOLDER.findall(template)) - set(_PLACEHOLDERS))
+        if unknown:
+            raise ConfigurationError(
+                f"hmac-sha256: unknown placeholder(s) {unknown} in signed_content; "
+                "use {id}, {timestamp} and {body}"
+            )
         if template.count("{body}") != 1 or not template.endswith("{body}"):
             raise ConfigurationError("hmac-sha256: signed_content must end with {body}")
-        self.template_head = template.removesuffix("{body}")
+        # Literal text and placeholder names alternate: [text, name, text, name, ..., text].
+        self.head_pieces = _PLACEHOLDER.split(template.removesuffix("{body}"))
         if "{timestamp}" in template and not self.timestamp_header:
             raise ConfigurationError("hmac-sha256: {timestamp} needs timestamp_header")
         if self.timestamp_header and "{timestamp}" not in template:
@@ -569,14 +444,23 @@ class GenericHmac(Scheme):
         )
 
     def _head(self, msg_id: str, timestamp: str) -> bytes:
-        return self.template_head.replace("{id}", msg_id).replace("{timestamp}", timestamp).encode()
+        """The signed content before the body, rendered in one left-to-right pass.
+
+        Each placeholder is replaced by its value and a value is never scanned again: the id
+        header is attacker-controlled, and re-reading ``{timestamp}`` inside it would let a
+        captured signature verify under a new id (a new deduplication key).
+        """
+        values = {"id": msg_id, "timestamp": timestamp}
+        # Odd positions of head_pieces are placeholder names, even positions literal text.
+        rendered = (values[p] if i % 2 else p for i, p in enumerate(self.head_pieces))
+        return "".join(rendered).encode()
 
     def verify(
         self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         value = _header(headers, self.signature_header)
         if not value.startswith(self.prefix):
-            raise _fail("signature lacks the configured prefix")
+            raise _fail(f"signature lacks the {self.prefix} prefix")
         presented = [self._decode(value.removeprefix(self.prefix))]
         timestamp_text = ""
         timestamp = None
@@ -617,23 +501,128 @@ class GenericHmac(Scheme):
     def identify(
         self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
     ) -> Identity:
+        if self.type_header:
+            raw_type = headers.get(self.type_header)
+        else:
+            raw_type = json_path(payload, self.type_path)
+        event_type = bounded_text(raw_type, "event type", MAX_TYPE_CHARS)
         delivery_id = None
         if self.signs_id:
             event_id = bounded_text(verified.signed_id, "event id", MAX_ID_CHARS)
         elif self.id_path:
             event_id = bounded_text(json_path(payload, self.id_path), "event id", MAX_ID_CHARS)
         else:
-            event_id = body_digest_id(body)
+            event_id = body_digest_id(event_type, body)
         if not self.signs_id and self.id_header:
             delivery_id = _optional_header(headers, self.id_header)
-        if self.type_header:
-            raw_type = headers.get(self.type_header)
-        else:
-            raw_type = json_path(payload, self.type_path)
+        return Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)
+
+
+class _Preset(GenericHmac):
+    """A provider whose convention is one fixed configuration of :class:`GenericHmac`: the HMAC
+    plumbing (prefix, encoding, signed content, freshness) is the generic scheme's; a preset
+    only names its headers and says how the provider identifies its events."""
+
+    preset: ClassVar[dict[str, str]]
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        if options:
+            raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(options)}")
+        super().__init__(self.preset)
+
+
+class GitHub(_Preset):
+    """GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``; no timestamp.
+
+    ``X-GitHub-Delivery`` and ``X-GitHub-Event`` are not signed. The event type is
+    ``X-GitHub-Event``, refined by the signed body's ``action`` when there is one
+    (``issues.opened``); the deduplication key is the body digest.
+    """
+
+    name = "github"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Hub-Signature-256",
+        "prefix": "sha256=",
+        "id_header": "X-GitHub-Delivery",
+        "type_header": "X-GitHub-Event",
+    }
+
+    def sign(
+        self,
+        secret: str,
+        body: bytes,
+        *,
+        event_id: str | None,
+        timestamp: int,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        # X-GitHub-Event carries the event without its action ("issues", not "issues.opened").
+        event = event_type.split(".", 1)[0] if event_type else None
+        return super().sign(secret, body, event_id=event_id, timestamp=timestamp, event_type=event)
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
+        action = payload.get("action")
+        if isinstance(action, str) and action:
+            event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
         return Identity(
-            event_id=event_id,
-            event_type=bounded_text(raw_type, "event type", MAX_TYPE_CHARS),
-            delivery_id=delivery_id,
+            event_id=body_digest_id(event, body),
+            event_type=event,
+            delivery_id=_optional_header(headers, "x-github-delivery"),
+        )
+
+
+class Shopify(_Preset):
+    """Shopify: ``X-Shopify-Hmac-Sha256`` = base64 HMAC of the body; topic and id unsigned."""
+
+    name = "shopify"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Shopify-Hmac-Sha256",
+        "encoding": "base64",
+        "id_header": "X-Shopify-Webhook-Id",
+        "type_header": "X-Shopify-Topic",
+    }
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
+        return Identity(
+            event_id=body_digest_id(topic, body),
+            event_type=topic,
+            # Older Shopify documentation names the id header X-Shopify-Event-Id.
+            delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
+        )
+
+
+class Slack(_Preset):
+    """Slack: ``X-Slack-Signature: v0=<hex>`` over ``v0:{X-Slack-Request-Timestamp}:{body}``.
+
+    Events API bodies only (JSON). ``url_verification`` is answered with its challenge and not
+    stored; ``event_callback`` is keyed by the body's ``event_id``, typed by ``event.type``.
+    """
+
+    name = "slack"
+    preset: ClassVar[dict[str, str]] = {
+        "signature_header": "X-Slack-Signature",
+        "prefix": "v0=",
+        "timestamp_header": "X-Slack-Request-Timestamp",
+        "signed_content": "v0:{timestamp}:{body}",
+    }
+
+    def identify(
+        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
+    ) -> Identity:
+        if payload.get("type") == "url_verification":
+            challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
+            return Identity("", "url_verification", reply={"challenge": challenge})
+        event = payload.get("event")
+        inner_type = event.get("type") if isinstance(event, Mapping) else None
+        return Identity(
+            event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
+            event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
         )
 
 

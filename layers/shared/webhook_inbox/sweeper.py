@@ -16,23 +16,21 @@ next run (a minute later) picks up.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from psycopg import Connection
 
-from webhook_inbox import backlog, inbox, retention, wakeups
+from webhook_inbox import aws, backlog, inbox, outbox
 from webhook_inbox.backlog import Backlog
+from webhook_inbox.config import ENVIRONMENT, env_int, env_number
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
-from webhook_inbox.settings import env_int, env_number
 
 MAX_REPORTED_ERRORS = 5
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
@@ -76,7 +74,7 @@ class SweeperConfig:
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> SweeperConfig:
+    def from_env(cls, environ: Mapping[str, str] = ENVIRONMENT) -> SweeperConfig:
         queue_url = environ.get("PROCESSING_QUEUE_URL", "").strip()
         if not queue_url:
             raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
@@ -240,28 +238,25 @@ class Sweep:
         return len(rows) == limit and bool(sent) and not self._sqs_down
 
     def _send(self, ids: Sequence[int]) -> tuple[list[int], list[int]]:
-        sent: list[int] = []
-        unsent: list[int] = []
-        for chunk in wakeups.chunks(ids):
-            if self._sqs_down or not self._time_left():
-                unsent.extend(chunk)
-                continue
-            try:
-                result = wakeups.send_chunk(self._sqs, self._config.queue_url, chunk)
-            except (BotoCoreError, ClientError) as exc:
-                # SQS is unreachable or refusing: stop sending this run; the rows stay due.
-                self._sqs_down = True
-                unsent.extend(chunk)
-                self.report.enqueue_failed += len(chunk)
+        if self._sqs_down:
+            return [], list(ids)
+        result = aws.send_wakeups(
+            self._sqs,
+            self._config.queue_url,
+            ids,
+            keep_going=self._time_left,
+            stop_after_failure=True,  # SQS is unreachable or refusing: the rows stay due
+        )
+        if result.errors:
+            self._sqs_down = True  # for the rest of this run
+            self.report.enqueue_failed += len(result.failed)
+            for exc in result.errors:
                 self.report.note_error("reenqueue", aws_error_text(exc))
-                continue
-            sent.extend(result.sent)
-            # A rejected entry (SQS-side, per entry) does not stop the others.
-            for row_id, code in result.rejected:
-                unsent.append(row_id)
-                self.report.enqueue_failed += 1
-                self.report.note_error("reenqueue", code)
-        return sent, unsent
+        # A rejected entry (SQS-side, per entry) does not stop the others.
+        for _, code in result.rejected:
+            self.report.enqueue_failed += 1
+            self.report.note_error("reenqueue", code)
+        return result.sent, result.unsent
 
     # --- 3. outbox ---------------------------------------------------------------------------
 
@@ -298,7 +293,7 @@ class Sweep:
     def _purge_batch(self) -> bool:
         limit = self._config.retention_batch
         with self._conn.transaction():
-            purged = retention.purge_payloads(
+            purged = inbox.purge_payloads(
                 self._conn, older_than_days=self._config.payload_retention_days, limit=limit
             )
         self.report.payloads_purged += purged
@@ -308,11 +303,9 @@ class Sweep:
         limit = self._config.retention_batch
         days = self._config.key_retention_days
         with self._conn.transaction():
-            events = retention.delete_expired_events(self._conn, older_than_days=days, limit=limit)
+            events = inbox.delete_expired_events(self._conn, older_than_days=days, limit=limit)
         with self._conn.transaction():
-            messages = retention.delete_published_outbox(
-                self._conn, older_than_days=days, limit=limit
-            )
+            messages = outbox.delete_published(self._conn, older_than_days=days, limit=limit)
         self.report.events_deleted += events
         self.report.outbox_deleted += messages
         return limit in (events, messages)

@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 
 from webhook_inbox import inbox
-from webhook_inbox.cli import main
+from webhook_inbox_tools.cli import main
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "webhook-inbox"
 

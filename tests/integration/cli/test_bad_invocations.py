@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import socket
 from typing import Any
 
 import psycopg
@@ -93,12 +96,15 @@ def test_migrate_then_status_through_the_console_script(empty_database_url: str)
     assert json.loads(status.stdout)["events"]["received"]["count"] == 0
 
 
-def test_no_operator_is_a_configuration_error(
+def test_without_operator_or_user_the_audit_row_records_login_at_host(
     database_url: str, conn: psycopg.Connection[Any]
 ) -> None:
+    # A container without $USER (issue 16): the replay goes ahead and says who acted.
     seed_event(conn, "evt_1", status="dead_letter", attempts=8)
     result = run_console_script(
-        "replay", "stripe", "evt_1", "--reason", "r", env={"DATABASE_URL": database_url, "USER": ""}
-    )
-    assert result.returncode == 2
-    assert "--operator" in result.stderr
+        "replay", "stripe", "evt_1", "--reason", "r",
+        env={"DATABASE_URL": database_url, "USER": "", "LOGNAME": ""},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    who = conn.execute("SELECT operator FROM operator_actions").fetchall()
+    assert who == [(f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}",)]

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from tests.integration.cli.conftest import seed_event, seed_outbox, table_snapshot
-from webhook_inbox.cli.app import build_parser
+from webhook_inbox_tools.cli.app import build_parser
 
 
 def test_status_json_counts_every_status(cli: Any, conn: psycopg.Connection[Any]) -> None:

@@ -18,8 +18,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from webhook_inbox.cli import main
-from webhook_inbox.cli import preflight as pf
+from webhook_inbox_tools.cli import main
+from webhook_inbox_tools.cli import preflight as pf
 
 REGION = "us-east-1"
 REAL_CLIENTS = pf.Clients  # the command test swaps the module's for one built here

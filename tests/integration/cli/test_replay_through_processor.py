@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox import inbox, processing
-from webhook_inbox.dev.lambda_runtime import failed_message_ids, sqs_event
+from webhook_inbox_tools.dev.lambda_runtime import failed_message_ids, sqs_event
 
 
 class Pipeline:

@@ -21,7 +21,7 @@ from moto import mock_aws
 from tests.integration.cli.conftest import run_console_script
 from tests.support import ROOT, FakeLambdaContext, load_function
 from webhook_inbox import providers
-from webhook_inbox.cli import main
+from webhook_inbox_tools.cli import main
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 SECRETS = {

@@ -109,6 +109,26 @@ def test_fixture_runs_through_its_handler_with_the_templates_environment(
 
     result = app.handler(event, FakeLambdaContext())
 
+    assert_expected_result(
+        function,
+        result,
+        database_url=database_url,
+        sqs=boto3.client("sqs"),
+        queue_url=aws["ProcessingQueue"],
+        response_url=response_url,
+    )
+
+
+def assert_expected_result(
+    function: str,
+    result: Any,
+    *,
+    database_url: str,
+    sqs: Any,
+    queue_url: str,
+    response_url: ResponseRecorder,
+) -> None:
+    """What each function's answer to its fixture must be (also checked through `invoke`)."""
     # Lambda serialises whatever a handler returns: it must be JSON.
     json.dumps(result)
     if function == "IngestFunction":
@@ -119,9 +139,7 @@ def test_fixture_runs_through_its_handler_with_the_templates_environment(
             # Accepted: stored, and announced on the queue the template's environment names.
             with psycopg.connect(database_url) as conn:
                 (row_id,) = conn.execute("SELECT id FROM webhook_events").fetchone() or (None,)
-            messages = boto3.client("sqs").receive_message(
-                QueueUrl=aws["ProcessingQueue"], MaxNumberOfMessages=10
-            )["Messages"]
+            messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
             assert [json.loads(m["Body"]) for m in messages] == [{"id": row_id}]
     elif function == "ProcessorFunction":
         assert isinstance(result["batchItemFailures"], list), result

@@ -13,6 +13,7 @@ import pytest
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox import custom_resource, db
+from webhook_inbox import migrate as migrate_module
 from webhook_inbox.migrate import available_migrations
 
 UNREACHABLE_DB = "postgresql://migrator:s3cr3t-pw@127.0.0.1:1/nothing?connect_timeout=2"
@@ -190,3 +191,120 @@ def test_an_unknown_request_type_answers_failed(response_url: ResponseRecorder) 
     (answer,) = response_url.bodies()
     assert answer["Status"] == "FAILED"
     assert "RequestType" in answer["Reason"]
+
+
+def test_the_watchdog_cancels_a_cancellable_action_and_answers_its_real_outcome(
+    response_url: ResponseRecorder,
+) -> None:
+    release = threading.Event()
+    events: list[str] = []
+
+    def slow_action(_props: Any) -> dict[str, str]:
+        release.wait(timeout=10)
+        events.append("action ended")
+        raise RuntimeError("cancelled by the watchdog")
+
+    def cancel() -> None:
+        events.append(f"cancel, answers so far: {len(response_url.requests)}")
+        release.set()
+
+    context = FakeLambdaContext(remaining_ms=int((custom_resource.WATCHDOG_MARGIN_S + 0.3) * 1000))
+    custom_resource.run(
+        request("Create", response_url.url),
+        context,
+        on_create_or_update=slow_action,
+        physical_id="p",
+        cancel=cancel,
+    )
+
+    assert events == ["cancel, answers so far: 0", "action ended"]
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "FAILED"
+    assert "cancelled by the watchdog" in answer["Reason"]
+
+
+def test_an_action_that_completes_after_the_cancel_answers_success(
+    response_url: ResponseRecorder,
+) -> None:
+    # The cancel came too late (say, the COMMIT was already on its way): the change happened,
+    # and CloudFormation must hear SUCCESS, not a FAILED that makes it roll back.
+    release = threading.Event()
+
+    def committing_action(_props: Any) -> dict[str, str]:
+        release.wait(timeout=10)
+        return {"committed": "yes"}
+
+    context = FakeLambdaContext(remaining_ms=int((custom_resource.WATCHDOG_MARGIN_S + 0.3) * 1000))
+    custom_resource.run(
+        request("Create", response_url.url),
+        context,
+        on_create_or_update=committing_action,
+        physical_id="p",
+        cancel=release.set,
+    )
+
+    assert [a["Status"] for a in response_url.bodies()] == ["SUCCESS"]
+
+
+def _slow_migration(monkeypatch: pytest.MonkeyPatch, app: Any) -> None:
+    slow = migrate_module.Migration(
+        "9999", "slow", "CREATE TABLE slow_marker (n int);\nSELECT pg_sleep(4)"
+    )
+    monkeypatch.setattr(
+        migrate_module, "available_migrations", lambda *_: [*available_migrations(), slow]
+    )
+
+
+def _slow_migration_left_nothing(url: str) -> None:
+    with psycopg.connect(url) as check:
+        assert check.execute("SELECT to_regclass('slow_marker')").fetchone() == (None,)
+        assert check.execute(
+            "SELECT count(*) FROM schema_migrations WHERE version = '9999'"
+        ).fetchone() == (0,)
+
+
+def test_a_timed_out_deploy_never_answers_failed_while_the_migration_can_commit(
+    app: Any,
+    database_url: str,
+    response_url: ResponseRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _slow_migration(monkeypatch, app)
+    # No deadline of its own: only the watchdog (0.5 s in) can stop the 4 s migration.
+    monkeypatch.setattr(app, "DEADLINE_MARGIN_S", -100.0)
+    context = FakeLambdaContext(remaining_ms=int((custom_resource.WATCHDOG_MARGIN_S + 0.5) * 1000))
+    worker = threading.Thread(
+        target=app.handler, args=(request("Update", response_url.url), context)
+    )
+    worker.start()
+    try:
+        assert response_url.arrived.wait(timeout=5), "no answer before the Lambda timeout"
+        (answer,) = response_url.bodies()
+        assert answer["Status"] == "FAILED"
+        assert "QueryCanceled" in answer["Reason"]
+        # Answered after the transaction was gone, not while it could still commit.
+        _slow_migration_left_nothing(database_url)
+    finally:
+        worker.join(timeout=10)
+    time.sleep(0.5)
+    _slow_migration_left_nothing(database_url)
+
+
+def test_a_deploy_stops_its_migration_at_its_deadline_and_reports_the_real_error(
+    app: Any,
+    database_url: str,
+    response_url: ResponseRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _slow_migration(monkeypatch, app)
+    # The runner's deadline falls 1 s in, the watchdog 4 s in.
+    remaining_s = custom_resource.WATCHDOG_MARGIN_S + app.DEADLINE_MARGIN_S + 1.0
+    started = time.monotonic()
+
+    app.handler(request("Update", response_url.url), FakeLambdaContext(int(remaining_s * 1000)))
+
+    assert time.monotonic() - started < 3
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "FAILED"
+    assert answer["Reason"].startswith("StoreUnavailable")
+    _slow_migration_left_nothing(database_url)

@@ -30,6 +30,16 @@ def providers_config() -> dict[str, Any]:
         "rotating": {"scheme": "stripe", "secrets": [{"value": s} for s in ROTATING_SECRETS]},
         "kat-svix": {"scheme": "standard-webhooks", "secrets": [{"value": KAT_SVIX_SECRET}]},
         "kat-github": {"scheme": "github", "secrets": [{"value": KAT_GITHUB_SECRET}]},
+        # Signs the id but no timestamp: the shape of issue 12's replay (ids carrying placeholders).
+        "acme-signed-id": {
+            "scheme": "hmac-sha256",
+            "secrets": [{"value": "acme-signed-id-secret"}],
+            "options": {
+                "signature_header": "X-Acme-Signature",
+                "id_header": "X-Acme-Event-Id",
+                "signed_content": "{id}.{body}",
+            },
+        },
         "svix-headers": {
             "scheme": "standard-webhooks",
             "secrets": config["providers"]["svix"]["secrets"],

@@ -102,7 +102,8 @@ def github_documented(now: int) -> Signed:
         "X-GitHub-Event": "issues",
         "X-GitHub-Delivery": str(uuid.uuid4()),
     }
-    return Signed("github", body, headers, "sha256:" + hashlib.sha256(body).hexdigest())
+    digest_key = "sha256:" + hashlib.sha256(b"issues.opened\x00" + body).hexdigest()
+    return Signed("github", body, headers, digest_key)
 
 
 def shopify_ours(now: int) -> Signed:
@@ -110,7 +111,8 @@ def shopify_ours(now: int) -> Signed:
     headers = providers.sign_delivery(
         providers.registry()["shopify"], body, event_id=_uid(), event_type="orders/create"
     )
-    return Signed("shopify", body, headers, "sha256:" + hashlib.sha256(body).hexdigest())
+    digest_key = "sha256:" + hashlib.sha256(b"orders/create\x00" + body).hexdigest()
+    return Signed("shopify", body, headers, digest_key)
 
 
 def acme_timestamped_ours(now: int) -> Signed:

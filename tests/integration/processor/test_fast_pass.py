@@ -122,7 +122,7 @@ def test_an_unread_failing_statement_in_the_last_handler_is_caught_before_the_co
     assert [row(conn, row_id)["status"] for row_id in good] == ["processed", "processed"]
 
 
-def test_a_batch_of_ten_takes_thirteen_round_trips_and_writes_in_one_transaction(
+def test_a_batch_of_ten_takes_fifteen_round_trips_and_writes_in_one_transaction(
     processor: ModuleType, conn: psycopg.Connection[Any]
 ) -> None:
     row_ids = store_customer_events(conn, 10)
@@ -132,8 +132,8 @@ def test_a_batch_of_ten_takes_thirteen_round_trips_and_writes_in_one_transaction
     with count_wire(processor_conn) as box:
         assert failures(invoke(processor, sqs_event_for(row_ids[1:]))) == []
 
-    # lease, one wait per handler (9), the batched mark, COMMIT
-    assert (box[0].round_trips, box[0].commits) == (12, 2)
+    # lease, BEGIN, one wait per handler (9), the batched mark, the pipeline's sync, COMMIT
+    assert (box[0].round_trips, box[0].commits) == (14, 2)
     # No savepoints: the domain rows, messages and marks of the batch share one transaction id.
     xids = conn.execute(
         "SELECT DISTINCT xmin::text FROM customers WHERE customer_id <> 'cus_0'"

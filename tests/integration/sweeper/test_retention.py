@@ -18,7 +18,7 @@ from tests.integration.sweeper.conftest import (
     make_sweep,
     make_terminal,
 )
-from webhook_inbox import inbox, retention
+from webhook_inbox import inbox
 
 
 def _payload_state(conn: psycopg.Connection[Any], row_id: int) -> tuple[bool, bool]:
@@ -154,14 +154,14 @@ def test_retention_works_in_bounded_batches(
         (ids,),
     )
     batches: list[int] = []
-    original = retention.purge_payloads
+    original = inbox.purge_payloads
 
     def recording(*args: Any, **kwargs: Any) -> int:
         purged = original(*args, **kwargs)
         batches.append(purged)
         return purged
 
-    monkeypatch.setattr(retention, "purge_payloads", recording)
+    monkeypatch.setattr(inbox, "purge_payloads", recording)
 
     report = make_sweep(conn, aws, events, retention_batch=500).run()
 

@@ -40,6 +40,9 @@ from tests.infra_support import (
 FUNCTIONS = serverless_functions()
 FUNCTION_NAMES = sorted(FUNCTIONS)
 LAYER_DIR = ROOT / "layers" / "shared"
+APPLICATION_DIR = ROOT / "application"
+# The functions that run the application's code (handlers, its migrations) get its layer.
+APPLICATION_FUNCTIONS = {"ProcessorFunction", "MigrationsFunction"}
 
 # Read by the code but legitimately not set by the template.
 LOCAL_ONLY_ENV = {
@@ -109,9 +112,12 @@ def existing_database_resolver() -> Resolver:
 def test_handler_resolves_to_a_callable_with_the_layer_on_the_path(name: str) -> None:
     """What the Lambda runtime does: CodeUri and the layer on sys.path, import, getattr."""
     module, attribute = str(FUNCTIONS[name]["Handler"]).rsplit(".", 1)
+    layers = [str(LAYER_DIR)]
+    if {"Ref": "ApplicationLayer"} in FUNCTIONS[name]["Layers"]:
+        layers.append(str(APPLICATION_DIR))
     probe = (
         "import importlib, sys\n"
-        f"sys.path[:0] = [{str(function_dir(FUNCTIONS[name]))!r}, {str(LAYER_DIR)!r}]\n"
+        f"sys.path[:0] = [{str(function_dir(FUNCTIONS[name]))!r}, *{layers!r}]\n"
         f"handler = getattr(importlib.import_module({module!r}), {attribute!r})\n"
         "assert callable(handler), handler\n"
         "import webhook_inbox\n"
@@ -140,6 +146,21 @@ def test_function_runs_python313_arm64_with_the_shared_layer_and_no_own_dependen
     assert not (code_dir / "requirements.txt").exists(), "dependencies belong in the layer"
     extra = sorted(p.name for p in code_dir.iterdir() if p.name not in {"app.py", "__pycache__"})
     assert extra == [], f"{code_dir} should hold only its entry point"
+
+
+@pytest.mark.parametrize("name", FUNCTION_NAMES)
+def test_only_the_functions_that_run_the_application_get_its_layer(name: str) -> None:
+    has_it = {"Ref": "ApplicationLayer"} in FUNCTIONS[name]["Layers"]
+    assert has_it == (name in APPLICATION_FUNCTIONS)
+
+
+def test_application_layer_is_built_by_its_makefile_for_arm64() -> None:
+    layer = load_template()["Resources"]["ApplicationLayer"]
+    assert layer["Properties"]["ContentUri"] == "application/"
+    assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
+    makefile = (APPLICATION_DIR / "Makefile").read_text()
+    assert "build-ApplicationLayer:" in makefile
+    assert "unchecked-hash" in makefile
 
 
 def test_layer_is_built_by_its_makefile_for_arm64() -> None:

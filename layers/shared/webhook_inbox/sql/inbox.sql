@@ -1,4 +1,5 @@
--- Statements over webhook_events, the inbox. Named blocks, loaded by webhook_inbox.queries.
+-- Every statement on webhook_events (the inbox), run by webhook_inbox/inbox.py and nothing else.
+-- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
 -- name: claim_event
 -- One round trip for new and duplicate deliveries alike. DO UPDATE (not DO NOTHING) so that a
@@ -51,13 +52,14 @@ RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, 
           e.received_at, e.lease_expires_at
 
 -- name: mark_processed
--- Guarded by the lease: if it expired and another worker took the row, nothing matches and the
--- caller must roll back its domain work.
+-- Guarded by the lease: an id missing from the answer expired and another worker took it, so
+-- the caller must roll back its domain work. One statement for a batch (the fast pass) and for
+-- a single row (the careful pass passes one id).
 UPDATE webhook_events
    SET status = 'processed', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
- WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
-RETURNING processed_at - received_at AS latency
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id, processed_at - received_at AS latency
 
 -- name: mark_failed
 UPDATE webhook_events
@@ -75,10 +77,11 @@ UPDATE webhook_events
 RETURNING id
 
 -- name: mark_ignored
+-- No handler for the event's type; guarded like mark_processed, for a batch or one row.
 UPDATE webhook_events
    SET status = 'ignored', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
- WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
 RETURNING id
 
 -- name: expire_leases
@@ -104,19 +107,32 @@ RETURNING e.id, e.status
 -- which commits before the caller sends: an overlapping sweeper skips the rows (SKIP LOCKED, then
 -- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
 -- caller clears the stamp of rows it failed to send (clear_enqueued).
+-- Two index-ordered reads (0004), never the backlog waiting in SQS: rows never sent
+-- (webhook_events_unsent_idx) first, then rows sent so long ago that the message must have been
+-- lost (webhook_events_sent_idx). Each reads about as many index entries as it returns.
+WITH unsent AS (
+    SELECT id, 0 AS rank, available_at AS since
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
+       AND available_at <= now()
+     ORDER BY available_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), stale AS (
+    SELECT id, 1 AS rank, greatest(enqueued_at, available_at) AS since
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
+     ORDER BY greatest(enqueued_at, available_at)
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
 UPDATE webhook_events
    SET enqueued_at = now()
  WHERE id = ANY(ARRAY(
-        SELECT id
-          FROM webhook_events
-         WHERE status IN ('received', 'failed')
-           AND available_at <= now()
-           AND (enqueued_at IS NULL
-                OR greatest(enqueued_at, available_at)
-                   <= now() - make_interval(secs => %(stale_seconds)s))
-         ORDER BY available_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED))
+        SELECT id FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS due
+         ORDER BY rank, since
+         LIMIT %(limit)s))
 RETURNING id, status
 
 -- name: status_summary
@@ -131,3 +147,62 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
        updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
   FROM webhook_events
  WHERE provider = %(provider)s AND event_id = %(event_id)s
+
+-- name: statuses_of
+-- Why ids were not leased (terminal, leased elsewhere, not yet due) — or that they do not exist.
+-- claimable: the lease's own condition; such a row was skipped only because it was locked.
+SELECT id, status,
+       (status = 'received'
+        OR (status = 'failed' AND available_at <= now())
+        OR (status = 'processing' AND lease_expires_at <= now())) AS claimable
+  FROM webhook_events
+ WHERE id = ANY(%(ids)s)
+
+-- name: release_leases
+-- Leased rows this invocation had no time to start: handed back as they were before the lease
+-- (attempts not spent, received again if never tried, else failed and due now), so running out
+-- of time never walks an event towards dead_letter.
+UPDATE webhook_events
+   SET status = CASE WHEN attempts <= 1 THEN 'received' ELSE 'failed' END,
+       attempts = attempts - 1, available_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+
+-- name: event_backlog
+-- Only the non-terminal statuses and dead_letter: counting processed rows would scan the bulk of
+-- the table every minute. Served by webhook_events_status_received_idx (status, received_at).
+-- Ages are computed by the database clock, the same clock that wrote received_at.
+SELECT status,
+       count(*) AS count,
+       extract(epoch FROM now() - min(received_at))::float8 AS oldest_age_seconds
+  FROM webhook_events
+ WHERE status IN ('received', 'processing', 'failed', 'dead_letter')
+ GROUP BY status
+
+-- name: purge_payloads
+-- Drop the payload of processed / ignored rows older than the payload retention. dead_letter rows
+-- keep theirs: a replay needs it. updated_at is left alone so that the key-retention clock keeps
+-- running from the row's last transition; payload_purged_at records the purge. Rows another
+-- transaction holds (a replay, an overlapping sweeper) are skipped, never waited for.
+UPDATE webhook_events AS e
+   SET payload = NULL, payload_purged_at = now()
+ WHERE e.id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status IN ('processed', 'ignored') AND payload IS NOT NULL
+           AND updated_at < now() - make_interval(days => %(days)s)
+         ORDER BY updated_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+
+-- name: delete_expired_events
+-- After the key retention a terminal row goes, deduplication key and all. outbox_messages and
+-- operator_actions reference it ON DELETE SET NULL (both columns are indexed), so the delete
+-- touches only the rows that actually pointed at it.
+DELETE FROM webhook_events
+ WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status IN ('processed', 'ignored', 'dead_letter')
+           AND updated_at < now() - make_interval(days => %(days)s)
+         ORDER BY updated_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))

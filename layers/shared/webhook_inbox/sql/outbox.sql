@@ -1,4 +1,5 @@
--- Statements over outbox_messages. Named blocks, loaded by webhook_inbox.queries.
+-- Every statement on outbox_messages, run by webhook_inbox/outbox.py and nothing else.
+-- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
 -- name: add_message
 -- Called inside the domain handler's transaction. A redelivered or replayed event produces the
@@ -54,3 +55,22 @@ SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
                 0)::float8 AS oldest_pending_age_seconds
   FROM outbox_messages
  WHERE status IN ('pending', 'dead')
+
+-- name: delete_published
+-- Published messages older than the key retention. Pending and dead messages stay: the first are
+-- still owed, the second wait for an operator.
+DELETE FROM outbox_messages
+ WHERE id = ANY(ARRAY(
+        SELECT id FROM outbox_messages
+         WHERE status = 'published'
+           AND created_at < now() - make_interval(days => %(days)s)
+         ORDER BY created_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+
+-- name: release_claims
+-- Give back messages this sweeper claimed but never tried to publish (its time ran out): the
+-- claim counted an attempt that did not happen, and the next sweep should not wait for the lease.
+UPDATE outbox_messages
+   SET lease_expires_at = NULL, attempts = greatest(attempts - 1, 0), updated_at = now()
+ WHERE id = ANY(%(ids)s) AND status = 'pending'

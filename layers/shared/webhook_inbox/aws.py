@@ -1,0 +1,147 @@
+"""The process's AWS clients and the one wake-up sender.
+
+botocore's defaults (60 s connect, 60 s read, several retries) outlast every function here, so
+each client gets the budget of the function it runs in: each entry point calls :func:`use` once
+with its :class:`Budget`, and every client the process builds afterwards (SQS, Secrets Manager,
+RDS tokens, EventBridge, SNS) carries it. Clients are built once per (service, region, endpoint)
+and reused across warm invocations; boto3's session creation is not thread-safe, hence the lock.
+
+:func:`send_wakeups` is the only code that sends ``{"id": N}`` to the processing queue: ingest,
+the processor's retries, the sweeper and the operator's replay all call it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from webhook_inbox import wakeups
+
+if TYPE_CHECKING:  # botocore is imported on the first send, not with this module (ingest)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long one AWS call may take: per attempt, and how many attempts (botocore standard
+    retry mode, first attempt included)."""
+
+    connect_timeout_s: float
+    read_timeout_s: float
+    max_attempts: int
+
+    @property
+    def worst_case_s(self) -> float:
+        """Every attempt timing out, plus standard mode's backoff (≤ 2**(n-1) s before retry n)."""
+        backoff = sum(min(2.0**n, 20.0) for n in range(self.max_attempts - 1))
+        return self.max_attempts * (self.connect_timeout_s + self.read_timeout_s) + backoff
+
+
+# Ingest answers within its 8 s timeout even if Secrets Manager and SQS both hang on the same
+# request (a failed send after the commit is the sweeper's job, so one retry is enough).
+INGEST = Budget(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=2)
+# The processor (30 s) sends retry wake-ups after its commit; the leases cover a slow send.
+PROCESSOR = Budget(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
+# The sweeper (55 s) stops on its own time budget and stops sending once SQS refuses.
+SWEEPER = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
+# The migrations custom resource (300 s) reads the database secret once.
+MIGRATIONS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
+# Anything that did not choose (the operator's CLI, tests): bounded all the same.
+DEFAULT = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
+
+_lock = threading.Lock()
+_budget = DEFAULT
+_clients: dict[tuple[str, Budget, str | None, str | None], Any] = {}
+
+
+def use(budget: Budget) -> None:
+    """Set the process's budget (each entry point, once, at import)."""
+    global _budget  # noqa: PLW0603 - one budget per execution environment
+    with _lock:
+        _budget = budget
+
+
+def client(service: str, *, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
+    """The process's client for ``service``, built on first use with the process's budget."""
+    with _lock:
+        key = (service, _budget, region_name, endpoint_url)
+        if key not in _clients:
+            import boto3  # deferred: the ingest path pays for it only when it sends
+            from botocore.config import Config
+
+            config = Config(
+                connect_timeout=_budget.connect_timeout_s,
+                read_timeout=_budget.read_timeout_s,
+                retries={"total_max_attempts": _budget.max_attempts, "mode": "standard"},
+            )
+            _clients[key] = boto3.client(  # type: ignore[call-overload]
+                service, config=config, region_name=region_name, endpoint_url=endpoint_url
+            )
+        return _clients[key]
+
+
+def reset() -> None:
+    """Forget every client (tests start a fresh moto mock per case)."""
+    with _lock:
+        _clients.clear()
+
+
+def send_wakeup(sqs: Any, queue_url: str, row_id: int) -> str | None:
+    """Ingest's single wake-up (one SendMessage); the error class instead of raising."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=wakeups.message_body(row_id))
+    except (BotoCoreError, ClientError) as exc:
+        return type(exc).__name__
+    return None
+
+
+@dataclass
+class WakeupsSent:
+    """What one :func:`send_wakeups` call did with each row id it was given."""
+
+    sent: list[int] = field(default_factory=list)
+    rejected: list[tuple[int, str]] = field(default_factory=list)  # SQS refused the entry: code
+    failed: list[int] = field(default_factory=list)  # its SendMessageBatch call failed
+    skipped: list[int] = field(default_factory=list)  # not attempted (told to stop)
+    errors: list[BotoCoreError | ClientError] = field(default_factory=list)  # each failed call's
+
+    @property
+    def unsent(self) -> list[int]:
+        return [row_id for row_id, _ in self.rejected] + self.failed + self.skipped
+
+
+def send_wakeups(
+    sqs: Any,
+    queue_url: str,
+    row_ids: Sequence[int],
+    *,
+    delays: Mapping[int, int] | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+    stop_after_failure: bool = False,
+) -> WakeupsSent:
+    """Send ``{"id": N}`` for each row (ten per SendMessageBatch), optionally with DelaySeconds.
+
+    Never raises for an AWS failure: the rows are committed already and whoever sends knows
+    how to get them sent later (the sweeper re-sends due rows). ``keep_going`` is asked before
+    each call; ``stop_after_failure`` skips the rest once a call failed (SQS is down).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    outcome = WakeupsSent()
+    for chunk in wakeups.chunks(row_ids):
+        if (stop_after_failure and outcome.errors) or not keep_going():
+            outcome.skipped.extend(chunk)
+            continue
+        try:
+            result = wakeups.send_chunk(sqs, queue_url, chunk, delays=delays)
+        except (BotoCoreError, ClientError) as exc:
+            outcome.failed.extend(chunk)
+            outcome.errors.append(exc)
+            continue
+        outcome.sent.extend(result.sent)
+        outcome.rejected.extend(result.rejected)
+    return outcome

@@ -1,9 +1,0 @@
-"""The ``webhook-inbox`` command line (console script ``webhook_inbox.cli:main``).
-
-Modules: ``app`` (parser, exit codes), ``render`` (tables, JSON, colours), ``params`` (argument
-types), ``database`` (the operator's connection), ``inspect`` and ``actions`` (the commands).
-"""
-
-from webhook_inbox.cli.app import main
-
-__all__ = ["main"]

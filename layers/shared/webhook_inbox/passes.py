@@ -1,0 +1,300 @@
+"""The processor's two passes over a leased batch, side by side: fast, then careful if needed.
+
+**The fast pass** (:func:`fast`): the batch in one pipelined transaction, checked at the end.
+
+In psycopg's pipeline mode a statement is sent without waiting for its answer; the connection
+waits only when a result is read (by a handler, or by us). So a batch whose handlers each read one
+result costs one round trip per event and four around them, instead of one per statement:
+
+* ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
+  psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
+  batch's transaction under the events after it;
+* every statement whose answer nobody reads travels with the next wait;
+* each handler waits where it reads (the example handlers read their conditional write's answer
+  to decide whether to emit an outbox message);
+* every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
+  another, both read in one wait; the lease guard (status and owner) is in their ``WHERE``;
+* the pipeline's closing sync, then ``COMMIT``, are the last waits.
+
+The price of not waiting is that an error shows up late — at the connection's next wait, which
+may belong to a later event — so this pass does not try to attribute failures. It uses no
+savepoints: the first failure of any kind (a handler raises, a statement fails, or a row's lease
+was lost before the final mark) rolls the whole transaction back, and the caller runs the batch
+again the careful way (a savepoint per event, every statement checked as it runs), which records
+which event failed and why. Either way a domain change commits only together with its
+``processed`` mark, and only while the row is leased to us. A handler may therefore run twice in
+one invocation (its first run rolled back), as it may on any redelivery.
+
+**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``, so a
+handler cannot end it either), with a savepoint per event: a failing event rolls back to its
+savepoint and is marked ``failed`` (backoff with jitter) or ``dead_letter`` (permanent error,
+attempts spent); the others commit with their marks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from webhook_inbox import db, handlers, inbox
+from webhook_inbox.backoff import backoff_delay
+from webhook_inbox.config import ENVIRONMENT, env_int, env_number
+from webhook_inbox.errors import EventError, LeaseLost, PermanentEventError, StoreError
+from webhook_inbox.inbox import LeasedEvent
+
+# Do not start another event's handler with less time than this left; its lease covers it.
+STOP_MARGIN_MS = 2000
+NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
+
+
+@dataclass(frozen=True)
+class ProcessorSettings:
+    """The processor's settings, read once per execution environment (``from_env``). They live
+    here because the careful pass applies the retry rules; the template test follows imports."""
+
+    queue_url: str | None
+    max_attempts: int = 8
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 3600.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
+        env = ENVIRONMENT if environ is None else environ
+        return cls(
+            queue_url=env.get("PROCESSING_QUEUE_URL") or None,
+            max_attempts=env_int("MAX_ATTEMPTS", 8, env),
+            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, env),
+            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, env),
+        )
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """What happened to one leased event in this batch."""
+
+    event: LeasedEvent
+    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished
+    duration_ms: float = 0.0
+    retry_delay_s: float | None = None
+    latency: timedelta | None = None
+    error_kind: str | None = None
+
+
+@dataclass(frozen=True)
+class FastPass:
+    """The pass's verdict: ``results`` when it committed, None when it rolled everything back."""
+
+    results: list[EventResult] | None
+    reason: str = ""  # why it gave up (an error class name or "lease_lost"), never a message
+    lease_lost: frozenset[int] = frozenset()  # rows another worker owns now: do not run again
+
+
+class _GiveUp(Exception):
+    def __init__(self, reason: str, lease_lost: frozenset[int] = frozenset()) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.lease_lost = lease_lost
+
+
+def fast(
+    conn: psycopg.Connection[Any],
+    events: Sequence[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+) -> FastPass:
+    """Process ``events`` in one pipelined transaction on an autocommit connection.
+
+    Raises StoreError when the connection broke or the commit failed: then nothing of the batch
+    committed, and the caller lets SQS redeliver it.
+    """
+    if not events:
+        return FastPass([])
+    try:
+        # conn.transaction(), not a raw BEGIN: psycopg then refuses a handler's commit() or
+        # rollback() (which would end the batch's transaction under the later events), and the
+        # handler raises as it does in the careful pass's savepoint.
+        with db.translate(), conn.transaction(), conn.pipeline() as pipeline:
+            results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
+    except _GiveUp as give_up:
+        if conn.closed or conn.broken:
+            raise StoreError("connection lost while giving up the fast pass") from give_up
+        return FastPass(None, give_up.reason, give_up.lease_lost)
+    return FastPass(results)
+
+
+def _run_all(
+    conn: psycopg.Connection[Any],
+    pipeline: psycopg.Pipeline,
+    events: Sequence[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+) -> list[EventResult]:
+    results: list[EventResult] = []
+    try:
+        for event in events:
+            if remaining_ms() < STOP_MARGIN_MS:
+                results.append(EventResult(event, "unfinished"))
+            else:
+                results.append(_run_handler(conn, event))
+        return _mark(conn, pipeline, results, owner=owner)
+    except _GiveUp:
+        raise
+    except StoreError as exc:
+        if conn.closed or conn.broken:
+            raise  # infrastructure: the whole batch is lost, SQS redelivers it
+        raise _GiveUp(type(exc.__cause__ or exc).__name__) from exc
+    except Exception as exc:  # any handler failure sends the batch the careful way
+        raise _GiveUp(type(exc).__name__) from exc
+
+
+def _run_handler(conn: psycopg.Connection[Any], event: LeasedEvent) -> EventResult:
+    handler = handlers.handler_for(event.provider, event.event_type)
+    if handler is None:
+        return EventResult(event, "ignored")  # marked with the others in _mark
+    started = time.perf_counter()
+    with db.translate():  # handlers may use the connection directly
+        handler(conn, event)
+    return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
+
+
+def _mark(
+    conn: psycopg.Connection[Any],
+    pipeline: psycopg.Pipeline,
+    results: list[EventResult],
+    *,
+    owner: str,
+) -> list[EventResult]:
+    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
+    processed = [r.event.id for r in results if r.outcome == "processed"]
+    ignored = [r.event.id for r in results if r.outcome == "ignored"]
+    if not processed and not ignored:
+        # Nothing to mark, but a handler's unread statement must fail before COMMIT is sent.
+        pipeline.sync()
+    latency_of, marked_ignored = inbox.mark_done(
+        conn,
+        processed=processed,
+        ignored=ignored,
+        owner=owner,
+        disposition=NO_HANDLER_DISPOSITION,
+    )
+    lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
+    if lost:
+        raise _GiveUp("lease_lost", lost)
+    return [
+        dataclasses.replace(r, latency=latency_of[r.event.id]) if r.outcome == "processed" else r
+        for r in results
+    ]
+
+
+# --- the careful pass: one savepoint per event, every statement checked as it runs ----------
+
+MAX_ERROR_CHARS = 500
+
+
+def careful(
+    conn: psycopg.Connection[Any],
+    events: list[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> list[EventResult]:
+    """One transaction, one savepoint per event, every statement checked as it runs."""
+    results: list[EventResult] = []
+    with db.translate(), conn.transaction():
+        for event in events:
+            if remaining_ms() < STOP_MARGIN_MS:
+                results.append(EventResult(event, "unfinished"))
+                continue
+            results.append(_handle(conn, event, owner=owner, settings=settings))
+    return results
+
+
+def describe_error(exc: BaseException) -> tuple[str, str]:
+    """Error kind and a bounded message that never carries payload text.
+
+    Our own exceptions carry messages written for logs (StoreError messages hold only the
+    driver's error class and SQLSTATE). Anything else may quote the payload (a KeyError names the
+    missing key, a ValueError often repeats the input), so only its type and location are kept.
+    """
+    if isinstance(exc, EventError):
+        return exc.kind, str(exc)[:MAX_ERROR_CHARS]
+    if isinstance(exc, StoreError):
+        return "store_error", str(exc)[:MAX_ERROR_CHARS]
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        where = (
+            f" in {frames[-1].name} ({os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
+        )
+    return "handler_error", f"{type(exc).__name__}{where}"[:MAX_ERROR_CHARS]
+
+
+def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
+    return conn.closed or conn.broken
+
+
+def _handle(
+    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
+) -> EventResult:
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000, 3)
+
+    handler = handlers.handler_for(event.provider, event.event_type)
+    try:
+        if handler is None:
+            inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
+            return EventResult(event, "ignored", elapsed())
+        try:
+            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
+                handler(conn, event)
+                latency = inbox.mark_processed(conn, event.id, owner=owner)
+            return EventResult(event, "processed", elapsed(), latency=latency)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            if _connection_lost(conn):
+                raise  # infrastructure: the whole batch is lost, SQS redelivers it
+            failure: BaseException = exc  # a statement of this event failed; the batch goes on
+        except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
+            failure = exc
+        return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
+    except LeaseLost:
+        # Our lease expired and another worker took the row: its work, not ours, will count.
+        return EventResult(event, "lease_lost", elapsed())
+
+
+def _record_failure(
+    conn: psycopg.Connection[Any],
+    event: LeasedEvent,
+    failure: BaseException,
+    *,
+    owner: str,
+    settings: ProcessorSettings,
+    ms: float,
+) -> EventResult:
+    kind, message = describe_error(failure)
+    if isinstance(failure, PermanentEventError) or event.attempts >= settings.max_attempts:
+        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
+        return EventResult(event, "dead_letter", ms, error_kind=kind)
+    delay = backoff_delay(
+        event.attempts,
+        base_seconds=settings.retry_base_seconds,
+        cap_seconds=settings.retry_max_seconds,
+    )
+    inbox.mark_failed(
+        conn, event.id, owner=owner, delay_seconds=delay, error_kind=kind, error=message
+    )
+    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind)

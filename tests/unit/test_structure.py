@@ -1,0 +1,75 @@
+"""The structure the design asks for, checked on the code rather than described.
+
+- Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events) and
+  ``outbox.py`` (outbox_messages), each with the one SQL file of the same name beside it. The
+  migration runner (the schema) and ``db.py`` (the role's session defaults) are the only other
+  modules that talk SQL, and neither touches a table's rows.
+- The runtime package imports neither the tools nor the application (it must run without them:
+  only the processor's and migrations' entry points install the application).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.infra_support import PACKAGE_DIR
+
+DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql"}
+SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
+SQL_CALLS = {"execute", "executemany", "copy", "query"}
+
+
+def _runtime_modules() -> list[Path]:
+    return sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _calls(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.add(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return names
+
+
+def test_only_the_data_modules_run_sql() -> None:
+    running_sql = {
+        path.name
+        for path in _runtime_modules()
+        if path.name != "queries.py" and _calls(path) & SQL_CALLS
+    }
+    assert running_sql == set(DATA_MODULES) | SCHEMA_AND_SESSION
+
+
+def test_one_sql_file_per_data_module_and_nothing_else() -> None:
+    assert sorted(p.name for p in (PACKAGE_DIR / "sql").glob("*.sql")) == sorted(
+        DATA_MODULES.values()
+    )
+
+
+def _statements(sql_file: str) -> str:
+    lines = (PACKAGE_DIR / "sql" / sql_file).read_text().splitlines()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+
+
+def test_each_table_is_in_its_own_sql_file_only() -> None:
+    for sql_file, table in (("inbox.sql", "webhook_events"), ("outbox.sql", "outbox_messages")):
+        other = next(f for f in DATA_MODULES.values() if f != sql_file)
+        assert table in _statements(sql_file)
+        assert table not in _statements(other)
+
+
+def test_the_runtime_imports_neither_tools_nor_application() -> None:
+    for path in _runtime_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                modules = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                )
+                for module in modules:
+                    assert not module.startswith(("webhook_inbox_tools", "webhook_inbox_app")), (
+                        f"{path.name} imports {module}"
+                    )

