@@ -73,6 +73,10 @@ def test_dev_runs_the_pipeline_and_stops_cleanly_on_ctrl_c(dev: DevProcess) -> N
     os.killpg(dev.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     assert dev.proc.wait(timeout=60) == 0
     dev.wait_for(r"dev\s+\| stopped", timeout=5)
+    # Helper processes (multiprocessing's resource tracker) exit just after their parent.
+    deadline = time.monotonic() + 5
+    while session_processes(dev.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert session_processes(dev.proc.pid) == []
     assert processes_mentioning(pg_dir) == []
     assert not Path(pg_dir).exists()
