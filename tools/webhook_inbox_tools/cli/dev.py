@@ -141,7 +141,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
             print(sample.curl, flush=True)
         say("dev", "ready; Ctrl-C stops everything")
         while not stop.wait(0.5):
-            if not stack.children_alive():
+            # A signal to the whole group reaches the workers too: one may exit a moment
+            # before this process's own handler has run. Only a death with no stop request
+            # in sight is unexpected.
+            if not stack.children_alive() and not stop.wait(2.0):
                 say("dev", "a function process exited unexpectedly; stopping")
                 return 1
         return 0
