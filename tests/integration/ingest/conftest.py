@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -16,7 +17,7 @@ from moto import mock_aws
 
 from tests.ingest_support import SHAPES, sample_config_text
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import ingest, providers
+from webhook_inbox import db, ingest, providers
 
 # Extra providers the tests need beside the shipped sample ones.
 ROTATING_SECRETS = ("whsec_new_rotation_secret", "whsec_old_rotation_secret")
@@ -140,6 +141,29 @@ def harness(
     yield IngestHarness(ingest_app, queue_url, sqs, now)
     providers.reset_for_tests()
     ingest_app.reset_clients()
+
+
+@pytest.fixture
+def connection_per_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    """db.get_connection gives each thread its own connection, as concurrent Lambda execution
+    environments each have theirs; every one is closed after the test."""
+    local = threading.local()
+    opened: list[psycopg.Connection[Any]] = []
+    opened_lock = threading.Lock()
+
+    def per_thread_connection(application_name: str = "webhook-inbox") -> Any:
+        if getattr(local, "conn", None) is None:
+            local.conn = db.connect(db.database_conninfo(), application_name=application_name)
+            with opened_lock:
+                opened.append(local.conn)
+        return local.conn
+
+    monkeypatch.setattr(db, "get_connection", per_thread_connection)
+    try:
+        yield per_thread_connection
+    finally:
+        for connection in opened:
+            connection.close()
 
 
 def row_count(conn: psycopg.Connection[Any]) -> int:

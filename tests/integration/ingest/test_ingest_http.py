@@ -451,37 +451,23 @@ def test_github_redelivery_with_a_new_delivery_id_is_a_duplicate(
 
 
 def test_twenty_concurrent_deliveries_store_one_row_and_send_one_message(
-    harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    harness: IngestHarness,
+    conn: psycopg.Connection[Any],
+    connection_per_thread: Callable[..., Any],
 ) -> None:
     # One connection per thread, as twenty Lambda execution environments would have.
-    local = threading.local()
-    opened: list[psycopg.Connection[Any]] = []
-    opened_lock = threading.Lock()
-
-    def per_thread_connection(application_name: str = "webhook-inbox") -> Any:
-        if getattr(local, "conn", None) is None:
-            local.conn = db.connect(db.database_conninfo(), application_name=application_name)
-            with opened_lock:
-                opened.append(local.conn)
-        return local.conn
-
-    monkeypatch.setattr(db, "get_connection", per_thread_connection)
     signed = svix_official(harness.now)
     event = SHAPES["v2"]("svix", signed.body, signed.headers)
     harness.app.sqs_client()  # create the client before the race, as a warm container would
     barrier = threading.Barrier(20)
 
     def deliver(_: int) -> int:
-        per_thread_connection()
+        connection_per_thread()
         barrier.wait(timeout=30)
         return harness.invoke(event).status
 
-    try:
-        with ThreadPoolExecutor(max_workers=20) as pool:
-            statuses = list(pool.map(deliver, range(20)))
-    finally:
-        for connection in opened:
-            connection.close()
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        statuses = list(pool.map(deliver, range(20)))
     assert sorted(statuses) == [200] * 19 + [202]
     row = stored(conn, "svix", signed.event_id)
     assert row is not None

@@ -13,6 +13,7 @@ import hashlib
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.ingest_support import SHAPES
 from tests.integration.ingest.conftest import IngestHarness, row_count
 from tests.integration.processor.helpers import failures, invoke, sqs_event_for
 from tests.support import load_function
-from webhook_inbox import db, handlers, inbox
+from webhook_inbox import handlers, inbox
 from webhook_inbox.domain import Handler
 
 ID_MUTATIONS = {
@@ -132,20 +133,10 @@ def test_same_type_and_bytes_with_a_fresh_delivery_id_is_still_a_duplicate(
 
 
 def test_twenty_concurrent_deliveries_of_each_type_store_one_row_per_type(
-    harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    harness: IngestHarness,
+    conn: psycopg.Connection[Any],
+    connection_per_thread: Callable[..., Any],
 ) -> None:
-    local = threading.local()
-    opened: list[psycopg.Connection[Any]] = []
-    opened_lock = threading.Lock()
-
-    def per_thread_connection(application_name: str = "webhook-inbox") -> Any:
-        if getattr(local, "conn", None) is None:
-            local.conn = db.connect(db.database_conninfo(), application_name=application_name)
-            with opened_lock:
-                opened.append(local.conn)
-        return local.conn
-
-    monkeypatch.setattr(db, "get_connection", per_thread_connection)
     body = order_body()
     events = []
     for topic in ("orders/create", "orders/paid"):
@@ -155,16 +146,12 @@ def test_twenty_concurrent_deliveries_of_each_type_store_one_row_per_type(
     barrier = threading.Barrier(40)
 
     def deliver(n: int) -> int:
-        per_thread_connection()
+        connection_per_thread()
         barrier.wait(timeout=30)
         return harness.invoke(events[n % 2]).status
 
-    try:
-        with ThreadPoolExecutor(max_workers=40) as pool:
-            statuses = list(pool.map(deliver, range(40)))
-    finally:
-        for connection in opened:
-            connection.close()
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        statuses = list(pool.map(deliver, range(40)))
     assert sorted(statuses) == [200] * 38 + [202] * 2
     rows = conn.execute(
         "SELECT event_type, delivery_count FROM webhook_events ORDER BY 1"
