@@ -123,12 +123,14 @@ def test_postgres_connection_closed_by_the_proxy_breaks_on_next_use(
 def test_moto_through_the_proxy_and_a_blackholed_endpoint_times_out(
     moto_endpoint: MotoEndpoint,
 ) -> None:
+    # Only the call under the blackhole gets the short read timeout: moto's first answer can take
+    # longer than 0.5 s on a loaded machine (it loads the service's backend on first use).
+    boto3.client("sqs", endpoint_url=moto_endpoint.url).create_queue(QueueName="through-proxy")
     sqs = boto3.client(
         "sqs",
         endpoint_url=moto_endpoint.url,
         config=Config(connect_timeout=1, read_timeout=0.5, retries={"total_max_attempts": 1}),
     )
-    sqs.create_queue(QueueName="through-proxy")
     moto_endpoint.proxy.set_blackhole(True)
     started = time.monotonic()
     with pytest.raises(ReadTimeoutError):
