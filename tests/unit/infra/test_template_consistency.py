@@ -306,10 +306,16 @@ def test_ingest_serves_post_webhooks_provider_within_provider_timeouts() -> None
     assert "$context.requestId" in api["AccessLogSettings"]["Format"]
 
 
-def test_the_schema_custom_resource_reruns_when_the_layer_changes() -> None:
+def test_the_schema_custom_resource_reruns_when_a_layer_with_migrations_changes() -> None:
+    """CloudFormation sends the custom resource an Update only when one of its properties
+    changes: every layer the migrations come from must be one (the runtime's migrations ship in
+    SharedLayer, the application's in ApplicationLayer). Otherwise a deploy that adds only an
+    application migration skips it, and the processor runs handlers for tables not there yet."""
     schema = load_template()["Resources"]["DatabaseSchema"]["Properties"]
     assert schema["ServiceToken"] == {"Fn::GetAtt": ["MigrationsFunction", "Arn"]}
-    assert schema["SharedLayerVersion"] == {"Ref": "SharedLayer"}
+    watched = [value for value in schema.values() if isinstance(value, dict) and "Ref" in value]
+    for layer in FUNCTIONS["MigrationsFunction"]["Layers"]:
+        assert layer in watched, f"a new version of {layer['Ref']} does not re-run migrations"
     assert int(schema["ServiceTimeout"]) > int(FUNCTIONS["MigrationsFunction"]["Timeout"])
 
 
