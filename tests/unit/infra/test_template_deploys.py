@@ -220,3 +220,15 @@ def test_alarms_may_use_the_key_in_awss_documented_form() -> None:
     (statement,) = [s for s in statements if s["Principal"] == cloudwatch]
     assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     assert "Condition" not in statement
+
+
+def test_only_this_accounts_alarms_may_publish_in_awss_documented_form() -> None:
+    """AWS documents the topic policy for alarms with the alarm's ARN as aws:SourceArn; a
+    condition alarms are not documented to send (aws:SourceAccount) could drop every alarm."""
+    policy = RESOURCES["AlarmTopicPolicy"]["Properties"]["PolicyDocument"]
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert statement["Action"] == "sns:Publish"
+    assert resolver().resolve(statement["Condition"]) == {
+        "ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"}
+    }
