@@ -34,7 +34,7 @@ from tests.integration.infra.test_event_fixtures import (
 )
 from tests.integration.infra.test_invoke_command import (
     EXIT_USAGE,
-    assert_only_build_and_stdlib,
+    assert_only_function_layers_and_stdlib,
     event_file,
     invoke,
     made_build,
@@ -239,7 +239,7 @@ def test_each_fixture_through_a_build_against_the_dev_stack_answers_as_in_proces
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert_expected_answer(function, answer)
-    assert_only_build_and_stdlib(build, json.loads(report.read_text()))
+    assert_only_function_layers_and_stdlib(build, function, json.loads(report.read_text()))
     if function == "IngestFunction":
         # The wake-up went to the file's queue (a failed send is still a 202: the sweeper
         # would enqueue the row later, so only the function's log tells), and the stack's
