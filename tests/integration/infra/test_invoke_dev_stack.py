@@ -33,7 +33,6 @@ from tests.integration.infra.test_event_fixtures import (
     owner_of,
 )
 from tests.integration.infra.test_invoke_command import (
-    EXIT_USAGE,
     assert_only_function_layers_and_stdlib,
     event_file,
     invoke,
@@ -257,34 +256,3 @@ def test_each_fixture_through_a_build_against_the_dev_stack_answers_as_in_proces
 def dev_stack_per_build(build: Path) -> Iterator[DevStack]:
     """A fresh stack for each build: every ingest fixture is new to its database."""
     yield from start_dev_stack()
-
-
-def test_a_variable_the_file_lacks_is_named_not_traced(
-    dev_stack: DevStack, made_build: Path, tmp_path: Path
-) -> None:
-    document = json.loads(dev_stack.env_vars.read_text())
-    for section in ("SweeperFunction", "Parameters"):
-        for name in ("DATABASE_SECRET_ARN", "PROCESSING_QUEUE_URL"):
-            document[section].pop(name, None)
-    partial = tmp_path / "partial.json"
-    partial.write_text(json.dumps(document))
-
-    done = invoke(
-        "SweeperFunction",
-        "-e",
-        str(EVENTS_DIR / "schedule.json"),
-        "--env-vars",
-        str(partial),
-        "--build-dir",
-        str(made_build),
-        shell=bare_shell(tmp_path),
-    )
-
-    assert done.returncode == EXIT_USAGE
-    assert (done.stdout, "Traceback" in done.stderr) == ("", False)
-    assert "SweeperFunction needs 2 variable(s)" in done.stderr
-    assert "DATABASE_SECRET_ARN (the template sets it to !Ref DatabaseConnectionSecret)" in (
-        done.stderr
-    )
-    assert "PROCESSING_QUEUE_URL (the template sets it to !Ref ProcessingQueue)" in done.stderr
-    assert "OUTBOX_EVENT_BUS_NAME" not in done.stderr  # the file still gives it
