@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ import boto3
 import psycopg
 import pytest
 
-from tests.e2e.dev_support import DevProcess
+from tests.e2e.dev_support import DevProcess, processes_mentioning
 from tests.infra_support import env_reads, function_entry, module_closure, serverless_functions
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.integration.infra.test_event_fixtures import (
@@ -42,6 +43,7 @@ from tests.integration.infra.test_invoke_command import (
 from tests.support import EVENTS_DIR
 from tests.unit.infra.test_template_consistency import LOCAL_ONLY_ENV, RUNTIME_ENV_PREFIXES
 from webhook_inbox import db
+from webhook_inbox_tools.dev.reaper import stop_postgres
 
 __all__ = ["made_build"]  # a fixture the build fixture below asks for by name
 
@@ -54,6 +56,7 @@ class DevStack:
 
     def __init__(self, process: DevProcess) -> None:
         self.process = process
+        self.pg_dir = process.wait_for(r"started a throwaway PostgreSQL in (\S+)")[1]
         self.database_url = process.wait_for(r"DATABASE_URL=(\S+)")[1]
         path = process.wait_for(r"SAM env-vars for the built functions written to (\S+);")[1]
         process.wait_for(r"ready; Ctrl-C stops everything")
@@ -68,15 +71,25 @@ class DevStack:
 
 def start_dev_stack() -> Iterator[DevStack]:
     process = DevProcess("--sam-env-vars", "sam-env.json")
+    stack = None
     try:
         stack = DevStack(process)
         yield stack
         assert stack.stop() == 0
         assert not stack.env_vars.exists(), "dev leaves no env-vars file naming a dead stack"
+        # The postmaster this module started itself (to listen on TCP) stops with the stack.
+        deadline = time.monotonic() + 10
+        while processes_mentioning(stack.pg_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_mentioning(stack.pg_dir) == []
     finally:
         if process.proc.poll() is None:
             os.killpg(process.proc.pid, signal.SIGKILL)
             process.proc.wait(timeout=10)
+            # SIGKILL to the group takes the reaper with it: stop its PostgreSQL here.
+            if stack is not None:
+                stop_postgres(Path(stack.pg_dir))
+                shutil.rmtree(stack.pg_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
