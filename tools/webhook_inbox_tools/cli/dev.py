@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     sam.add_argument(
         "--template", type=Path, metavar="FILE",
-        help="the SAM template the env-vars file follows (default: next to functions/)",
+        help="the SAM template the env-vars file follows (unset: template.yaml beside functions/)",
     )  # fmt: skip
     parser.add_argument(
         "--verbose",
