@@ -33,6 +33,7 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
         "ProcessorFunction",
         "SweeperFunction",
         "MigrationsFunction",
+        "DatabaseLogGroupsFunction",
     }
     assert document["ProcessorFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
     assert document["ProcessorFunction"]["MAX_ATTEMPTS"] == "8"  # the parameter's default
