@@ -285,6 +285,8 @@ def test_operator_commands_from_another_shell_use_the_written_environment(
     assert replay.returncode == 0, replay.stdout + replay.stderr
     # The replay's wake-up reached the dev stack's queue: the event is processed once more.
     wait_until(lambda: processed_at(database_url) > first_processed, 30, "processed again")
+    # ... and the console says so, as it did the first time.
+    dev.wait_for(rf"stripe/{event_id} \[customer\.created\] .*processed( again)?", timeout=10)
 
     with psycopg.connect(database_url) as conn:
         operators = conn.execute("SELECT action, operator FROM operator_actions").fetchall()

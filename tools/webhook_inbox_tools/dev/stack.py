@@ -281,7 +281,9 @@ class DevStack:
 
     def _watch_transitions(self) -> None:
         """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
-        seen: dict[int, tuple[str, int]] = {}
+        # Keyed on updated_at too: a replayed event ends as it did before (processed, attempt 1),
+        # and would otherwise go by without a line.
+        seen: dict[int, tuple[str, int, datetime]] = {}
         since = datetime.now(UTC) - timedelta(seconds=1)
         with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
             conn.autocommit = True
@@ -301,14 +303,15 @@ class DevStack:
                     updated,
                 ) in rows:
                     before = seen.get(row_id)
-                    if before == (status, attempts):
+                    if before == (status, attempts, updated):
                         continue
-                    seen[row_id] = (status, attempts)
+                    seen[row_id] = (status, attempts, updated)
                     was = before[0] if before else "new"
                     detail = f" attempt {attempts}" if attempts else ""
                     if error and status in {"failed", "dead_letter"}:
                         detail += f" ({kind}: {error[:80]})"
-                    say("event", f"{provider}/{event_id} [{event_type}] {was} -> {status}{detail}")
+                    change = f"{status} again" if was == status else f"{was} -> {status}"
+                    say("event", f"{provider}/{event_id} [{event_type}] {change}{detail}")
                     since = max(since, updated - timedelta(seconds=1))
 
     def _drain(self, url: str) -> list[dict[str, Any]]:
