@@ -66,6 +66,26 @@ def test_a_captured_delivery_replayed_under_a_mutated_id_is_401_and_stores_nothi
     assert row_count(conn) == 1
 
 
+@pytest.mark.parametrize("zeros", [1, 2])
+def test_zeros_moved_from_the_id_into_an_adjacent_timestamp_are_401_and_store_nothing(
+    harness: IngestHarness, conn: psycopg.Connection[Any], zeros: int
+) -> None:
+    # "{id}{timestamp}": "evt_1" + "00<ts>" is the same signed text as "evt_100" + "<ts>".
+    body = b'{"type":"thing.happened","value":1}'
+    headers = harness.sign("acme-adjacent", body, event_id="evt_100", timestamp=harness.now)
+    assert harness.deliver("acme-adjacent", body, headers).status == 202
+
+    forged = {
+        **headers,
+        "X-Acme-Event-Id": "evt_1" + "0" * (2 - zeros),
+        "X-Acme-Timestamp": "0" * zeros + str(harness.now),
+    }
+    reply = harness.deliver("acme-adjacent", body, forged)
+
+    assert (reply.status, reply.body) == (401, {"error": "unauthorized"})
+    assert row_count(conn) == 1
+
+
 def digest_key(event_type: str, body: bytes) -> str:
     return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
 
