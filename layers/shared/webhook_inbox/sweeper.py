@@ -5,7 +5,8 @@
    the processing queue, ``{"id": <row id>}`` in SendMessageBatch calls of ten;
 3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
 4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
-5. retention: payloads, then old keys and published outbox rows (:mod:`webhook_inbox.retention`).
+5. retention: payloads, then old keys and published outbox rows (``inbox.purge_payloads``,
+   ``inbox.delete_expired_events``, ``outbox.delete_published``).
 
 Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2
 stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
