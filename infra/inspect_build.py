@@ -26,7 +26,13 @@ from pathlib import Path
 
 LAYER = "SharedLayer"
 APPLICATION_LAYER = "ApplicationLayer"
-FUNCTIONS = ("IngestFunction", "ProcessorFunction", "SweeperFunction", "MigrationsFunction")
+FUNCTIONS = (
+    "IngestFunction",
+    "ProcessorFunction",
+    "SweeperFunction",
+    "MigrationsFunction",
+    "DatabaseLogGroupsFunction",
+)
 UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
 ELF_MACHINE_AARCH64 = 0xB7
 PYC_FLAG_HASH_BASED = 0b01

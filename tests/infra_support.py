@@ -72,11 +72,29 @@ def serverless_functions() -> dict[str, dict[str, Any]]:
         props.update(res["Properties"])
         # SAM appends a function's Layers to the Globals' list instead of replacing it.
         props["Layers"] = [*globals_.get("Layers", []), *res["Properties"].get("Layers", [])]
-        env = dict(globals_.get("Environment", {}).get("Variables", {}))
-        env.update(res["Properties"].get("Environment", {}).get("Variables", {}))
+        own_env = res["Properties"].get("Environment", {})
+        if is_intrinsic(own_env):  # `!Ref AWS::NoValue` replaces the Globals' environment
+            env = {}
+        else:
+            env = dict(globals_.get("Environment", {}).get("Variables", {}))
+            env.update(own_env.get("Variables", {}))
         props["Environment"] = {"Variables": env}
         merged[name] = props
     return merged
+
+
+def is_intrinsic(value: Any) -> bool:
+    """``{"Ref": …}`` or ``{"Fn::…": …}``: SAM lets such a value replace the Globals' whole."""
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and next(iter(value)).startswith(("Ref", "Fn::", "Condition"))
+    )
+
+
+def runs_in_the_vpc(props: Mapping[str, Any]) -> bool:
+    """Whether the function keeps the Globals' VpcConfig (not replaced by ``AWS::NoValue``)."""
+    return props.get("VpcConfig") not in (None, {"Ref": "AWS::NoValue"})
 
 
 def function_dir(props: Mapping[str, Any]) -> Path:
@@ -242,7 +260,12 @@ def policy_actions(props: Mapping[str, Any]) -> set[str]:
             granted = statement["Action"]
             actions.update([granted] if isinstance(granted, str) else granted)
 
-    for policy in props.get("Policies", []):
+    policies = props.get("Policies", [])
+    role = props.get("Role")
+    if isinstance(role, dict) and "Fn::GetAtt" in role:  # its own role: SAM ignores Policies
+        resource = load_template()["Resources"][role["Fn::GetAtt"][0]]
+        policies = [p["PolicyDocument"] for p in resource["Properties"].get("Policies", [])]
+    for policy in policies:
         if isinstance(policy, dict):
             for statement in policy.get("Statement", []):
                 visit(statement)
