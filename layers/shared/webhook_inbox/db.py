@@ -9,6 +9,10 @@ clients (``IdleClientTimeout``), and failovers and restarts close everything whi
 frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection.
+
+Where and how to connect is :class:`DatabaseSettings`, read when a connection is opened: in a
+function that is once per execution environment (again only after a dead connection); the
+tools and the tests, which share this module, may point it at another database between two.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import quote
 
@@ -28,7 +33,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from webhook_inbox import aws
-from webhook_inbox.config import env, env_int
+from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreConflict,
@@ -45,6 +50,27 @@ DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 DEFAULT_LOCK_TIMEOUT_MS = 2000
 
 _SECRET_TTL_S = 300.0
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where the database is, how to sign in, and the bounded waits of every connection."""
+
+    url: str = setting("DATABASE_URL", "")
+    secret_arn: str = setting("DATABASE_SECRET_ARN", "")
+    iam_auth: bool = setting("DATABASE_IAM_AUTH", False)
+    # Beside an RDS-managed `rds!` secret, which holds only the username and password.
+    host: str = setting("DATABASE_HOST", "")
+    port: str = setting("DATABASE_PORT", "")
+    name: str = setting("DATABASE_NAME", "")
+    connect_timeout_s: int = setting("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S)
+    statement_timeout_ms: int = setting("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
+    lock_timeout_ms: int = setting("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
+    startup_options: str = setting("DB_STARTUP_OPTIONS", "auto")
+
+
+def settings() -> DatabaseSettings:
+    return load(DatabaseSettings)
 
 
 @contextmanager
@@ -74,21 +100,19 @@ def translated(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def session_timeouts_ms() -> tuple[int, int]:
-    """(statement_timeout, lock_timeout) in milliseconds, from the environment."""
-    return (
-        env_int("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS),
-        env_int("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
-    )
+    """(statement_timeout, lock_timeout) in milliseconds, from the settings."""
+    configured = settings()
+    return configured.statement_timeout_ms, configured.lock_timeout_ms
 
 
-def _send_startup_options(conninfo: str) -> bool:
+def _send_startup_options(conninfo: str, mode: str) -> bool:
     """Whether timeouts can travel as startup ``options``.
 
     RDS Proxy refuses any connection that carries ``options`` ("RDS Proxy currently doesn't
     support command-line options"), and a SET would pin the session. Behind the proxy the
     timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
     """
-    mode = env("DB_STARTUP_OPTIONS", "auto").lower()
+    mode = mode.lower()
     if mode in {"on", "true", "1"}:
         return True
     if mode in {"off", "false", "0"}:
@@ -99,14 +123,15 @@ def _send_startup_options(conninfo: str) -> bool:
 
 def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """Open a connection with bounded connect, statement and lock timeouts."""
-    statement_ms, lock_ms = session_timeouts_ms()
+    configured = settings()
+    statement_ms, lock_ms = configured.statement_timeout_ms, configured.lock_timeout_ms
     extra: dict[str, Any] = {}
     with translate():
-        if _send_startup_options(conninfo):
+        if _send_startup_options(conninfo, configured.startup_options):
             extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
         return psycopg.connect(
             conninfo,
-            connect_timeout=env_int("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
+            connect_timeout=configured.connect_timeout_s,
             prepare_threshold=None,
             application_name=application_name,
             # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);
@@ -190,19 +215,20 @@ def _iam_token(host: str, port: int, user: str) -> str:
     return token
 
 
-def _with_location_overrides(secret: dict[str, Any]) -> dict[str, Any]:
+def _with_location_overrides(
+    secret: dict[str, Any], configured: DatabaseSettings
+) -> dict[str, Any]:
     """The secret, with ``DATABASE_HOST`` / ``DATABASE_PORT`` / ``DATABASE_NAME`` where set.
 
     An RDS-managed ``rds!`` secret holds only the username and password, so the deploy passes
     where to connect beside it.
     """
     located = dict(secret)
-    for variable, key in (
-        ("DATABASE_HOST", "host"),
-        ("DATABASE_PORT", "port"),
-        ("DATABASE_NAME", "dbname"),
+    for value, key in (
+        (configured.host, "host"),
+        (configured.port, "port"),
+        (configured.name, "dbname"),
     ):
-        value = env(variable)
         if value:
             located[key] = value
     return located
@@ -214,14 +240,13 @@ def database_conninfo() -> str:
     With ``DATABASE_IAM_AUTH=true`` the secret's password is replaced by an IAM auth token
     (valid 15 minutes; a new one is made for every new connection).
     """
-    url = env("DATABASE_URL")
-    if url:
-        return url
-    arn = env("DATABASE_SECRET_ARN")
-    if not arn:
+    configured = settings()
+    if configured.url:
+        return configured.url
+    if not configured.secret_arn:
         raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
-    secret = _with_location_overrides(_read_secret(arn))
-    if env("DATABASE_IAM_AUTH").lower() in {"1", "true", "yes"}:
+    secret = _with_location_overrides(_read_secret(configured.secret_arn), configured)
+    if configured.iam_auth:
         host = str(secret.get("host", ""))
         port = int(secret.get("port", 5432))
         token = _iam_token(host, port, str(secret.get("username", "")))

@@ -25,7 +25,12 @@ import psycopg
 import pytest
 
 from tests.e2e.dev_support import DevProcess, processes_mentioning
-from tests.infra_support import env_reads, function_entry, module_closure, serverless_functions
+from tests.infra_support import (
+    function_entry,
+    module_closure,
+    serverless_functions,
+    settings_variables,
+)
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.integration.infra.test_event_fixtures import (
     FIXTURES,
@@ -41,7 +46,7 @@ from tests.integration.infra.test_invoke_command import (
     real_build,
 )
 from tests.support import EVENTS_DIR
-from tests.unit.infra.test_template_consistency import LOCAL_ONLY_ENV, RUNTIME_ENV_PREFIXES
+from tests.unit.infra.test_template_consistency import LOCAL_ONLY_ENV
 from webhook_inbox import db
 from webhook_inbox_tools.dev.reaper import stop_postgres
 
@@ -124,9 +129,7 @@ def test_the_file_gives_every_variable_the_template_sets_and_the_code_reads(
     template_sets = set(FUNCTIONS[function]["Environment"]["Variables"])
     entry, _ = function_entry(FUNCTIONS[function])
     code_reads = {
-        name
-        for name in env_reads(module_closure(entry))
-        if name not in LOCAL_ONLY_ENV and not name.startswith(RUNTIME_ENV_PREFIXES)
+        name for name in settings_variables(module_closure(entry)) if name not in LOCAL_ONLY_ENV
     }
 
     assert set(variables) == template_sets

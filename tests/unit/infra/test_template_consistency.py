@@ -19,11 +19,9 @@ import boto3
 import pytest
 
 from tests.infra_support import (
-    PACKAGE_DIR,
     ROOT,
     Resolver,
     boto3_usage,
-    env_reads,
     function_dir,
     function_entry,
     imports_module,
@@ -34,6 +32,7 @@ from tests.infra_support import (
     policy_actions,
     resources_of_type,
     serverless_functions,
+    settings_variables,
     string_constants,
 )
 
@@ -49,7 +48,6 @@ LOCAL_ONLY_ENV = {
     "DATABASE_URL": "local development and tests; deployed functions use DATABASE_SECRET_ARN",
     "PROVIDERS_CONFIG_FILE": "local alternative to PROVIDERS_CONFIG",
 }
-RUNTIME_ENV_PREFIXES = ("AWS_", "LAMBDA_", "_HANDLER", "_X_AMZN")
 # Set by the template, read by the Powertools library rather than by our code.
 LIBRARY_ENV_PREFIXES = ("POWERTOOLS_",)
 LIBRARY_ENV = {
@@ -193,40 +191,28 @@ def test_layer_is_built_by_its_makefile_for_arm64() -> None:
 # --- environment -------------------------------------------------------------------------
 
 
+# A function's settings are frozen objects whose fields name their variables
+# (webhook_inbox.config.setting); the ones its code defines are the ones it reads.
+
+
 @pytest.mark.parametrize("name", FUNCTION_NAMES)
-def test_every_variable_the_code_reads_is_set_by_the_template(name: str) -> None:
-    read = env_reads(closure(name))
+def test_every_settings_field_is_set_by_the_template(name: str) -> None:
+    read = settings_variables(closure(name))
     template_sets = set(FUNCTIONS[name]["Environment"]["Variables"])
-    if template_sets:  # proof the scan sees the code's reads (one function has no environment)
-        assert read or placeholder(name), f"{name}: found no environment reads at all"
-    missing = {
-        var
-        for var in read - template_sets
-        if var not in LOCAL_ONLY_ENV and not var.startswith(RUNTIME_ENV_PREFIXES)
-    }
+    if template_sets:  # proof the settings are found (one function has no environment)
+        assert read, f"{name}: its code defines no settings at all"
+    missing = {var for var in read - template_sets if var not in LOCAL_ONLY_ENV}
     assert missing == set(), f"{name} reads {sorted(missing)} but template.yaml does not set them"
 
 
 @pytest.mark.parametrize("name", FUNCTION_NAMES)
-def test_every_variable_the_template_sets_is_read_by_the_code(name: str) -> None:
-    pending = placeholder(name)
-    # A stub imports nothing yet: judge the shared settings against the whole package, and
-    # leave the function's own settings to be checked once its code lands.
-    paths = sorted(PACKAGE_DIR.rglob("*.py")) if pending else closure(name)
-    mentioned = string_constants(paths) | env_reads(paths)
+def test_every_variable_the_template_sets_is_a_settings_field(name: str) -> None:
+    read = settings_variables(closure(name))
     unread = {
         var
         for var in FUNCTIONS[name]["Environment"]["Variables"]
-        if var not in mentioned
-        and not var.startswith(LIBRARY_ENV_PREFIXES)
-        and var not in LIBRARY_ENV
+        if var not in read and not var.startswith(LIBRARY_ENV_PREFIXES) and var not in LIBRARY_ENV
     }
-    if pending:
-        unread -= set(
-            resources_of_type("AWS::Serverless::Function")[name]["Properties"]
-            .get("Environment", {})
-            .get("Variables", {})
-        )
     assert unread == set(), f"{name}: template.yaml sets {sorted(unread)}, which nothing reads"
 
 
