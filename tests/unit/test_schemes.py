@@ -308,3 +308,14 @@ options = { signature_header = "X-Sig", id_path = "id" }
     registry = load_config_text(text, toml=True)
     headers = sign_delivery(registry["acme"], b'{"id":"1","type":"t"}').headers
     assert headers["X-Sig"] == hmac.new(b"dev-only", b'{"id":"1","type":"t"}', "sha256").hexdigest()
+
+
+def test_content_digest_id_ignores_spacing_order_and_the_named_fields() -> None:
+    one = json.loads('{"a": 1, "attemptNumber": 0, "b": {"y": 2, "x": "é"}}')
+    two = json.loads('{"b":{"x":"é","y":2},"attemptNumber":3,"a":1}')
+    key = schemes.content_digest_id("t", one, without=("attemptNumber",))
+    assert key == schemes.content_digest_id("t", two, without=("attemptNumber",))
+    assert key.startswith("sha256:") and len(key) == 7 + 64
+    assert key != schemes.content_digest_id("u", one, without=("attemptNumber",))
+    assert key != schemes.content_digest_id("t", one, without=())
+    assert key != schemes.content_digest_id("t", {**one, "a": 2}, without=("attemptNumber",))

@@ -35,7 +35,7 @@ from webhook_inbox.errors import (
     UnknownProvider,
 )
 from webhook_inbox.providers import Registry, registry
-from webhook_inbox.schemes import Delivery, Identity, Reply
+from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # A batch delivery (SendGrid, HubSpot) stores every event it carries, but ingest sends at most
@@ -214,6 +214,7 @@ def _accept(
     outcome: Outcome,
     *,
     provider: str,
+    scheme: Scheme,
     identities: Sequence[Identity],
     payload: Any,
     body: bytes,
@@ -248,6 +249,7 @@ def _accept(
     outcome.reply, outcome.outcome, outcome.metric = (
         (_ACCEPTED, "accepted", "Accepted") if new else (_DUPLICATE, "duplicate", "Duplicate")
     )
+    outcome.reply = scheme.acknowledge(payload, new=bool(new)) or outcome.reply
     wake = new
     if retried:
         # The first attempt may have stored rows (and stamped enqueued_at) before the
@@ -301,6 +303,7 @@ def handle(
             _accept(
                 outcome,
                 provider=provider.name,
+                scheme=scheme,
                 identities=found,
                 payload=payload,
                 body=delivery.body,

@@ -36,6 +36,7 @@ from webhook_inbox.schemes.base import (
     Verified,
     body_digest_id,
     bounded_text,
+    content_digest_id,
     json_path,
 )
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
@@ -63,6 +64,7 @@ __all__ = [
     "body_digest_id",
     "bounded_text",
     "build",
+    "content_digest_id",
     "json_path",
 ]
 

@@ -184,6 +184,16 @@ def body_digest_id(event_type: str, body: bytes) -> str:
     return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
 
 
+def content_digest_id(event_type: str, event: Mapping[str, Any], *, without: Sequence[str]) -> str:
+    """The deduplication key of a signed event whose every copy differs in a few fields (a
+    delivery timestamp, an attempt counter): :func:`body_digest_id` over the event in canonical
+    JSON (sorted keys, no whitespace) with those top-level fields left out. Canonical JSON is
+    deterministic for equal values, so equal events get equal keys however they were spaced."""
+    kept = {key: value for key, value in event.items() if key not in without}
+    canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return body_digest_id(event_type, canonical.encode())
+
+
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
     """Follow a dotted path (``data.object.id``) through nested objects; None when absent."""
     node: Any = payload
@@ -277,6 +287,12 @@ class Scheme:
     ) -> Sequence[Identity] | Reply:
         """The events a verified delivery carries (usually one), or the handshake to answer."""
         raise NotImplementedError
+
+    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
+        """The answer to a stored delivery, when the provider needs another than ingest's 202
+        (new) / 200 (duplicate) JSON: some count only 200 as success, some want 204 or a body of
+        their own. None keeps ingest's."""
+        return None
 
     def sign(
         self,
