@@ -24,7 +24,7 @@ def _forged_stripe_delivery() -> tuple[dict[str, str], bytes]:
         {"id": f"evt_{uuid.uuid4().hex[:12]}", "object": "event", "type": "customer.created",
          "created": int(time.time()), "data": {"object": {"id": "cus_forged"}}}
     ).encode()  # fmt: skip
-    headers = providers.sign_delivery(stripe, body)
+    headers = providers.sign_delivery(stripe, body).headers
     headers["Stripe-Signature"] = headers["Stripe-Signature"][:-4] + "0000"
     return headers, body
 
