@@ -517,3 +517,32 @@ def test_keys_in_a_configuration_verify_and_private_ones_sign() -> None:
         signed = sign_delivery(provider, body, timestamp=now)
         assert signed.headers["Content-Type"] == "application/json"
         provider.verify(Delivery(signed.headers, body), now=now)
+
+
+def test_each_scheme_names_the_public_key_to_configure_for_a_private_one() -> None:
+    assert schemes.Discord.public_key(DISCORD_PEM) == DISCORD_PUBLIC
+    assert schemes.Discord.public_key(DISCORD_PUBLIC) == DISCORD_PUBLIC
+    assert schemes.SendGrid.public_key(SG_PEM) == SG_PUBLIC
+    assert schemes.SendGrid.public_key(SG_KEY) == SG_KEY
+    assert schemes.StandardWebhooks.public_key(WHSK) == WHPK
+    with pytest.raises(ConfigurationError, match="only whsk_ and whpk_"):
+        schemes.StandardWebhooks.public_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+
+
+def test_private_keys_are_unencrypted_pem_pkcs8_or_sec1() -> None:
+    sec1 = SG_PRIVATE.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+    assert sec1.startswith("-----BEGIN EC PRIVATE KEY-----")
+    assert SENDGRID.sign(sec1, b"[]", timestamp=NOW) == SENDGRID.sign(SG_PEM, b"[]", timestamp=NOW)
+    encrypted = SG_PRIVATE.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"passphrase"),
+    ).decode()
+    with pytest.raises(ConfigurationError, match="not an unencrypted PEM private key"):
+        SENDGRID.check_secret(encrypted)
+    # Explanatory text before the PEM block (RFC 7468), as the sample keys carry their warning.
+    assert INTERACTIONS.public_key("DEV ONLY\n" + DISCORD_PEM) == DISCORD_PUBLIC

@@ -16,7 +16,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 
 from tests.integration.cli.conftest import run_console_script
 from tests.support import ROOT
-from webhook_inbox.schemes import discord, sendgrid
+from webhook_inbox.schemes import Discord, SendGrid
 from webhook_inbox_tools.cli import main
 
 SAMPLE = ROOT / "events" / "providers.local.json"
@@ -24,8 +24,8 @@ KEYS = {
     name: spec["secrets"][0]["value"]
     for name, spec in json.loads(SAMPLE.read_text())["providers"].items()
 }
-DISCORD_PUBLIC = discord._keys(KEYS["discord"])[0].data.hex()
-SENDGRID_PUBLIC = base64.b64encode(sendgrid._keys(KEYS["sendgrid"])[0].data).decode()
+DISCORD_PUBLIC = Discord.public_key(KEYS["discord"])
+SENDGRID_PUBLIC = SendGrid.public_key(KEYS["sendgrid"])
 
 
 def _sign(capsys: pytest.CaptureFixture[str], *argv: str, providers: Path = SAMPLE) -> Any:

@@ -8,7 +8,6 @@ The deliveries are signed with the private keys of the sample providers
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -22,7 +21,6 @@ from tests.ingest_support import SHAPES
 from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count
 from tests.support import FakeLambdaContext
 from webhook_inbox import ingest, providers
-from webhook_inbox.schemes import discord, sendgrid, standard_webhooks
 
 SHAPE_VARIANTS = [(shape, b64) for shape in SHAPES for b64 in (False, True)]
 # SendGrid's published vector (sendgrid-python test/unit/test_eventwebhook.py).
@@ -52,17 +50,6 @@ SIGNED_BY = {
 }
 
 
-def _public_key_text(sample: str) -> str:
-    """The public key a production config holds for ``sample``'s private key."""
-    provider = providers.registry()[sample]
-    secret = provider.secrets()[0]
-    if provider.scheme.name == "standard-webhooks":
-        return "whpk_" + base64.b64encode(standard_webhooks._ed25519(secret)[0].data).decode()
-    if provider.scheme.name == "discord":
-        return discord._keys(secret)[0].data.hex()
-    return base64.b64encode(sendgrid._keys(secret)[0].data).decode()
-
-
 @pytest.fixture
 def keyed(harness: IngestHarness, monkeypatch: pytest.MonkeyPatch) -> Iterator[IngestHarness]:
     config = providers_config()
@@ -70,7 +57,8 @@ def keyed(harness: IngestHarness, monkeypatch: pytest.MonkeyPatch) -> Iterator[I
     extra: dict[str, Any] = {}
     for name, signer in SIGNED_BY.items():
         spec = dict(sample[signer])
-        spec["secrets"] = [{"value": _public_key_text(signer)}]
+        private = providers.registry()[signer]
+        spec["secrets"] = [{"value": private.scheme.public_key(private.secrets()[0])}]
         extra[name] = spec
     # One byte of the Discord key changed: every signature made with the real key fails.
     real = bytes.fromhex(extra["discord-pub"]["secrets"][0]["value"])

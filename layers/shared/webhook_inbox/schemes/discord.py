@@ -112,6 +112,11 @@ class Discord(Scheme):
     def check_secret(self, secret: str) -> None:
         _keys(secret)
 
+    @staticmethod
+    def public_key(secret: str) -> str:
+        """The public key to configure for ``secret`` (a private key, or a public key as is)."""
+        return _keys(secret)[0].data.hex()
+
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:

@@ -75,6 +75,11 @@ class SendGrid(Scheme):
     def check_secret(self, secret: str) -> None:
         _keys(secret)
 
+    @staticmethod
+    def public_key(secret: str) -> str:
+        """The Verification Key to configure for ``secret`` (a private key, or one as is)."""
+        return base64.b64encode(_keys(secret)[0].data).decode()
+
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:

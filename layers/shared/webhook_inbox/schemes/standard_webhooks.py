@@ -130,6 +130,13 @@ class StandardWebhooks(Scheme):
         else:
             self.key(secret)
 
+    @staticmethod
+    def public_key(secret: str) -> str:
+        """The ``whpk_`` key to configure for a ``whsk_`` (or ``whpk_``) key."""
+        if not _is_key_pair(secret):
+            raise ConfigurationError("standard-webhooks: only whsk_ and whpk_ keys have one")
+        return _PUBLIC_KEY + base64.b64encode(_ed25519(secret)[0].data).decode()
+
     def _names(self, headers: Headers) -> str:
         # One family per request: never combine a webhook-id with a svix-signature.
         for prefix in self._PREFIXES:
