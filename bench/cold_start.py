@@ -7,10 +7,11 @@ Lambda mounts the layer (``/opt/python``) and the function (``/var/task``) read-
 cannot write ``.pyc`` files there: whatever the layer ships uncompiled is compiled again on every
 cold start. This script stages the same thing on the host: a layer directory built like
 ``layers/shared/Makefile`` builds it (``pip install --target`` of ``layers/shared/requirements.txt``
-for the host platform, plus the ``webhook_inbox`` package), once as is (``uncompiled``) and once
-after ``python -m compileall --invalidation-mode unchecked-hash`` (``precompiled``), both made
-read-only. ``sam build`` produces an arm64 layer that cannot run on an x86-64 host; on an arm64
-host pass ``--layer .aws-sam/build/SharedLayer`` to measure that build as the precompiled variant.
+for the host platform, plus ``webhook_inbox`` and the ApplicationLayer's ``webhook_inbox_app``,
+which Lambda merges into the same ``/opt/python``), once as is (``uncompiled``) and once after
+``python -m compileall --invalidation-mode unchecked-hash`` (``precompiled``), both made read-only.
+``sam build`` produces an arm64 layer that cannot run on an x86-64 host; on an arm64 host pass
+``--layer .aws-sam/build/SharedLayer`` to measure that build as the precompiled variant.
 
 Each run is a fresh interpreter (``-I -S -B``: isolated, no site-packages, no bytecode writes,
 ``PYTHONDONTWRITEBYTECODE=1``) whose ``sys.path`` is the function directory then the layer, as
@@ -123,11 +124,10 @@ def build_layer(into: Path) -> Path:
         check=True,
         capture_output=True,
     )
-    shutil.copytree(
-        ROOT / "layers" / "shared" / "webhook_inbox",
-        site / "webhook_inbox",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for package in (ROOT / "layers" / "shared" / "webhook_inbox",
+                    ROOT / "application" / "webhook_inbox_app"):  # fmt: skip
+        # The processor also has the ApplicationLayer: Lambda merges both into /opt/python.
+        shutil.copytree(package, site / package.name, ignore=shutil.ignore_patterns("__pycache__"))
     strip_bytecode(site)
     return site
 
