@@ -546,3 +546,8 @@ def test_private_keys_are_unencrypted_pem_pkcs8_or_sec1() -> None:
         SENDGRID.check_secret(encrypted)
     # Explanatory text before the PEM block (RFC 7468), as the sample keys carry their warning.
     assert INTERACTIONS.public_key("DEV ONLY\n" + DISCORD_PEM) == DISCORD_PUBLIC
+
+
+def test_an_unknown_interaction_type_too_long_to_store_is_a_400() -> None:
+    with pytest.raises(InvalidPayload, match="interaction type"):
+        _identify(INTERACTIONS, {"type": 10**300, "id": "1"})

@@ -81,7 +81,7 @@ def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     return ed25519_public(bytes.fromhex(secret), "discord: the public key"), None
 
 
-def _event_type(payload: Mapping[str, Any], field: str) -> int:
+def _integer(payload: Mapping[str, Any], field: str) -> int:
     value = payload.get(field)
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidPayload(f"{field} is missing or not an integer")
@@ -155,19 +155,19 @@ class Discord(Scheme):
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
+        kind = _integer(payload, "type")
         if self.endpoint == INTERACTIONS:
-            kind = _event_type(payload, "type")
             if kind == _PING:
                 return _PONG
             if kind == _AUTOCOMPLETE:
                 return _NO_CHOICES
+            name = _INTERACTION_TYPES.get(kind) or f"INTERACTION_TYPE_{kind}"  # a newer type
             return [
                 Identity(
                     event_id=bounded_text(payload.get("id"), "interaction id", MAX_ID_CHARS),
-                    event_type=_INTERACTION_TYPES.get(kind, f"INTERACTION_TYPE_{kind}"),
+                    event_type=bounded_text(name, "interaction type", MAX_TYPE_CHARS),
                 )
             ]
-        kind = _event_type(payload, "type")
         if kind == _EVENT_PING:
             return _NO_CONTENT
         event = payload.get("event")

@@ -101,7 +101,6 @@ def ed25519_private_from_seed(seed: bytes, what: str) -> PrivateKey:
     return _private(ed25519.Ed25519PrivateKey.from_private_bytes(seed))
 
 
-@functools.lru_cache(maxsize=64)
 def private_from_pem(text: str, algorithm: str, what: str) -> PrivateKey:
     """An unencrypted PEM private key (PKCS#8 ``BEGIN PRIVATE KEY``; SEC 1 for EC) of
     ``algorithm``: Ed25519, or ECDSA on P-256."""
