@@ -1,7 +1,7 @@
 """``cryptography`` is loaded by the first public-key verification, never by importing ingest or
-loading a configuration of public keys: HMAC-only deployments, and HMAC deliveries of a mixed
-one, keep their cold start (issue 17). Checked in a fresh interpreter, whose ``sys.modules``
-holds only what the steps imported."""
+loading a configuration (public keys, or the sample's private ones): HMAC-only deployments, and
+HMAC deliveries of a mixed one, keep their cold start (issue 17). Checked in a fresh
+interpreter, whose ``sys.modules`` holds only what the steps imported."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import importlib.util, json, sys
 from pathlib import Path
 
 root, config, deliveries = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+sample = (root / "events/providers.local.json").read_text()
 loaded = {}
 spec = importlib.util.spec_from_file_location("ingest_app", root / "functions/ingest/app.py")
 app = importlib.util.module_from_spec(spec)
@@ -28,6 +29,8 @@ from webhook_inbox import providers
 from webhook_inbox.schemes import Delivery
 registry = providers.load_config_text(config)
 loaded["load a config of HMAC secrets and public keys"] = "cryptography" in sys.modules
+providers.load_config_text(sample)
+loaded["load the sample config (private keys)"] = "cryptography" in sys.modules
 for name, headers, body, now in deliveries:
     registry[name].verify(Delivery(headers, body.encode()), now=now)
     loaded[f"verify a {name} delivery"] = "cryptography" in sys.modules
@@ -87,6 +90,7 @@ def test_cryptography_is_imported_by_the_first_public_key_verification_only() ->
     assert json.loads(child.stdout.splitlines()[-1]) == {
         "import the ingest function": False,
         "load a config of HMAC secrets and public keys": False,
+        "load the sample config (private keys)": False,
         "verify a stripe delivery": False,
         "verify a discord delivery": True,
     }

@@ -206,8 +206,11 @@ def test_whsk_is_a_32_byte_seed_or_64_bytes_of_seed_and_its_public_key() -> None
     assert scheme.sign(long_form, body, event_id="m", timestamp=NOW).headers == short
     other_public = bytes(nacl.signing.SigningKey(bytes(32)).verify_key)
     mismatched = "whsk_" + base64.b64encode(SEED + other_public).decode()
+    # Its shape passes at load (no cryptography there); the mismatch shows on first use.
+    scheme.check_secret(mismatched)
+    with pytest.raises(ConfigurationError, match="public half"):
+        scheme.sign(mismatched, body, event_id="m", timestamp=NOW)
     for bad, reason in [
-        (mismatched, "public half"),
         ("whsk_" + base64.b64encode(SEED[:31]).decode(), "32-byte seed"),
         ("whsk_!!!!", "not base64"),
         ("whpk_" + base64.b64encode(bytes(31)).decode(), "not 32 bytes"),
@@ -527,6 +530,21 @@ def test_each_scheme_names_the_public_key_to_configure_for_a_private_one() -> No
     assert schemes.StandardWebhooks.public_key(WHSK) == WHPK
     with pytest.raises(ConfigurationError, match="only whsk_ and whpk_"):
         schemes.StandardWebhooks.public_key("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+
+
+def test_a_private_key_of_the_wrong_kind_is_refused_at_load_and_on_use() -> None:
+    # check_pem looks for the algorithm's identifier; the library's parse is the final word.
+    for scheme, wrong in ((INTERACTIONS, SG_PEM), (SENDGRID, DISCORD_PEM)):
+        with pytest.raises(ConfigurationError, match="is a PEM private key but not"):
+            scheme.check_secret(wrong)
+        with pytest.raises(ConfigurationError, match="is a PEM private key but not"):
+            scheme.sign(wrong, b"[]", timestamp=NOW)
+    p384 = pem(ec.generate_private_key(ec.SECP384R1()))
+    with pytest.raises(ConfigurationError, match="not an ECDSA P-256 one"):
+        SENDGRID.check_secret(p384)
+    garbled = DISCORD_PEM.replace("MC4C", "MC4!")
+    with pytest.raises(ConfigurationError, match="not an unencrypted PEM private key"):
+        INTERACTIONS.check_secret(garbled)
 
 
 def test_private_keys_are_unencrypted_pem_pkcs8_or_sec1() -> None:

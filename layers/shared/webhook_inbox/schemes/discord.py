@@ -37,6 +37,7 @@ from webhook_inbox.schemes.public_keys import (
     PrivateKey,
     PublicKey,
     _verified_index,
+    check_pem,
     ed25519_public,
     is_pem,
     private_from_pem,
@@ -66,19 +67,26 @@ _NO_CONTENT = Reply("", 204)
 _EVENT_PING, _EVENT = 0, 1
 
 
-@functools.lru_cache(maxsize=64)
-def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
-    """The application public key (64 hex digits, as the developer portal shows it), or a PEM
-    Ed25519 private key for signing in development (Discord keeps its own)."""
-    if is_pem(secret):
-        private = private_from_pem(secret.strip(), ED25519, "discord: the private key")
-        return private.public, private
+_PRIVATE = "discord: the private key"
+
+
+def _public(secret: str) -> PublicKey:
     if not _HEX_KEY.fullmatch(secret):
         raise ConfigurationError(
             "discord: a key is the application public key (64 hex digits) "
             "or, to sign in development, a PEM (PKCS#8) Ed25519 private key"
         )
-    return ed25519_public(bytes.fromhex(secret), "discord: the public key"), None
+    return ed25519_public(bytes.fromhex(secret), "discord: the public key")
+
+
+@functools.lru_cache(maxsize=64)
+def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
+    """The application public key (64 hex digits, as the developer portal shows it), or a PEM
+    Ed25519 private key for signing in development (Discord keeps its own)."""
+    if is_pem(secret):
+        private = private_from_pem(secret.strip(), ED25519, _PRIVATE)
+        return private.public, private
+    return _public(secret), None
 
 
 def _integer(payload: Mapping[str, Any], field: str) -> int:
@@ -110,7 +118,10 @@ class Discord(Scheme):
         self.endpoint: str = endpoint
 
     def check_secret(self, secret: str) -> None:
-        _keys(secret)
+        if is_pem(secret):
+            check_pem(secret, ED25519, _PRIVATE)
+        else:
+            _public(secret)
 
     @staticmethod
     def public_key(secret: str) -> str:

@@ -8,12 +8,17 @@ never loads it (tests/unit/test_lazy_crypto.py checks in a fresh interpreter). R
 SubjectPublicKeyInfo prefix and an uncompressed point, whose place on the curve is checked here
 with integer arithmetic. So configuration load validates public keys completely and the library
 is loaded by the first delivery that needs it. Private keys (accepted so ``webhook-inbox sign``
-and the tests can sign like the provider) are parsed by the library at load.
+and the tests can sign like the provider) have their shape checked at load (:func:`check_pem`)
+and are parsed by the library on first use, so a development configuration that holds them does
+not load it either until one is used.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +38,7 @@ P256_SPKI_PREFIX = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d030107
 # The P-256 curve y^2 = x^3 - 3x + b over GF(p) (SEC 2, section 2.4.2).
 _P = 2**256 - 2**224 + 2**192 + 2**96 - 1
 _B = 0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B
+_WANTED = {ED25519: "an Ed25519", P256: "an ECDSA P-256"}
 ED25519_SIGNATURE_BYTES = 64
 # A DER ECDSA P-256 signature: SEQUENCE of two INTEGERs of at most 33 bytes each.
 MAX_P256_SIGNATURE_BYTES = 72
@@ -88,9 +94,36 @@ def p256_public(der: bytes, what: str) -> PublicKey:
     return PublicKey(P256, der)
 
 
+# Unencrypted PKCS#8 ("PRIVATE KEY") or SEC 1 ("EC PRIVATE KEY"); RFC 7468 allows explanatory
+# text before the block.
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN ((?:EC )?PRIVATE KEY)-----([A-Za-z0-9+/=\s]+)-----END \1-----"
+)
+# The algorithm identifiers a private key of each kind carries in its DER: id-Ed25519
+# (1.3.101.112), and the prime256v1 curve (1.2.840.10045.3.1.7) of an EC key.
+_ALGORITHM_OIDS = {
+    ED25519: bytes.fromhex("06032b6570"),
+    P256: bytes.fromhex("06082a8648ce3d030107"),
+}
+
+
 def is_pem(text: str) -> bool:
     """Whether a configured key is PEM (RFC 7468 allows explanatory text before the block)."""
     return "-----BEGIN " in text
+
+
+def check_pem(text: str, algorithm: str, what: str) -> None:
+    """The shape of an unencrypted PEM private key of ``algorithm``, checked without the library
+    (at configuration load); :func:`private_from_pem` parses it in full on first use."""
+    block = _PEM_PRIVATE_KEY.search(text)
+    try:
+        der = base64.b64decode("".join(block[2].split()), validate=True) if block else b""
+    except binascii.Error:
+        der = b""
+    if not der:
+        raise ConfigurationError(f"{what} is not an unencrypted PEM private key")
+    if _ALGORITHM_OIDS[algorithm] not in der:
+        raise ConfigurationError(f"{what} is a PEM private key but not {_WANTED[algorithm]} one")
 
 
 def ed25519_private_from_seed(seed: bytes, what: str) -> PrivateKey:
@@ -120,8 +153,7 @@ def private_from_pem(text: str, algorithm: str, what: str) -> PrivateKey:
         and isinstance(key.curve, ec.SECP256R1)
     ):
         return _private(key)
-    wanted = "an Ed25519" if algorithm == ED25519 else "an ECDSA P-256"
-    raise ConfigurationError(f"{what} is a PEM private key but not {wanted} one")
+    raise ConfigurationError(f"{what} is a PEM private key but not {_WANTED[algorithm]} one")
 
 
 def _private(key: Ed25519PrivateKey | EllipticCurvePrivateKey) -> PrivateKey:

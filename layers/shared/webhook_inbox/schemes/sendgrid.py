@@ -32,6 +32,7 @@ from webhook_inbox.schemes.public_keys import (
     PrivateKey,
     PublicKey,
     _verified_index,
+    check_pem,
     is_pem,
     p256_public,
     private_from_pem,
@@ -42,13 +43,20 @@ TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
 _B64_DER = re.compile(r"[A-Za-z0-9+/]{8,96}={0,2}")
 
 
+_PRIVATE = "sendgrid: the private key"
+
+
 @functools.lru_cache(maxsize=64)
 def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     """The Verification Key from SendGrid's Mail Settings (base64 DER SubjectPublicKeyInfo), or
     a PEM P-256 private key for signing in development (SendGrid keeps its own)."""
     if is_pem(secret):
-        private = private_from_pem(secret.strip(), P256, "sendgrid: the private key")
+        private = private_from_pem(secret.strip(), P256, _PRIVATE)
         return private.public, private
+    return _public(secret), None
+
+
+def _public(secret: str) -> PublicKey:
     try:
         der = base64.b64decode(secret, validate=True)
     except binascii.Error:
@@ -58,7 +66,7 @@ def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
             "sendgrid: a key is the Verification Key (base64 DER, 'MFkw…') "
             "or, to sign in development, a PEM (PKCS#8) P-256 private key"
         )
-    return p256_public(der, "sendgrid: the Verification Key"), None
+    return p256_public(der, "sendgrid: the Verification Key")
 
 
 class SendGrid(Scheme):
@@ -73,7 +81,10 @@ class SendGrid(Scheme):
     default_tolerance_s = 86_400
 
     def check_secret(self, secret: str) -> None:
-        _keys(secret)
+        if is_pem(secret):
+            check_pem(secret, P256, _PRIVATE)
+        else:
+            _public(secret)
 
     @staticmethod
     def public_key(secret: str) -> str:

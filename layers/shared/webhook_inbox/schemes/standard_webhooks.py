@@ -69,16 +69,29 @@ def _ed25519(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     64-byte form must be the seed's own.
     """
     if secret.startswith(_PUBLIC_KEY):
-        raw = _config_b64(secret.removeprefix(_PUBLIC_KEY), "the whpk_ key")
-        return ed25519_public(raw, "standard-webhooks: the whpk_ key"), None
-    what = "standard-webhooks: the whsk_ key"
+        return _whpk(secret), None
+    raw = _whsk(secret)
+    private = ed25519_private_from_seed(raw[:32], _WHSK)
+    if len(raw) == 64 and raw[32:] != private.public.data:
+        raise ConfigurationError(f"{_WHSK}: its public half is not the seed's public key")
+    return private.public, private
+
+
+_WHSK = "standard-webhooks: the whsk_ key"
+
+
+def _whpk(secret: str) -> PublicKey:
+    raw = _config_b64(secret.removeprefix(_PUBLIC_KEY), "the whpk_ key")
+    return ed25519_public(raw, "standard-webhooks: the whpk_ key")
+
+
+def _whsk(secret: str) -> bytes:
+    """A ``whsk_`` key's bytes, shape-checked without cryptography (its public half, in the
+    64-byte form, is checked against the seed when the key is first used)."""
     raw = _config_b64(secret.removeprefix(_SIGNING_KEY), "the whsk_ key")
     if len(raw) not in (32, 64):
-        raise ConfigurationError(f"{what} is neither a 32-byte seed nor seed and public key")
-    private = ed25519_private_from_seed(raw[:32], what)
-    if len(raw) == 64 and raw[32:] != private.public.data:
-        raise ConfigurationError(f"{what}: its public half is not the seed's public key")
-    return private.public, private
+        raise ConfigurationError(f"{_WHSK} is neither a 32-byte seed nor seed and public key")
+    return raw
 
 
 def _signing_key(secret: str) -> PrivateKey:
@@ -125,8 +138,10 @@ class StandardWebhooks(Scheme):
         return key
 
     def check_secret(self, secret: str) -> None:
-        if _is_key_pair(secret):
-            _ed25519(secret)
+        if secret.startswith(_PUBLIC_KEY):
+            _whpk(secret)
+        elif secret.startswith(_SIGNING_KEY):
+            _whsk(secret)
         else:
             self.key(secret)
 
