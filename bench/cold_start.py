@@ -7,18 +7,23 @@ Lambda mounts the layer (``/opt/python``) and the function (``/var/task``) read-
 cannot write ``.pyc`` files there: whatever the layer ships uncompiled is compiled again on every
 cold start. This script stages the same thing on the host: a layer directory built like
 ``layers/shared/Makefile`` builds it (``pip install --target`` of ``layers/shared/requirements.txt``
-for the host platform, plus the ``webhook_inbox`` package), once as is (``uncompiled``) and once
-after ``python -m compileall --invalidation-mode unchecked-hash`` (``precompiled``), both made
-read-only. ``sam build`` produces an arm64 layer that cannot run on an x86-64 host; on an arm64
-host pass ``--layer .aws-sam/build/SharedLayer`` to measure that build as the precompiled variant.
+for the host platform, plus ``webhook_inbox`` and the ApplicationLayer's ``webhook_inbox_app``,
+which Lambda merges into the same ``/opt/python``), once as is (``uncompiled``) and once after
+``python -m compileall --invalidation-mode unchecked-hash`` (``precompiled``), both made read-only.
+``sam build`` produces an arm64 layer that cannot run on an x86-64 host; on an arm64 host pass
+``--layer .aws-sam/build/SharedLayer`` to measure that build as the precompiled variant.
 
 Each run is a fresh interpreter (``-I -S -B``: isolated, no site-packages, no bytecode writes,
 ``PYTHONDONTWRITEBYTECODE=1``) whose ``sys.path`` is the function directory then the layer, as
 in Lambda. It times ``import app`` and the first ``handler`` call — ingest: a new signed Stripe
-delivery (claim, SendMessage, mark enqueued); processor: an SQS batch of 10 stored events — against
-a real PostgreSQL and a moto server on 127.0.0.1 for SQS. Peak RSS is the child's own high-water
-mark (``VmHWM`` in ``/proc/self/status``): ``ru_maxrss`` is no use here, because Linux carries it
-over ``exec`` from the forked parent (every child reported this script's own ~100 MB).
+delivery (HMAC), a Discord interaction (Ed25519) and a SendGrid batch of two events (ECDSA P-256),
+each a claim and its SendMessage; processor: an SQS batch of 10 stored events — against a real
+PostgreSQL and a moto server on 127.0.0.1 for SQS. The providers are configured as a deployment
+configures them, public keys only: the public-key rows pay for importing ``cryptography`` on their
+first delivery, the Stripe row shows what an HMAC delivery costs beside them. Peak RSS is the
+child's own high-water mark (``VmHWM`` in ``/proc/self/status``): ``ru_maxrss`` is no use here,
+because Linux carries it over ``exec`` from the forked parent (every child reported this
+script's own ~100 MB).
 Variants alternate run by run; medians are reported.
 """
 
@@ -54,11 +59,20 @@ from bench.common import (
 )
 from bench.ingest_throughput import stripe_body
 from tests.ingest_support import v2_event
-from webhook_inbox import inbox, providers
+from webhook_inbox import inbox, providers, schemes
 
 LAMBDA_MEMORY_MB = 128
 TARGET_RATIO = 0.5
 FUNCTIONS = ("ingest", "processor")
+# Each row: the function it starts and, for ingest, the sample provider whose delivery it handles.
+ROWS = {
+    "ingest, Stripe (HMAC)": ("ingest", "stripe"),
+    "ingest, Discord (Ed25519)": ("ingest", "discord"),
+    "ingest, SendGrid (ECDSA)": ("ingest", "sendgrid"),
+    "processor": ("processor", None),
+}
+HMAC_INGEST = "ingest, Stripe (HMAC)"
+PUBLIC_KEY_SCHEMES = {"discord": schemes.Discord, "sendgrid": schemes.SendGrid}
 
 # Runs in the child: time the import and the first invocation, report through a file.
 RUNNER = r"""
@@ -92,6 +106,7 @@ with open(result_path, "w") as f:
     json.dump({"import_ms": (imported - started) * 1000,
                "invoke_ms": (finished - invoke_started) * 1000,
                "peak_kb": peak_kb,
+               "cryptography": "cryptography" in sys.modules,
                "reply": reply}, f)
 """
 
@@ -123,11 +138,10 @@ def build_layer(into: Path) -> Path:
         check=True,
         capture_output=True,
     )
-    shutil.copytree(
-        ROOT / "layers" / "shared" / "webhook_inbox",
-        site / "webhook_inbox",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for package in (ROOT / "layers" / "shared" / "webhook_inbox",
+                    ROOT / "application" / "webhook_inbox_app"):  # fmt: skip
+        # The processor also has the ApplicationLayer: Lambda merges both into /opt/python.
+        shutil.copytree(package, site / package.name, ignore=shutil.ignore_patterns("__pycache__"))
     strip_bytecode(site)
     return site
 
@@ -178,6 +192,7 @@ class Sample:
     invoke_ms: float
     rss_mb: float
     wall_ms: float
+    cryptography: bool  # whether the child had imported it by the end
 
     @property
     def total_ms(self) -> float:
@@ -186,7 +201,7 @@ class Sample:
 
 @dataclass
 class Series:
-    function: str
+    row: str
     variant: str
     samples: list[Sample] = field(default_factory=list)
 
@@ -214,8 +229,11 @@ class Stage:
             task.mkdir(parents=True)
             shutil.copy(ROOT / "functions" / function / "app.py", task / "app.py")
             self.tasks[function] = task
+        self.sample = providers.load_config_text(
+            (ROOT / "events" / "providers.local.json").read_text()
+        )
         config = work / "providers.json"
-        shutil.copy(ROOT / "events" / "providers.local.json", config)
+        config.write_text(json.dumps(deployed_config()))
         for path in (work / "uncompiled", work / "task", config):
             make_read_only(path)
         if layer is None:
@@ -255,18 +273,16 @@ class Stage:
     def close(self) -> None:
         self.moto.stop()
 
-    def event_for(self, function: str) -> Path:
+    def event_for(self, row: str) -> Path:
+        function, provider = ROWS[row]
         path = self.work / "events" / f"{function}-{uuid.uuid4().hex}.json"
         path.parent.mkdir(exist_ok=True)
-        if function == "ingest":
+        if provider:
             now = int(time.time())
-            provider = providers.load_config_text(
-                (ROOT / "events" / "providers.local.json").read_text()
-            )["stripe"]
-            body = stripe_body(f"evt_{uuid.uuid4().hex}", now)
-            event = v2_event(
-                "stripe", body, providers.sign_delivery(provider, body, timestamp=now).headers
-            )
+            body = delivery_body(provider, now)
+            # Signed with the sample's private key; the deployed config holds its public half.
+            signed = providers.sign_delivery(self.sample[provider], body, timestamp=now)
+            event = v2_event(provider, body, signed.headers)
         else:
             event = {"Records": [sqs_record(row_id) for row_id in self.stored_events(10)]}
         path.write_text(json.dumps(event))
@@ -286,8 +302,9 @@ class Stage:
                 for _ in range(count)
             ]
 
-    def run(self, function: str, variant: str) -> Sample:
-        event = self.event_for(function)
+    def run(self, row: str, variant: str) -> Sample:
+        function = ROWS[row][0]
+        event = self.event_for(row)
         result = self.work / "events" / f"result-{uuid.uuid4().hex}.json"
         started = time.perf_counter()
         child = subprocess.Popen(
@@ -314,8 +331,14 @@ class Stage:
         if child.returncode != 0 or not result.exists():
             raise RuntimeError(f"{function}/{variant} failed: {stderr.decode()[-2000:]}")
         found: dict[str, Any] = json.loads(result.read_text())
-        check_reply(function, found["reply"])
-        return Sample(found["import_ms"], found["invoke_ms"], found["peak_kb"] / 1024, wall_ms)
+        check_reply(row, found["reply"])
+        return Sample(
+            found["import_ms"],
+            found["invoke_ms"],
+            found["peak_kb"] / 1024,
+            wall_ms,
+            found["cryptography"],
+        )
 
 
 def sqs_record(row_id: int) -> dict[str, Any]:
@@ -332,28 +355,76 @@ def sqs_record(row_id: int) -> dict[str, Any]:
     }
 
 
-def check_reply(function: str, reply: dict[str, Any]) -> None:
-    if function == "ingest" and reply.get("statusCode") != 202:
-        raise RuntimeError(f"ingest's first invocation answered {reply}")
+def deployed_config() -> dict[str, Any]:
+    """The sample providers as a deployment holds them: the public-key providers with their
+    public keys only (the sample's private keys sign the deliveries)."""
+    config: dict[str, Any] = json.loads((ROOT / "events" / "providers.local.json").read_text())
+    for spec in config["providers"].values():
+        scheme = PUBLIC_KEY_SCHEMES.get(spec["scheme"])
+        if scheme is not None:
+            spec["secrets"] = [{"value": scheme.public_key(s["value"])} for s in spec["secrets"]]
+        elif spec["scheme"] == "standard-webhooks":  # v1a keys, or HMAC secrets as they are
+            spec["secrets"] = [
+                {"value": schemes.StandardWebhooks.public_key(s["value"])}
+                if s["value"].startswith("whsk_")
+                else s
+                for s in spec["secrets"]
+            ]
+    return config
+
+
+def delivery_body(provider: str, now: int) -> bytes:
+    if provider == "discord":  # a slash command, stored and answered with a deferral
+        command = {"name": "hello", "type": 1}
+        interaction = {
+            "type": 2,
+            "id": str(uuid.uuid4().int % 10**19),
+            "token": "t",
+            "data": command,
+        }
+        return json.dumps(interaction).encode()
+    if provider == "sendgrid":
+        events = [
+            {
+                "event": e,
+                "email": "a@example.com",
+                "sg_event_id": uuid.uuid4().hex,
+                "timestamp": now,
+            }
+            for e in ("processed", "delivered")
+        ]
+        return json.dumps(events).encode() + b"\r\n"
+    return stripe_body(f"evt_{uuid.uuid4().hex}", now)
+
+
+# What each row's first invocation must answer (a stored event, or its sender's acknowledgement).
+EXPECTED_STATUS = {"ingest, Discord (Ed25519)": 200}
+
+
+def check_reply(row: str, reply: dict[str, Any]) -> None:
+    function = ROWS[row][0]
+    expected = EXPECTED_STATUS.get(row, 202)
+    if function == "ingest" and reply.get("statusCode") != expected:
+        raise RuntimeError(f"{row}: the first invocation answered {reply}")
     if function == "processor" and reply.get("batchItemFailures"):
         raise RuntimeError(f"processor's first invocation failed records: {reply}")
 
 
 def measure(url: str, *, runs: int, layer: Path | None) -> list[Series]:
     work = Path(tempfile.mkdtemp(prefix="wi-cold-start-"))
-    series = {(f, v): Series(f, v) for f in FUNCTIONS for v in ("uncompiled", "precompiled")}
+    series = {(r, v): Series(r, v) for r in ROWS for v in ("uncompiled", "precompiled")}
     try:
         stage = Stage(work, url, layer)
         try:
             for run_no in range(runs + 1):
-                for function in FUNCTIONS:
+                for row in ROWS:
                     order = ["uncompiled", "precompiled"]
                     if run_no % 2:
                         order.reverse()
                     for variant in order:
-                        sample = stage.run(function, variant)
+                        sample = stage.run(row, variant)
                         if run_no:  # the first round warms the OS page cache; not counted
-                            series[(function, variant)].samples.append(sample)
+                            series[(row, variant)].samples.append(sample)
         finally:
             stage.close()
     finally:
@@ -365,16 +436,21 @@ def measure(url: str, *, runs: int, layer: Path | None) -> list[Series]:
 def report(series: list[Series], command: str, url: str, runs: int, layer: Path | None) -> str:
     rows = []
     for s in series:
-        other = pick(series, s.function, "uncompiled")
+        other = pick(series, s.row, "uncompiled")
+        hmac = pick(series, HMAC_INGEST, s.variant)
         rows.append(
             [
-                f"{s.function}, {s.variant}",
+                f"{s.row}, {s.variant}",
                 f"{s.med('import_ms'):.0f}",
                 f"{s.med('invoke_ms'):.0f}",
                 f"{s.med('total_ms'):.0f}",
                 f"{s.med('total_ms') / other.med('total_ms'):.2f}x",
+                f"{s.med('total_ms') / hmac.med('total_ms'):.2f}x"
+                if s.row.startswith("ingest")
+                else "",
                 f"{s.med('wall_ms'):.0f}",
                 f"{s.med('rss_mb'):.1f}",
+                "yes" if any(sample.cryptography for sample in s.samples) else "no",
             ]
         )
     source = (
@@ -391,7 +467,10 @@ def report(series: list[Series], command: str, url: str, runs: int, layer: Path 
             f"Fresh read-only interpreter per run (`-I -S -B`, `PYTHONDONTWRITEBYTECODE=1`) on"
             f" {source}; median of {runs} runs per row, variants alternating. *import* is"
             " `import app`, *first call* the first `handler` invocation (ingest: a new signed"
-            " delivery; processor: a batch of 10), *process* the whole child from exec to exit."
+            " delivery, Stripe's HMAC or a public-key sender's, whose first call imports"
+            " `cryptography`; processor: a batch of 10), *process* the whole child from exec to"
+            " exit. *vs HMAC ingest* compares import + first call with the Stripe row of the same"
+            " layer. The providers are configured as deployed: public keys only."
             f" Targets: precompiled ≤ {TARGET_RATIO}x uncompiled; ingest's peak RSS within a"
             f" {LAMBDA_MEMORY_MB} MB Lambda.",
             "",
@@ -402,8 +481,10 @@ def report(series: list[Series], command: str, url: str, runs: int, layer: Path 
                     "first call ms",
                     "import + first call ms",
                     "vs uncompiled",
+                    "vs HMAC ingest",
                     "process ms",
                     "peak RSS MB",
+                    "cryptography loaded",
                 ],
                 rows,
             ),
@@ -418,17 +499,18 @@ def report(series: list[Series], command: str, url: str, runs: int, layer: Path 
     )
 
 
-def pick(series: list[Series], function: str, variant: str) -> Series:
-    return next(s for s in series if s.function == function and s.variant == variant)
+def pick(series: list[Series], row: str, variant: str) -> Series:
+    return next(s for s in series if s.row == row and s.variant == variant)
 
 
 def chart(series: list[Series]) -> None:
     plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), dpi=110)
     width = 0.35
+    labels = [row.replace(", ", "\n") for row in ROWS]
     for offset, variant in enumerate(("uncompiled", "precompiled")):
-        chosen = [pick(series, f, variant) for f in FUNCTIONS]
-        xs = [i + (offset - 0.5) * width for i in range(len(FUNCTIONS))]
+        chosen = [pick(series, row, variant) for row in ROWS]
+        xs = [i + (offset - 0.5) * width for i in range(len(ROWS))]
         left.bar(xs, [s.med("import_ms") for s in chosen], width, label=f"{variant}: import")
         left.bar(
             xs,
@@ -440,7 +522,7 @@ def chart(series: list[Series]) -> None:
         )
         right.bar(xs, [s.med("rss_mb") for s in chosen], width, label=variant)
     for ax in (left, right):
-        ax.set_xticks(range(len(FUNCTIONS)), FUNCTIONS)
+        ax.set_xticks(range(len(ROWS)), labels, fontsize=7)
         ax.grid(axis="y", alpha=0.3)
     left.set_ylabel("milliseconds")
     left.set_title("Import + first invocation (read-only, no .pyc writes)")

@@ -115,6 +115,25 @@ def fixture_body(event_id: str) -> bytes:
     ).encode()
 
 
+def shaped_sample_body(provider: str, n: str, note: str) -> bytes | None:
+    """A body shaped as the sample providers whose deliveries are no single JSON object with
+    ``id`` and ``type`` expect it (a SendGrid batch, Discord interactions and webhook events),
+    else None. ``note`` lands in every event (a marker, or fuzzed text)."""
+    if provider == "sendgrid":  # a batch: one event with its id, one without
+        batch = [
+            {"event": "delivered", "sg_event_id": f"sg_{n}", "note": note},
+            {"event": "open", "email": f"{n}@example.com", "note": note},
+        ]
+        return json.dumps(batch).encode()
+    if provider == "discord":
+        interaction = {"type": 2, "id": f"1{n}", "data": {"name": "sample", "note": note}}
+        return json.dumps(interaction).encode()
+    if provider == "discord-events":
+        event = {"type": "APPLICATION_AUTHORIZED", "data": {"n": n, "note": note}}
+        return json.dumps({"version": 1, "application_id": "1", "type": 1, "event": event}).encode()
+    return None
+
+
 def write_fixtures() -> None:
     from webhook_inbox.providers import load_config_text, sign_delivery
 

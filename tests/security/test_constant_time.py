@@ -1,8 +1,10 @@
 """Every signature comparison in the library is constant-time.
 
 An AST scan of ``layers/shared/webhook_inbox``: no ``==`` / ``!=`` / ``in`` comparison touches a
-name that holds a signature, digest or MAC; every scheme's ``verify`` decides through
-``_any_match``, which compares with ``hmac.compare_digest`` and nothing else.
+name that holds a signature, digest or MAC; every scheme's ``verify`` decides through an approved
+helper: ``_any_match``/``_match_index`` (HMAC digests, ``hmac.compare_digest`` and nothing else)
+or ``_verified_index`` (public-key signatures, the library's ``verify``), each of which checks
+every candidate without stopping at the first match.
 """
 
 from __future__ import annotations
@@ -95,23 +97,76 @@ def _calls(node: ast.AST) -> set[str]:
     return called
 
 
-def test_every_scheme_decides_through_hmac_compare_digest() -> None:
-    base = _functions(ast.parse((PACKAGE / "schemes" / "base.py").read_text()))
-    assert "hmac.compare_digest" in _calls(base["_match_index"])
-    assert "_match_index" in _calls(base["_any_match"])
-    # Every class that implements verify, in any scheme module, decides through one of them...
-    trees = [ast.parse(path.read_text()) for path in sorted((PACKAGE / "schemes").glob("*.py"))]
+# The approved decision points: HMAC digests through hmac.compare_digest (base.py), public-key
+# signatures through the library's verify (public_keys.py); each checks every candidate pair.
+APPROVED = {"_any_match", "_match_index", "_verified_index"}
+
+
+def _returns_inside_a_loop(function: ast.FunctionDef) -> bool:
+    loops = [n for n in ast.walk(function) if isinstance(n, ast.For | ast.While)]
+    return any(isinstance(n, ast.Return) for loop in loops for n in ast.walk(loop))
+
+
+def _verifiers_that_skip_the_approved_helpers(trees: list[ast.Module]) -> list[str]:
     verifiers = {
         node.name: node
         for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef) and node.name != "Scheme" and "verify" in _functions(node)
     }
-    for name, node in verifiers.items():
-        decides = _calls(_functions(node)["verify"]) & {"_any_match", "_match_index"}
-        assert decides, f"{name}.verify skips them"
+    return [
+        name
+        for name, node in verifiers.items()
+        if not _calls(_functions(node)["verify"]) & APPROVED
+    ]
+
+
+def _scheme_trees() -> list[ast.Module]:
+    return [ast.parse(path.read_text()) for path in sorted((PACKAGE / "schemes").glob("*.py"))]
+
+
+def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() -> None:
+    base = _functions(ast.parse((PACKAGE / "schemes" / "base.py").read_text()))
+    assert "hmac.compare_digest" in _calls(base["_match_index"])
+    assert "_match_index" in _calls(base["_any_match"])
+    public = _functions(ast.parse((PACKAGE / "schemes" / "public_keys.py").read_text()))
+    assert "loaded.verify" in _calls(public["_verified_index"])
+    handled = {
+        ast.unparse(handler.type)
+        for handler in ast.walk(public["_verified_index"])
+        if isinstance(handler, ast.ExceptHandler) and handler.type is not None
+    }
+    assert handled == {"InvalidSignature"}  # a bad signature, and nothing else, is a miss
+    for helper in (base["_match_index"], public["_verified_index"]):
+        assert not _returns_inside_a_loop(helper), f"{helper.name} stops at the first match"
+
+
+def test_every_scheme_decides_through_an_approved_helper() -> None:
+    trees = _scheme_trees()
+    assert _verifiers_that_skip_the_approved_helpers(trees) == []
     # ...and every registered scheme verifies with one of them (presets inherit GenericHmac's).
-    assert len(schemes.SCHEMES) >= 6
+    verifiers = {
+        node.name
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and "verify" in _functions(node)
+    }
+    assert len(schemes.SCHEMES) >= 8
     for scheme in schemes.SCHEMES.values():
         owner = next(cls for cls in scheme.__mro__ if "verify" in vars(cls))
         assert owner.__name__ in verifiers, f"{scheme.name} verifies with {owner.__name__}"
+
+
+def test_the_scan_catches_a_verify_that_decides_on_its_own() -> None:
+    planted = ast.parse(
+        "class Planted(Scheme):\n"
+        "    def verify(self, delivery, secrets, *, now, tolerance):\n"
+        "        key.verify(signature, delivery.body)\n"
+    )
+    assert _verifiers_that_skip_the_approved_helpers([planted]) == ["Planted"]
+    early = ast.parse(
+        "def _verified_index(keys, message, signatures):\n"
+        "    for index, key in enumerate(keys):\n"
+        "        return index\n"
+    )
+    assert _returns_inside_a_loop(_functions(early)["_verified_index"])

@@ -22,7 +22,7 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import make_conninfo
 
-from tests.ingest_support import sample_config_text, v2_event
+from tests.ingest_support import sample_config_text, shaped_sample_body, v2_event
 from tests.reliability.infra import DB_PASSWORD_MARKER
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox import db, handlers, ingest, processing, providers
@@ -81,6 +81,9 @@ def _attach_everywhere(handler: EveryRecord) -> None:
 
 
 def _body(event_id: str, provider: str) -> bytes:
+    shaped = shaped_sample_body(provider, event_id, MARKER)
+    if shaped is not None:
+        return shaped
     document: dict[str, Any] = {
         "id": event_id,
         "type": "customer.created",

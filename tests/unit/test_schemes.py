@@ -151,7 +151,9 @@ def test_standard_webhooks_rejects_malformed_signature_headers(header: str) -> N
 
 
 def test_standard_webhooks_accepts_any_v1_entry_and_ignores_other_versions() -> None:
-    header = f"v1a,AAAA v1,{base64.b64encode(b'x' * 32).decode()} {SW_SIGNATURE}"
+    # v1a (Ed25519) entries are decoded strictly too, but match no HMAC secret; v2 is unknown.
+    v1a = "v1a," + base64.b64encode(b"s" * 64).decode()
+    header = f"v2,AAAA {v1a} v1,{base64.b64encode(b'x' * 32).decode()} {SW_SIGNATURE}"
     headers = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TS), "webhook-signature": header}
     schemes.StandardWebhooks().verify(
         Delivery(headers, SW_BODY), [SW_SECRET], now=SW_TS, tolerance=300

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -39,6 +40,12 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-id", help="id for schemes that carry it in a header")
     parser.add_argument("--type", dest="event_type", help="type for schemes with a type header")
     parser.add_argument("--timestamp", type=int, help="Unix seconds to sign with (default: now)")
+    parser.add_argument(
+        "--signing-key-file",
+        metavar="FILE",
+        help="sign with the secret or private key in FILE instead of the provider's first secret "
+        "(for a provider configured with public keys only: docs/providers.md)",
+    )
 
 
 def load_registry(path: str | None) -> providers.Registry:
@@ -85,8 +92,21 @@ class SignedRequest:
     body_from_file: bool
 
 
+def with_signing_key(provider: providers.Provider, path: str) -> providers.Provider:
+    """``provider`` signing with the key in ``path`` (surrounding whitespace dropped), checked
+    as the scheme checks a configured one."""
+    try:
+        key = Path(path).read_text("utf-8").strip()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    provider.scheme.check_secret(key)
+    return dataclasses.replace(provider, secret_refs=(providers.SecretRef("value", key),))
+
+
 def signed_request(args: argparse.Namespace) -> SignedRequest:
     provider = resolve_provider(load_registry(args.providers), args.provider)
+    if args.signing_key_file:
+        provider = with_signing_key(provider, args.signing_key_file)
     body = _read_body(args.body_file)
     target = webhook_url(args.url, provider.name)
     signed = providers.sign_delivery(

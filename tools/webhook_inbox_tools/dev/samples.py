@@ -19,8 +19,9 @@ from webhook_inbox import providers
 from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
 from webhook_inbox_tools.cli.signing import curl_command, destination
 
-# (body, event type, event id for the id header where the scheme has one)
-Builder = Callable[[int], tuple[dict[str, Any], str, str | None]]
+# (body: a JSON object, or an array for batch senders; event type; event id for the id header
+# where the scheme has one)
+Builder = Callable[[int], tuple[Any, str, str | None]]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,46 @@ def _slack(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "app_mention", None
 
 
+def _sendgrid(now: int) -> tuple[list[dict[str, Any]], str, str | None]:
+    """A batch, as SendGrid posts it: two events of one message, each with its own id."""
+    message = f"{_uid()}.dev"
+    batch = [
+        {
+            "email": "dev@example.com",
+            "event": event,
+            "sg_event_id": _uid(),
+            "sg_message_id": message,
+            "timestamp": now,
+        }
+        for event in ("processed", "delivered")
+    ]
+    return batch, "processed", None
+
+
+def _discord(options: dict[str, Any]) -> Builder:
+    """A slash command for an Interactions endpoint; an authorization for a Webhook Events one."""
+
+    def build(now: int) -> tuple[dict[str, Any], str, str | None]:
+        snowflake = str(int(_uid(), 16))
+        if options.get("endpoint") == "webhook-events":
+            event_type = "APPLICATION_AUTHORIZED"
+            event = {
+                "type": event_type,
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)),
+                "data": {"user": {"id": snowflake}, "scopes": ["applications.commands"]},
+            }
+            return (
+                {"version": 1, "application_id": "1", "type": 1, "event": event},
+                event_type,
+                None,
+            )
+        command = {"name": "hello", "type": 1}
+        body = {"type": 2, "id": snowflake, "token": "dev", "version": 1, "data": command}
+        return body, "APPLICATION_COMMAND", None
+
+    return build
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -111,6 +152,10 @@ def _builder(provider: providers.Provider) -> Builder:
     }
     if scheme in fixed:
         return fixed[scheme]
+    if scheme == "sendgrid":
+        return _sendgrid
+    if scheme == "discord":
+        return _discord(dict(provider.scheme.options))
     return _generic(dict(provider.scheme.options))
 
 

@@ -39,7 +39,9 @@ from webhook_inbox.schemes.base import (
     content_digest_id,
     json_path,
 )
+from webhook_inbox.schemes.discord import Discord
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+from webhook_inbox.schemes.sendgrid import SendGrid
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
 
@@ -49,12 +51,14 @@ __all__ = [
     "MAX_TYPE_CHARS",
     "SCHEMES",
     "Delivery",
+    "Discord",
     "GenericHmac",
     "GitHub",
     "Headers",
     "Identity",
     "Reply",
     "Scheme",
+    "SendGrid",
     "Shopify",
     "Signed",
     "Slack",
@@ -71,6 +75,8 @@ __all__ = [
 SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
+# Public-key senders (cryptography is imported on their first key use, schemes/public_keys.py).
+SCHEMES.update({cls.name: cls for cls in (Discord, SendGrid)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
