@@ -40,6 +40,7 @@ from webhook_inbox.schemes.base import (
     json_path,
 )
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
 
@@ -58,6 +59,7 @@ __all__ = [
     "Shopify",
     "Signed",
     "Slack",
+    "Square",
     "StandardWebhooks",
     "Stripe",
     "Verified",
@@ -71,6 +73,8 @@ __all__ = [
 SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
+# URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
+SCHEMES.update({cls.name: cls for cls in (Square,)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
