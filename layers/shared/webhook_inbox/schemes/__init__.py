@@ -40,6 +40,7 @@ from webhook_inbox.schemes.base import (
     json_path,
 )
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+from webhook_inbox.schemes.hubspot import HubSpot
 from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
@@ -53,6 +54,7 @@ __all__ = [
     "GenericHmac",
     "GitHub",
     "Headers",
+    "HubSpot",
     "Identity",
     "Reply",
     "Scheme",
@@ -74,7 +76,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
-SCHEMES.update({cls.name: cls for cls in (Square,)})
+SCHEMES.update({cls.name: cls for cls in (Square, HubSpot)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
