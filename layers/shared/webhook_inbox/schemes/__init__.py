@@ -41,6 +41,7 @@ from webhook_inbox.schemes.base import (
 )
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
 from webhook_inbox.schemes.hubspot import HubSpot
+from webhook_inbox.schemes.paddle import Paddle
 from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
@@ -56,6 +57,7 @@ __all__ = [
     "Headers",
     "HubSpot",
     "Identity",
+    "Paddle",
     "Reply",
     "Scheme",
     "Shopify",
@@ -76,7 +78,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
-SCHEMES.update({cls.name: cls for cls in (Square, HubSpot)})
+SCHEMES.update({cls.name: cls for cls in (Square, HubSpot, Paddle)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
