@@ -45,6 +45,7 @@ from webhook_inbox.schemes.paddle import Paddle
 from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
+from webhook_inbox.schemes.twilio import Twilio
 
 __all__ = [
     "DEFAULT_TOLERANCE_S",
@@ -66,6 +67,7 @@ __all__ = [
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Twilio",
     "Verified",
     "body_digest_id",
     "bounded_text",
@@ -78,7 +80,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
-SCHEMES.update({cls.name: cls for cls in (Square, HubSpot, Paddle)})
+SCHEMES.update({cls.name: cls for cls in (Twilio, Square, HubSpot, Paddle)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
