@@ -200,6 +200,7 @@ def test_twilio_json_body_must_match_its_bodysha256() -> None:
         ("", SIGNATURE),  # no URL
         ("https://mycompany.com:x/myapp.php", SIGNATURE),  # a port that is no number
         ("https://mycompany.com/\ud800", SIGNATURE),  # not encodable
+        ("https://[mycompany.com/myapp.php", SIGNATURE),  # urlsplit raises (found by fuzzing)
         (f"{URL}&bodySHA256=abc", SIGNATURE),
         (f"{URL}&bodySHA256={JSON_HASH}&bodySHA256={JSON_HASH}", SIGNATURE),
     ],

@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from webhook_inbox import bodies
 from webhook_inbox.errors import InvalidPayload, SignatureMismatch
@@ -60,9 +60,16 @@ def _b64_sha1(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
+def _split(url: str) -> SplitResult:
+    try:
+        return urlsplit(url)
+    except ValueError:  # an unbalanced "[" in the host (the Host header is the sender's)
+        raise _fail("URL does not parse") from None
+
+
 def _body_hash(url: str) -> bytes | None:
     """The ``bodySHA256`` the URL carries (a JSON delivery), or None (a form delivery)."""
-    values = parse_qs(urlsplit(url).query, keep_blank_values=True).get("bodySHA256")
+    values = parse_qs(_split(url).query, keep_blank_values=True).get("bodySHA256")
     if values is None:
         return None
     if len(values) != 1:
@@ -73,7 +80,7 @@ def _body_hash(url: str) -> bytes | None:
 def _port_variants(url: str) -> list[str]:
     """The URL without its port and with it (the default port added when it has none):
     Twilio's own validators accept either, since Twilio's signing is inconsistent about it."""
-    parts = urlsplit(url)
+    parts = _split(url)
     try:
         port = parts.port
     except ValueError:
@@ -200,7 +207,7 @@ class Twilio(Scheme):
         params = None if _is_json(body) else _form_or_none(body)
         if params is None:
             digest = hashlib.sha256(body).hexdigest()
-            url += ("&" if urlsplit(url).query else "?") + f"bodySHA256={digest}"
+            url += ("&" if "?" in url else "?") + f"bodySHA256={digest}"
             headers["Content-Type"] = "application/json"
         tail = "" if params is None else _signed_params(params)
         mac = _mac(secret.encode(), (url + tail).encode(), digest="sha1")
