@@ -11,10 +11,13 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
-from urllib.parse import parse_qs
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.support import EVENTS_DIR
+
+if TYPE_CHECKING:
+    from webhook_inbox.providers import Provider
 
 SAMPLE_CONFIG_PATH = EVENTS_DIR / "providers.local.json"
 
@@ -128,6 +131,37 @@ SHAPES: dict[str, Callable[..., dict[str, Any]]] = {
     "v2": v2_event,
     "function-url": function_url_event,
 }
+
+
+def rebuilt_url(shape: str, provider: str, query: str = "") -> str:
+    """The URL ingest rebuilds from an event of ``shape``: what a URL-signed sender must have
+    called for its signature to verify without ``public_url``."""
+    from webhook_inbox import ingest
+
+    return ingest.decode_event(SHAPES[shape](provider, b"", {}, query=query), 1)[1].url
+
+
+def signed_event(
+    shape: str,
+    provider: Provider,
+    body: bytes,
+    *,
+    query: str = "",
+    base64_body: bool = False,
+    **signing: Any,
+) -> dict[str, Any]:
+    """An event of ``shape`` carrying ``body`` as ``provider`` sends it to the URL that event
+    rebuilds to (``public_url`` instead, when the provider has one), with the query string of
+    the URL it signed (Twilio adds ``bodySHA256`` to it)."""
+    from webhook_inbox.providers import sign_delivery
+
+    url = rebuilt_url(shape, provider.name, query)
+    signed = sign_delivery(provider, body, url=url, **signing)
+    sent = urlsplit(signed.url).query
+    return SHAPES[shape](
+        provider.name, signed.body, signed.headers, base64_body=base64_body, query=sent
+    )
+
 
 FIXTURES = {
     "apigw-v1-post.json": ("v1", "evt_fixture_v1"),
