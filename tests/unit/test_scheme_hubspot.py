@@ -114,6 +114,8 @@ def test_hubspot_window_is_inclusive_and_both_ways(skew: int) -> None:
         {"url": URI + "x"},
         {"url": URI.replace("https", "http")},
         {"method": "PUT"},
+        {"method": "P\ud800ST"},  # nothing a sender can sign (nor one a UTF-8 encoding takes)
+        {"method": ""},
         {"sent": headers(millis=str(int(MILLIS) + 1))},  # the timestamp is signed
         {"sent": headers(SIGNATURE.replace("K36d", "K36e"))},
         {"secret": SECRET + "x"},

@@ -28,6 +28,7 @@ from webhook_inbox.schemes.base import (
 from webhook_inbox.schemes.urls import called_url
 
 _UNIX_MILLISECONDS = re.compile(r"[0-9]{1,15}")
+_METHOD = re.compile(r"[A-Z]{1,16}")
 # HubSpot signs the URI with exactly these escapes decoded (its "validating requests" page
 # lists them); every other escape (%20, %26, %3D ...) and "+" stay as they are. Percent escapes
 # are case-insensitive, so %2f is decoded like %2F.
@@ -78,6 +79,8 @@ class HubSpot(Scheme):
         millis = _header(headers, "x-hubspot-request-timestamp")
         if not _UNIX_MILLISECONDS.fullmatch(millis):
             raise _fail("timestamp is not unix milliseconds")
+        if not _METHOD.fullmatch(delivery.method):
+            raise _fail("no HTTP method to verify against")
         head = (delivery.method + signed_uri(called_url(delivery))).encode()
         expected = [_mac(s.encode(), head, delivery.body, millis.encode()) for s in secrets]
         matched = _match_index(expected, presented)
