@@ -213,7 +213,8 @@ def test_a_query_string_rest_events_cannot_rebuild_needs_public_url(
     configured: IngestHarness, conn: psycopg.Connection[Any], shape: str, status: int
 ) -> None:
     """Square signs the URL as called (``label=x%20y``); a REST event only has ``label=x y``,
-    which ingest re-encodes as ``x+y``. HTTP APIs and Function URLs pass the raw query."""
+    which ingest re-encodes as ``x+y``. HTTP APIs and Function URLs pass the raw query. (The
+    ``public-url-query`` mode above is the fix: the query string as registered, in public_url.)"""
     square = providers.registry()["square"]
     called = rebuilt_url(shape, "square") + "?" + REGISTERED_QUERY
     signed = square.scheme.sign(
