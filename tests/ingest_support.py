@@ -11,9 +11,13 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.support import EVENTS_DIR
+
+if TYPE_CHECKING:
+    from webhook_inbox.providers import Provider
 
 SAMPLE_CONFIG_PATH = EVENTS_DIR / "providers.local.json"
 
@@ -26,18 +30,30 @@ def _body_field(body: bytes, base64_body: bool) -> str:
     return base64.b64encode(body).decode() if base64_body else body.decode("utf-8")
 
 
+def _decoded_query(query: str) -> dict[str, list[str]]:
+    return parse_qs(query, keep_blank_values=True)
+
+
 def v1_event(
-    provider: str, body: bytes, headers: Mapping[str, str], *, base64_body: bool = False
+    provider: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    base64_body: bool = False,
+    query: str = "",
 ) -> dict[str, Any]:
-    """API Gateway REST API proxy integration (payload 1.0): header case as sent."""
+    """API Gateway REST API proxy integration (payload 1.0): header case as sent, the stage in
+    ``requestContext.path``, the query string only as decoded parameters (``query`` is the raw
+    query string the sender used)."""
+    multi = _decoded_query(query)
     return {
         "resource": "/webhooks/{provider}",
         "path": f"/webhooks/{provider}",
         "httpMethod": "POST",
         "headers": dict(headers),
         "multiValueHeaders": {k: [v] for k, v in headers.items()},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
+        "queryStringParameters": {k: v[-1] for k, v in multi.items()} or None,
+        "multiValueQueryStringParameters": multi or None,
         "pathParameters": {"provider": provider},
         "stageVariables": None,
         "requestContext": {
@@ -45,6 +61,7 @@ def v1_event(
             "httpMethod": "POST",
             "path": f"/prod/webhooks/{provider}",
             "stage": "prod",
+            "domainName": "r1.execute-api.us-east-1.amazonaws.com",
             "requestId": str(uuid.uuid4()),
             "identity": {"sourceIp": "203.0.113.10", "userAgent": "sender/1.0"},
         },
@@ -54,14 +71,20 @@ def v1_event(
 
 
 def v2_event(
-    provider: str, body: bytes, headers: Mapping[str, str], *, base64_body: bool = False
+    provider: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    base64_body: bool = False,
+    query: str = "",
 ) -> dict[str, Any]:
-    """HTTP API (payload 2.0): header names lower-cased by API Gateway."""
-    return {
+    """HTTP API (payload 2.0): header names lower-cased by API Gateway, the raw query string
+    as sent (and decoded, comma-joined parameters beside it)."""
+    event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": "POST /webhooks/{provider}",
         "rawPath": f"/webhooks/{provider}",
-        "rawQueryString": "",
+        "rawQueryString": query,
         "headers": {k.lower(): v for k, v in headers.items()},
         "requestContext": {
             "apiId": "abc123",
@@ -81,13 +104,21 @@ def v2_event(
         "body": _body_field(body, base64_body),
         "isBase64Encoded": base64_body,
     }
+    if query:
+        event["queryStringParameters"] = {k: ",".join(v) for k, v in _decoded_query(query).items()}
+    return event
 
 
 def function_url_event(
-    provider: str, body: bytes, headers: Mapping[str, str], *, base64_body: bool = False
+    provider: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    base64_body: bool = False,
+    query: str = "",
 ) -> dict[str, Any]:
     """Lambda Function URL (payload 2.0 shape, no route, no path parameters)."""
-    event = v2_event(provider, body, headers, base64_body=base64_body)
+    event = v2_event(provider, body, headers, base64_body=base64_body, query=query)
     event["routeKey"] = "$default"
     event.pop("pathParameters")
     event["requestContext"]["routeKey"] = "$default"
@@ -100,6 +131,37 @@ SHAPES: dict[str, Callable[..., dict[str, Any]]] = {
     "v2": v2_event,
     "function-url": function_url_event,
 }
+
+
+def rebuilt_url(shape: str, provider: str, query: str = "") -> str:
+    """The URL ingest rebuilds from an event of ``shape``: what a URL-signed sender must have
+    called for its signature to verify without ``public_url``."""
+    from webhook_inbox import ingest
+
+    return ingest.decode_event(SHAPES[shape](provider, b"", {}, query=query), 1)[1].url
+
+
+def signed_event(
+    shape: str,
+    provider: Provider,
+    body: bytes,
+    *,
+    query: str = "",
+    base64_body: bool = False,
+    **signing: Any,
+) -> dict[str, Any]:
+    """An event of ``shape`` carrying ``body`` as ``provider`` sends it to the URL that event
+    rebuilds to (``public_url`` instead, when the provider has one), with the query string of
+    the URL it signed (Twilio adds ``bodySHA256`` to it)."""
+    from webhook_inbox.providers import sign_delivery
+
+    url = rebuilt_url(shape, provider.name, query)
+    signed = sign_delivery(provider, body, url=url, **signing)
+    sent = urlsplit(signed.url).query
+    return SHAPES[shape](
+        provider.name, signed.body, signed.headers, base64_body=base64_body, query=sent
+    )
+
 
 FIXTURES = {
     "apigw-v1-post.json": ("v1", "evt_fixture_v1"),

@@ -79,7 +79,14 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
         SAMPLE_KEYS["discord-events"],
     ),
     ("sendgrid", schemes.build("sendgrid"), SAMPLE_KEYS["sendgrid"]),
+    ("twilio", schemes.build("twilio"), PLAIN_SECRET),
+    ("square", schemes.build("square"), PLAIN_SECRET),
+    ("hubspot", schemes.build("hubspot"), PLAIN_SECRET),
+    ("paddle", schemes.build("paddle"), "pdl_ntfset_fuzz_secret"),
 ]
+# Where the URL-signed schemes (Twilio, Square, HubSpot) are told the sender called.
+URL = "https://hooks.example.com/webhooks/fuzz?tenant=a%20b"
+URL_SIGNED = [label for label, scheme, _ in SCHEMES if scheme.signs_url]
 LABELS = [label for label, _, _ in SCHEMES]
 BY_LABEL = {label: (scheme, secret) for label, scheme, secret in SCHEMES}
 HEADER_NAMES = [
@@ -105,6 +112,12 @@ HEADER_NAMES = [
     "x-signature-timestamp",
     "x-twilio-email-event-webhook-signature",
     "x-twilio-email-event-webhook-timestamp",
+    "x-twilio-signature",
+    "i-twilio-idempotency-token",
+    "x-square-hmacsha256-signature",
+    "x-hubspot-signature-v3",
+    "x-hubspot-request-timestamp",
+    "paddle-signature",
 ]
 
 hex_digits = st.one_of(
@@ -137,6 +150,10 @@ header_values = st.one_of(
         lambda p, h: p + h, st.sampled_from(["sha256=", "v0=", "sha1=", "=", ""]), hex_digits
     ),
     st.sampled_from([",", "=", ",,,", "v1,", "t=", " ", "\x00", "\n"]),
+    st.lists(
+        st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["ts", "h1", "h2", ""]), hex_digits),
+        max_size=5,
+    ).map(";".join),
 )
 garbage_headers = st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=8)
 json_values = st.recursive(
@@ -173,11 +190,43 @@ def test_garbage_headers_fail_authentication_and_nothing_else(
 ) -> None:
     scheme, secret = BY_LABEL[label]
     try:
-        scheme.verify(Delivery(headers, body), [secret], now=NOW, tolerance=TOLERANCE)
+        scheme.verify(Delivery(headers, body, url=URL), [secret], now=NOW, tolerance=TOLERANCE)
     except AuthenticationFailed as failure:
         event(f"{label}: {failure.reason}")
         return
     raise AssertionError(f"{label} accepted garbage headers {headers!r}")
+
+
+url_texts = st.one_of(
+    st.text(max_size=80),
+    st.builds(
+        lambda scheme, host, rest: f"{scheme}://{host}{rest}",
+        st.sampled_from(["https", "http", "ftp", ""]),
+        st.text(max_size=30),
+        st.text(max_size=40),
+    ),
+    st.sampled_from(
+        ["https://[::1", "https://h:99999/p", "https://h:-1/", "https://h/?bodySHA256"]
+    ),
+)
+
+
+@given(label=st.sampled_from(URL_SIGNED), url=url_texts, body=st.binary(max_size=100))
+def test_any_url_fails_authentication_or_verifies_and_nothing_else(
+    label: str, url: str, body: bytes
+) -> None:
+    """The URL is partly the request's (the Host header, a decoded path): whatever it holds,
+    verifying over it answers 401 or verifies (signed for exactly that URL), never raises."""
+    scheme, secret = BY_LABEL[label]
+    try:
+        signed = scheme.sign(secret, body, timestamp=NOW, url=url)
+    except UnicodeEncodeError:  # a lone surrogate: no sender signs that
+        signed = scheme.sign(secret, body, timestamp=NOW, url=URL)
+    headers = {k.lower(): v for k, v in signed.headers.items()}
+    try:
+        scheme.verify(Delivery(headers, body, url=signed.url), [secret], now=NOW, tolerance=1)
+    except AuthenticationFailed as failure:
+        event(f"{label}: {failure.reason}")
 
 
 @given(
@@ -190,14 +239,13 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     label: str, body: bytes, skew: int, data: st.DataObject
 ) -> None:
     scheme, secret = BY_LABEL[label]
-    headers = {
-        k.lower(): v
-        for k, v in scheme.sign(
-            secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t"
-        ).headers.items()
-    }
+    signed = scheme.sign(
+        secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t", url=URL
+    )
+    headers = {k.lower(): v for k, v in signed.headers.items()}
+    url = signed.url  # the URL it was signed for (Twilio adds bodySHA256 to JSON's)
     # The authentic delivery verifies (tolerance is inclusive) ...
-    scheme.verify(Delivery(headers, body), [secret], now=NOW, tolerance=TOLERANCE)
+    scheme.verify(Delivery(headers, body, url=url), [secret], now=NOW, tolerance=TOLERANCE)
     # ... and with any single character of its signature replaced, it does not.
     name = next(n for n in headers if "sig" in n or "hmac" in n)
     value = headers[name]
@@ -209,7 +257,7 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     assume(replacement.lower() != value[at].lower())
     headers[name] = value[:at] + replacement + value[at + 1 :]
     try:
-        scheme.verify(Delivery(headers, body), [secret], now=NOW, tolerance=TOLERANCE)
+        scheme.verify(Delivery(headers, body, url=url), [secret], now=NOW, tolerance=TOLERANCE)
     except AuthenticationFailed:
         return
     raise AssertionError(f"{label} accepted an altered signature {headers[name]!r}")
@@ -229,7 +277,7 @@ def test_identify_rejects_with_400_or_returns_a_bounded_identity(
     payload: Any = data.draw(batches if scheme.body_format == "json-array" else payloads)
     verified = schemes.Verified(signed_id=headers.get("webhook-id") or headers.get("x-id"))
     try:
-        found = scheme.identify(Delivery(headers, body), payload, verified)
+        found = scheme.identify(Delivery(headers, body, url=URL), payload, verified)
     except InvalidPayload:
         event(f"{label}: 400")
         return

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import psycopg
@@ -22,7 +23,7 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import make_conninfo
 
-from tests.ingest_support import sample_config_text, shaped_sample_body, v2_event
+from tests.ingest_support import rebuilt_url, sample_config_text, shaped_sample_body, v2_event
 from tests.reliability.infra import DB_PASSWORD_MARKER
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox import db, handlers, ingest, processing, providers
@@ -94,6 +95,10 @@ def _body(event_id: str, provider: str) -> bytes:
     }
     if provider == "slack":
         document["type"] = "event_callback"
+    if provider == "paddle":
+        document["event_type"] = "customer.created"
+    if provider == "hubspot":  # a batch of events
+        return json.dumps([dict(document, subscriptionType="contact.creation")]).encode()
     return json.dumps(document).encode()
 
 
@@ -120,11 +125,16 @@ def _run_ingest(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     registry = providers.registry()
     for n, name in enumerate(sorted(SAMPLE["providers"])):
         body = _body(f"evt_log_{n}", name)
-        headers = providers.sign_delivery(
-            registry[name], body, event_id=f"msg_log_{n}", event_type="orders/create"
-        ).headers
+        signed = providers.sign_delivery(
+            registry[name],
+            body,
+            event_id=f"msg_log_{n}",
+            event_type="orders/create",
+            url=rebuilt_url("v2", name),  # what URL-signed senders sign
+        )
+        headers, query = signed.headers, urlsplit(signed.url).query
         for _ in range(2):  # accepted, then a duplicate
-            app.handler(v2_event(name, body, headers), FakeLambdaContext())
+            app.handler(v2_event(name, body, headers, query=query), FakeLambdaContext())
         wrong = {
             k: v[:-3] + "abc" if "ignature" in k or "Hmac" in k else v for k, v in headers.items()
         }

@@ -71,18 +71,34 @@ def test_public_url_replaces_the_rebuilt_url_and_keeps_the_query() -> None:
     assert _provider().as_called(delivery) is delivery
 
 
+def test_a_public_url_with_a_query_is_kept_verbatim_plus_the_senders_own_parameters() -> None:
+    # A REST API event has the query only as decoded, unordered parameters; ingest's re-encoding
+    # of them ("b=x+y&a=%2F") is not what the provider called ("a=/&b=x%20y").
+    provider = _provider(public_url="https://hooks.example.com/in/p?a=/&b=x%20y")
+    rebuilt = "https://r1.execute-api.x/prod/webhooks/p?b=x+y&a=%2F"
+    assert provider.as_called(Delivery({}, b"{}", url=rebuilt)).url == (
+        "https://hooks.example.com/in/p?a=/&b=x%20y"
+    )
+    # A parameter the sender adds per request (Twilio's bodySHA256) follows, as it was sent.
+    added = rebuilt + "&bodySHA256=ab%2Fcd&a=other"
+    assert provider.as_called(Delivery({}, b"{}", url=added)).url == (
+        "https://hooks.example.com/in/p?a=/&b=x%20y&bodySHA256=ab%2Fcd"
+    )
+
+
 @pytest.mark.parametrize(
     "bad",
     [
         "hooks.example.com/p",  # no scheme
         "ftp://hooks.example.com/p",
         "https:///p",  # no host
-        "https://hooks.example.com/p?x=1",  # the request's query is appended, not configured
         "https://hooks.example.com/p#f",
+        "https://hooks.example.com/p#",  # senders never send a fragment
+        "https://hooks.example.com/p?",  # an empty query: say none
         42,
     ],
 )
-def test_public_url_must_be_an_absolute_http_url_without_query(bad: Any) -> None:
+def test_public_url_must_be_an_absolute_http_url_without_fragment(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="public_url"):
         _provider(public_url=bad)
 

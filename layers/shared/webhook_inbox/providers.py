@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from webhook_inbox import aws, schemes
 from webhook_inbox.config import env
@@ -169,12 +169,29 @@ class Provider:
         return values
 
     def as_called(self, delivery: schemes.Delivery) -> schemes.Delivery:
-        """``delivery`` with the URL the provider called: ``public_url`` (plus the request's
-        query string) when configured, else the URL ingest rebuilt from the event."""
+        """``delivery`` with the URL the provider called: ``public_url`` when configured, else
+        the URL ingest rebuilt from the event.
+
+        A ``public_url`` without a query string takes the request's query string. One with a
+        query string is the URL as registered, verbatim (a REST API event has only decoded,
+        unordered query parameters, which cannot always be re-encoded as sent); the request's
+        parameters it does not name are ones the sender adds per request (Twilio's
+        ``bodySHA256``) and follow it, in the request's order and encoding.
+        """
         if not self.public_url:
             return delivery
         _, _, query = delivery.url.partition("?")
-        url = f"{self.public_url}?{query}" if query else self.public_url
+        registered = urlsplit(self.public_url).query
+        if not registered:
+            url = f"{self.public_url}?{query}" if query else self.public_url
+        else:
+            names = {name for name, _ in parse_qsl(registered, keep_blank_values=True)}
+            added = [
+                piece
+                for piece in query.split("&")
+                if piece and unquote_plus(piece.partition("=")[0]) not in names
+            ]
+            url = "&".join([self.public_url, *added])
         return dataclasses.replace(delivery, url=url)
 
     def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
@@ -231,7 +248,8 @@ def _parse_provider(name: str, raw: Any) -> Provider:
 
 
 def _public_url(raw: Any, where: str) -> str | None:
-    """An absolute http(s) URL without query or fragment (the request's query is appended)."""
+    """An absolute http(s) URL without a fragment (the sender never sends one); a query string
+    only as registered with the provider (see :meth:`Provider.as_called`)."""
     if raw is None:
         return None
     parts = urlsplit(raw) if isinstance(raw, str) else None
@@ -239,11 +257,11 @@ def _public_url(raw: Any, where: str) -> str | None:
         parts is None
         or parts.scheme not in {"https", "http"}
         or not parts.netloc
-        or parts.query
         or parts.fragment
+        or str(raw).endswith(("?", "#"))
     ):
         raise ConfigurationError(
-            f"{where}: public_url is an absolute http(s) URL without query string or fragment, "
+            f"{where}: public_url is an absolute http(s) URL without a fragment, "
             "e.g. https://hooks.example.com/webhooks/NAME"
         )
     return str(raw)

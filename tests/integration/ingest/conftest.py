@@ -101,8 +101,13 @@ class IngestHarness:
         return self.invoke(event)
 
     def invoke(self, event: Any) -> Reply:
+        """The reply, its body parsed when it is JSON (a provider's own acknowledgement, such
+        as Twilio's TwiML, stays text)."""
         raw = self.app.handler(event, FakeLambdaContext())
-        return Reply(raw["statusCode"], json.loads(raw["body"]), raw)
+        body = raw["body"]
+        if raw["headers"].get("Content-Type") == "application/json":
+            body = json.loads(body)
+        return Reply(raw["statusCode"], body, raw)
 
     def sign(self, provider: str, body: bytes, **kwargs: Any) -> dict[str, str]:
         kwargs.setdefault("timestamp", self.now)

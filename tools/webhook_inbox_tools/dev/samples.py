@@ -14,13 +14,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from webhook_inbox import providers
 from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
 from webhook_inbox_tools.cli.signing import curl_command, destination
 
-# (body: a JSON object, or an array for batch senders; event type; event id for the id header
-# where the scheme has one)
+# (body, event type, event id for the id header where the scheme has one). The body is a JSON
+# object (an array for batch senders; the fields of a form for form senders).
 Builder = Callable[[int], tuple[Any, str, str | None]]
 
 
@@ -120,6 +121,65 @@ def _discord(options: dict[str, Any]) -> Builder:
     return build
 
 
+def _iso(now: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+
+
+def _twilio(now: int) -> tuple[dict[str, Any], str, str | None]:
+    # A Messaging status callback (a form); the event id fills I-Twilio-Idempotency-Token.
+    sid = "SM" + uuid.uuid4().hex
+    body = {
+        "AccountSid": "AC" + "0" * 32,
+        "MessageSid": sid,
+        "SmsSid": sid,
+        "MessageStatus": "delivered",
+        "SmsStatus": "delivered",
+        "From": "+15005550006",
+        "To": "+15005550001",
+        "ApiVersion": "2010-04-01",
+    }
+    return body, "message.delivered", str(uuid.uuid4())
+
+
+def _square(now: int) -> tuple[dict[str, Any], str, str | None]:
+    payment = f"pay_{_uid()}"
+    body = {
+        "merchant_id": "MLDEVMERCHANT",
+        "type": "payment.created",
+        "event_id": str(uuid.uuid4()),
+        "created_at": _iso(now),
+        "data": {"type": "payment", "id": payment, "object": {"payment": {"id": payment}}},
+    }
+    return body, "payment.created", None
+
+
+def _hubspot(now: int) -> tuple[list[dict[str, Any]], str, str | None]:
+    event = {
+        "eventId": int(_uid(), 16) % 10**9,
+        "subscriptionId": 1001,
+        "portalId": 62515,
+        "appId": 54321,
+        "occurredAt": now * 1000,
+        "subscriptionType": "contact.creation",
+        "attemptNumber": 0,
+        "objectId": int(_uid(), 16) % 10**9,
+        "changeSource": "CRM",
+        "changeFlag": "NEW",
+    }
+    return [event], "contact.creation", None
+
+
+def _paddle(now: int) -> tuple[dict[str, Any], str, str | None]:
+    body = {
+        "event_id": f"evt_dev_{_uid()}",
+        "event_type": "customer.created",
+        "occurred_at": _iso(now),
+        "notification_id": f"ntf_dev_{_uid()}",
+        "data": {"id": f"ctm_dev_{_uid()}", "status": "active"},
+    }
+    return body, "customer.created", None
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -149,11 +209,14 @@ def _builder(provider: providers.Provider) -> Builder:
         "github": _github,
         "shopify": _shopify,
         "slack": _slack,
+        "twilio": _twilio,
+        "square": _square,
+        "hubspot": _hubspot,
+        "paddle": _paddle,
+        "sendgrid": _sendgrid,
     }
     if scheme in fixed:
         return fixed[scheme]
-    if scheme == "sendgrid":
-        return _sendgrid
     if scheme == "discord":
         return _discord(dict(provider.scheme.options))
     return _generic(dict(provider.scheme.options))
@@ -179,7 +242,10 @@ def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sampl
     samples = []
     for provider in _representatives(registry):
         payload, event_type, event_id = _builder(provider)(now)
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        if provider.scheme.body_format == "form":
+            body = urlencode(payload).encode()
+        else:
+            body = json.dumps(payload, separators=(",", ":")).encode()
         target = f"{base_url}/webhooks/{provider.name}"
         signed = providers.sign_delivery(
             provider, body, event_id=event_id, timestamp=now, event_type=event_type, url=target

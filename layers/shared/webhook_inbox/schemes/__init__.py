@@ -41,9 +41,13 @@ from webhook_inbox.schemes.base import (
 )
 from webhook_inbox.schemes.discord import Discord
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+from webhook_inbox.schemes.hubspot import HubSpot
+from webhook_inbox.schemes.paddle import Paddle
 from webhook_inbox.schemes.sendgrid import SendGrid
+from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
+from webhook_inbox.schemes.twilio import Twilio
 
 __all__ = [
     "DEFAULT_TOLERANCE_S",
@@ -55,15 +59,19 @@ __all__ = [
     "GenericHmac",
     "GitHub",
     "Headers",
+    "HubSpot",
     "Identity",
+    "Paddle",
     "Reply",
     "Scheme",
     "SendGrid",
     "Shopify",
     "Signed",
     "Slack",
+    "Square",
     "StandardWebhooks",
     "Stripe",
+    "Twilio",
     "Verified",
     "body_digest_id",
     "bounded_text",
@@ -77,6 +85,8 @@ SCHEMES: dict[str, type[Scheme]] = {
 }
 # Public-key senders (cryptography is imported on their first key use, schemes/public_keys.py).
 SCHEMES.update({cls.name: cls for cls in (Discord, SendGrid)})
+# URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
+SCHEMES.update({cls.name: cls for cls in (Twilio, Square, HubSpot, Paddle)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:

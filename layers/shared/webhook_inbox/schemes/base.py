@@ -150,8 +150,10 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
         )
 
 
-def _mac(key: bytes, *parts: bytes) -> bytes:
-    mac = hmac.new(key, digestmod=hashlib.sha256)
+def _mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:
+    """HMAC over the concatenated parts: SHA-256 unless a sender still signs with another
+    digest (Twilio: SHA-1)."""
+    mac = hmac.new(key, digestmod=digest)
     for part in parts:
         mac.update(part)
     return mac.digest()

@@ -1,9 +1,9 @@
-"""Stripe: ``Stripe-Signature: t=…,v1=…`` over ``{t}.{body}``."""
+"""Stripe: ``Stripe-Signature: t=…,v1=…`` over ``{t}.{body}``; the header shape Paddle shares."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from webhook_inbox.errors import (
     SignatureMismatch,
@@ -17,26 +17,33 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _any_match,
     _check_fresh,
     _fail,
     _header,
     _hex_digest,
     _mac,
+    _match_index,
     _timestamp,
     bounded_text,
 )
 
 
-class Stripe(Scheme):
-    """Stripe: ``Stripe-Signature: t=…,v1=…``; HMAC-SHA256 hex of ``{t}.{body}``, key = UTF-8."""
+class TimestampedHeader(Scheme):
+    """One header listing a timestamp and hex HMAC-SHA256 signatures of
+    ``{timestamp}{joiner}{body}`` as ``key=value`` items (several signatures during a secret
+    rotation, any one matching; other keys ignored, as Stripe's own library does). Stripe's
+    shape; a subclass names the header, separator, keys and joiner."""
 
-    name = "stripe"
+    header_name: ClassVar[str]
+    separator: ClassVar[str]
+    time_key: ClassVar[str]
+    version: ClassVar[str]
+    joiner: ClassVar[str]
 
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        items = _header(delivery.headers, "stripe-signature").split(",")
+        items = _header(delivery.headers, self.header_name.lower()).split(self.separator)
         if len(items) > MAX_SIGNATURES_PER_HEADER + 2:
             raise _fail("too many signature items")
         timestamps: list[str] = []
@@ -45,21 +52,21 @@ class Stripe(Scheme):
             key, sep, value = item.partition("=")
             if not sep:
                 raise _fail("signature item is not key=value")
-            if key == "t":
+            if key == self.time_key:
                 timestamps.append(value)
-            elif key == "v1":
+            elif key == self.version:
                 presented.append(_hex_digest(value))
-            # v0 and future schemes are ignored, as Stripe's own library does.
         if len(timestamps) != 1:
-            raise _fail("expected exactly one t=")
+            raise _fail(f"expected exactly one {self.time_key}=")
         timestamp = _timestamp(timestamps[0])
         if not presented:
-            raise _fail("no v1 signature")
-        expected = [_mac(s.encode(), f"{timestamps[0]}.".encode(), delivery.body) for s in secrets]
-        if not _any_match(expected, presented):
-            raise SignatureMismatch("no v1 signature matched")
+            raise _fail(f"no {self.version} signature")
+        head = f"{timestamps[0]}{self.joiner}".encode()
+        matched = _match_index([_mac(s.encode(), head, delivery.body) for s in secrets], presented)
+        if matched is None:
+            raise SignatureMismatch(f"no {self.version} signature matched")
         _check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
+        return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(
         self,
@@ -71,8 +78,20 @@ class Stripe(Scheme):
         event_type: str | None = None,
         url: str = "",
     ) -> Signed:
-        mac = _mac(secret.encode(), f"{timestamp}.".encode(), body)
-        return Signed({"Stripe-Signature": f"t={timestamp},v1={mac.hex()}"}, body, url)
+        mac = _mac(secret.encode(), f"{timestamp}{self.joiner}".encode(), body)
+        value = f"{self.time_key}={timestamp}{self.separator}{self.version}={mac.hex()}"
+        return Signed({self.header_name: value}, body, url)
+
+
+class Stripe(TimestampedHeader):
+    """Stripe: ``Stripe-Signature: t=…,v1=…``; HMAC-SHA256 hex of ``{t}.{body}``, key = UTF-8."""
+
+    name = "stripe"
+    header_name = "Stripe-Signature"
+    separator = ","
+    time_key = "t"
+    version = "v1"  # v0 and future schemes are ignored
+    joiner = "."
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         return [
