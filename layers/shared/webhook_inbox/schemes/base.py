@@ -147,6 +147,20 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
         )
 
 
+def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
+    """:func:`_check_fresh` for a timestamp counted in finer units (Linear's milliseconds,
+    Twitch's nanoseconds); returns it in whole seconds.
+
+    The seconds are rounded away from ``now`` (a whole second), so a timestamp a fraction of a
+    second beyond the tolerance is refused, as the exact comparison would refuse it.
+    """
+    seconds, fraction = divmod(count, per_second)
+    if fraction and seconds >= now:
+        seconds += 1
+    _check_fresh(seconds, now, tolerance)
+    return seconds
+
+
 def _mac(key: bytes, *parts: bytes) -> bytes:
     mac = hmac.new(key, digestmod=hashlib.sha256)
     for part in parts:
