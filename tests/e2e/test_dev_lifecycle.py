@@ -228,8 +228,9 @@ def test_every_printed_sample_of_the_shipped_config_is_accepted_and_settles(
     }
 
     assert len(samples) == len(schemes)  # one per provider family
-    for _, command in samples:
-        assert _run_curl(command) == 202
+    for provider, command in samples:
+        # 202, or 200 from the senders that count only 200 as success (Mailgun, ...).
+        assert _run_curl(command) in {200, 202}, provider
 
     def settled() -> bool:
         statuses = _statuses(database_url)

@@ -10,6 +10,7 @@ Sized by the Hypothesis profile: ``HYPOTHESIS_PROFILE=long pytest tests/reliabil
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -60,8 +61,11 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
         ),
         PLAIN_SECRET,
     ),
+    ("mailgun", schemes.build("mailgun"), PLAIN_SECRET),
 ]
 LABELS = [label for label, _, _ in SCHEMES]
+# Schemes whose signature travels inside the (JSON) body, not in a header.
+SIGNED_IN_BODY = {"mailgun"}
 BY_LABEL = {label: (scheme, secret) for label, scheme, secret in SCHEMES}
 HEADER_NAMES = [
     "webhook-id",
@@ -117,6 +121,17 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
+finite_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=50)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
 payloads = st.one_of(
     st.dictionaries(st.text(max_size=10), json_values, max_size=6),
     st.fixed_dictionaries(
@@ -130,6 +145,9 @@ payloads = st.one_of(
             "challenge": json_values,
             "meta": st.dictionaries(st.sampled_from(["id", "x"]), json_values, max_size=2),
             "kind": json_values,
+            "event-data": st.fixed_dictionaries(
+                {}, optional={"event": json_values, "id": json_values}
+            ),
         },
     ),
 )
@@ -158,28 +176,37 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     label: str, body: bytes, skew: int, data: st.DataObject
 ) -> None:
     scheme, secret = BY_LABEL[label]
-    headers = {
-        k.lower(): v
-        for k, v in scheme.sign(
-            secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t"
-        ).headers.items()
-    }
+    if label in SIGNED_IN_BODY:  # the signature sits in a JSON body
+        body = json.dumps(data.draw(finite_json, label="event data")).encode()
+        assume(b"\\u0000" not in body)  # jsonb cannot store NUL: such a body is refused
+    signed = scheme.sign(secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t")
+    headers = {k.lower(): v for k, v in signed.headers.items()}
+    body = signed.body
     # The authentic delivery verifies (tolerance is inclusive) ...
     scheme.verify(Delivery(headers, body), [secret], now=NOW, tolerance=TOLERANCE)
     # ... and with any single character of its signature replaced, it does not.
-    name = next(n for n in headers if "sig" in n or "hmac" in n)
-    value = headers[name]
+    if label in SIGNED_IN_BODY:
+        document = json.loads(body)
+        value = document["signature"]["signature"]
+    else:
+        name = next(n for n in headers if "sig" in n or "hmac" in n)
+        value = headers[name]
     # Not the last digit before base64 padding: its low bits are unused, so some replacements
     # decode to the same digest (and a hex digit's case is no change either).
     at = data.draw(st.integers(len(value) - 20, len(value) - 3), label="position in digest")
     replacement = data.draw(st.characters(codec="utf-8"), label="replacement")
     assume(replacement.lower() != value[at].lower())
-    headers[name] = value[:at] + replacement + value[at + 1 :]
+    altered = value[:at] + replacement + value[at + 1 :]
+    if label in SIGNED_IN_BODY:
+        document["signature"]["signature"] = altered
+        body = json.dumps(document).encode()
+    else:
+        headers[name] = altered
     try:
         scheme.verify(Delivery(headers, body), [secret], now=NOW, tolerance=TOLERANCE)
     except AuthenticationFailed:
         return
-    raise AssertionError(f"{label} accepted an altered signature {headers[name]!r}")
+    raise AssertionError(f"{label} accepted an altered signature {altered!r}")
 
 
 @given(
@@ -187,12 +214,14 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     headers=garbage_headers,
     payload=payloads,
     body=st.binary(max_size=50),
+    signed_id=st.one_of(st.none(), st.text(max_size=300)),
 )
 def test_identify_rejects_with_400_or_returns_a_bounded_identity(
-    label: str, headers: dict[str, str], payload: dict[str, Any], body: bytes
+    label: str, headers: dict[str, str], payload: dict[str, Any], body: bytes, signed_id: str | None
 ) -> None:
-    scheme, _ = BY_LABEL[label]
-    verified = schemes.Verified(signed_id=headers.get("webhook-id") or headers.get("x-id"))
+    scheme, secret = BY_LABEL[label]
+    signed_id = headers.get("webhook-id") or headers.get("x-id") or signed_id
+    verified = schemes.Verified(signed_id=signed_id, secret=secret)
     try:
         found = scheme.identify(Delivery(headers, body), payload, verified)
     except InvalidPayload:
@@ -207,3 +236,28 @@ def test_identify_rejects_with_400_or_returns_a_bounded_identity(
         assert 1 <= len(identity.event_id) <= schemes.MAX_ID_CHARS
         assert 1 <= len(identity.event_type) <= schemes.MAX_TYPE_CHARS
         assert identity.delivery_id is None or len(identity.delivery_id) <= schemes.MAX_ID_CHARS
+
+
+mailgun_signatures = st.fixed_dictionaries(
+    {},
+    optional={
+        "token": st.one_of(json_values, st.text("abcdef0123456789 ", max_size=60)),
+        "timestamp": st.one_of(json_values, numbers, st.integers(-(10**13), 10**13)),
+        "signature": st.one_of(json_values, hex_digits),
+        "parent-signature": st.one_of(json_values, hex_digits),
+    },
+)
+
+
+@given(signature=st.one_of(mailgun_signatures, json_values), event_data=json_values)
+def test_mailgun_bodies_with_garbage_signature_objects_fail_authentication(
+    signature: Any, event_data: Any
+) -> None:
+    scheme, secret = BY_LABEL["mailgun"]
+    body = json.dumps({"signature": signature, "event-data": event_data}).encode()
+    try:
+        scheme.verify(Delivery({}, body), [secret], now=NOW, tolerance=TOLERANCE)
+    except AuthenticationFailed as failure:
+        event(f"mailgun: {failure.reason}")
+        return
+    raise AssertionError(f"mailgun accepted {body!r}")

@@ -79,6 +79,19 @@ def _slack(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "app_mention", None
 
 
+def _mailgun(now: int) -> tuple[dict[str, Any], str, str | None]:
+    # The event-data: signing wraps it in {"signature": {...}, "event-data": ...}, with a fresh
+    # token (the signed key), as Mailgun does.
+    body = {
+        "id": _uid(),
+        "event": "delivered",
+        "timestamp": float(now),
+        "recipient": "alice@example.com",
+        "message": {"headers": {"message-id": f"{_uid()}@mg.example.com"}},
+    }
+    return body, "delivered", None
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -108,6 +121,7 @@ def _builder(provider: providers.Provider) -> Builder:
         "github": _github,
         "shopify": _shopify,
         "slack": _slack,
+        "mailgun": _mailgun,
     }
     if scheme in fixed:
         return fixed[scheme]
