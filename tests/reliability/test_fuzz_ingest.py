@@ -173,6 +173,7 @@ def _body(provider: str, n: int, note: str) -> bytes:
 # What each sender needs beside the fields above for its deliveries to be accepted.
 SCHEME_FIELDS: dict[str, dict[str, Any]] = {
     "mailgun": {"event": "delivered"},  # the body is the event-data; signing wraps it
+    "linear": {"action": "create"},  # signing stamps webhookTimestamp
 }
 
 

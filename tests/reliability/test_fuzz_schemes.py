@@ -62,10 +62,13 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
         PLAIN_SECRET,
     ),
     ("mailgun", schemes.build("mailgun"), PLAIN_SECRET),
+    ("linear", schemes.build("linear"), PLAIN_SECRET),
 ]
 LABELS = [label for label, _, _ in SCHEMES]
 # Schemes whose signature travels inside the (JSON) body, not in a header.
 SIGNED_IN_BODY = {"mailgun"}
+# Schemes whose signed body must be a JSON object carrying their timestamp.
+STAMPED_BODY = {"linear"}
 BY_LABEL = {label: (scheme, secret) for label, scheme, secret in SCHEMES}
 HEADER_NAMES = [
     "webhook-id",
@@ -86,6 +89,8 @@ HEADER_NAMES = [
     "x-ts",
     "x-id",
     "x-type",
+    "linear-signature",
+    "linear-delivery",
 ]
 
 hex_digits = st.text("0123456789abcdefABCDEF", min_size=0, max_size=70)
@@ -178,7 +183,11 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     scheme, secret = BY_LABEL[label]
     if label in SIGNED_IN_BODY:  # the signature sits in a JSON body
         body = json.dumps(data.draw(finite_json, label="event data")).encode()
-        assume(b"\\u0000" not in body)  # jsonb cannot store NUL: such a body is refused
+    elif label in STAMPED_BODY:  # signing stamps the timestamp into a JSON object
+        fields = st.dictionaries(st.text(max_size=8), finite_json, max_size=4)
+        body = json.dumps(data.draw(fields, label="event")).encode()
+    # jsonb cannot store NUL: a body holding one is refused even when authentic.
+    assume(b"\\u0000" not in body or label not in SIGNED_IN_BODY | STAMPED_BODY)
     signed = scheme.sign(secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t")
     headers = {k.lower(): v for k, v in signed.headers.items()}
     body = signed.body

@@ -20,6 +20,7 @@ from tests.support import FakeLambdaContext
 # counts only 200 as success)
 ACCEPTING: dict[str, tuple[dict[str, Any], str, int]] = {
     "mailgun": ({"id": "ev2", "event": "delivered"}, "delivered", 200),
+    "linear": ({"action": "create", "type": "Issue", "data": {"id": "i1"}}, "Issue.create", 200),
 }
 
 
@@ -38,6 +39,18 @@ def test_mailgun_sign_wraps_the_file_as_event_data_and_signs_timestamp_and_token
     assert signature["token"] == "tok1"
     assert signature["signature"] == _mac("mailgun", f"{signature['timestamp']}tok1".encode())
     assert document["event-data"] == {"id": "ev1", "event": "opened"}
+
+
+def test_linear_sign_stamps_webhook_timestamp_and_signs_the_stamped_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body_file = tmp_path / "issue.json"
+    body_file.write_bytes(b'{"action":"create","type":"Issue","data":{"id":"i1"}}')
+    printed = _sign(
+        capsys, "linear", str(body_file), "--format", "json", "--timestamp", "1700000000"
+    )
+    assert json.loads(printed["body"])["webhookTimestamp"] == 1_700_000_000_000
+    assert printed["headers"]["Linear-Signature"] == _mac("linear", printed["body"].encode())
 
 
 @pytest.mark.parametrize("provider", ACCEPTING)

@@ -92,6 +92,20 @@ def _mailgun(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "delivered", None
 
 
+def _linear(now: int) -> tuple[dict[str, Any], str, str | None]:
+    # Signing stamps webhookTimestamp into the body, as Linear does on every attempt.
+    body = {
+        "action": "create",
+        "type": "Issue",
+        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now)),
+        "organizationId": "org-dev",
+        "webhookId": "webhook-dev",
+        "url": "https://linear.app/dev/issue/DEV-1",
+        "data": {"id": str(uuid.uuid4()), "identifier": "DEV-1", "title": "Sample issue"},
+    }
+    return body, "Issue.create", str(uuid.uuid4())
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -122,6 +136,7 @@ def _builder(provider: providers.Provider) -> Builder:
         "shopify": _shopify,
         "slack": _slack,
         "mailgun": _mailgun,
+        "linear": _linear,
     }
     if scheme in fixed:
         return fixed[scheme]

@@ -40,6 +40,7 @@ from webhook_inbox.schemes.base import (
     json_path,
 )
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+from webhook_inbox.schemes.linear import Linear
 from webhook_inbox.schemes.mailgun import Mailgun
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
@@ -54,6 +55,7 @@ __all__ = [
     "GitHub",
     "Headers",
     "Identity",
+    "Linear",
     "Mailgun",
     "Reply",
     "Scheme",
@@ -74,7 +76,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # Senders with a signature inside the body, a handshake to answer or a shared token (issue 17).
-SCHEMES.update({cls.name: cls for cls in (Mailgun,)})
+SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
