@@ -174,6 +174,7 @@ def _body(provider: str, n: int, note: str) -> bytes:
 SCHEME_FIELDS: dict[str, dict[str, Any]] = {
     "mailgun": {"event": "delivered"},  # the body is the event-data; signing wraps it
     "linear": {"action": "create"},  # signing stamps webhookTimestamp
+    "zoom": {"event": "meeting.started"},
 }
 
 

@@ -63,6 +63,7 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ),
     ("mailgun", schemes.build("mailgun"), PLAIN_SECRET),
     ("linear", schemes.build("linear"), PLAIN_SECRET),
+    ("zoom", schemes.build("zoom"), PLAIN_SECRET),
 ]
 LABELS = [label for label, _, _ in SCHEMES]
 # Schemes whose signature travels inside the (JSON) body, not in a header.
@@ -91,6 +92,9 @@ HEADER_NAMES = [
     "x-type",
     "linear-signature",
     "linear-delivery",
+    "x-zm-signature",
+    "x-zm-request-timestamp",
+    "x-zm-trackingid",
 ]
 
 hex_digits = st.text("0123456789abcdefABCDEF", min_size=0, max_size=70)
@@ -145,11 +149,12 @@ payloads = st.one_of(
             "id": json_values,
             "type": json_values,
             "event_id": json_values,
-            "event": json_values,
+            "event": st.one_of(json_values, st.sampled_from(["endpoint.url_validation"])),
             "action": json_values,
             "challenge": json_values,
             "meta": st.dictionaries(st.sampled_from(["id", "x"]), json_values, max_size=2),
             "kind": json_values,
+            "payload": st.fixed_dictionaries({}, optional={"plainToken": json_values}),
             "event-data": st.fixed_dictionaries(
                 {}, optional={"event": json_values, "id": json_values}
             ),

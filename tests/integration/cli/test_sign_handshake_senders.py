@@ -21,6 +21,7 @@ from tests.support import FakeLambdaContext
 ACCEPTING: dict[str, tuple[dict[str, Any], str, int]] = {
     "mailgun": ({"id": "ev2", "event": "delivered"}, "delivered", 200),
     "linear": ({"action": "create", "type": "Issue", "data": {"id": "i1"}}, "Issue.create", 200),
+    "zoom": ({"event": "meeting.ended", "payload": {"object": {"id": "1"}}}, "meeting.ended", 200),
 }
 
 
@@ -51,6 +52,18 @@ def test_linear_sign_stamps_webhook_timestamp_and_signs_the_stamped_body(
     )
     assert json.loads(printed["body"])["webhookTimestamp"] == 1_700_000_000_000
     assert printed["headers"]["Linear-Signature"] == _mac("linear", printed["body"].encode())
+
+
+def test_zoom_sign_is_v0_hex_hmac_of_v0_timestamp_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body_file = tmp_path / "meeting.json"
+    body_file.write_bytes(b'{"event":"meeting.ended"}')
+    headers = _sign(capsys, "zoom", str(body_file), "--format", "json", "--timestamp", "42")[
+        "headers"
+    ]
+    assert headers["x-zm-request-timestamp"] == "42"
+    assert headers["x-zm-signature"] == "v0=" + _mac("zoom", b'v0:42:{"event":"meeting.ended"}')
 
 
 @pytest.mark.parametrize("provider", ACCEPTING)

@@ -106,6 +106,19 @@ def _linear(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "Issue.create", str(uuid.uuid4())
 
 
+def _zoom(now: int) -> tuple[dict[str, Any], str, str | None]:
+    meeting = int(_uid(), 16) % 10**11
+    body = {
+        "event": "meeting.started",
+        "event_ts": now * 1000,
+        "payload": {
+            "account_id": "dev-account",
+            "object": {"id": str(meeting), "uuid": f"{_uid()}==", "topic": "Sample meeting"},
+        },
+    }
+    return body, "meeting.started", None
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -137,6 +150,7 @@ def _builder(provider: providers.Provider) -> Builder:
         "slack": _slack,
         "mailgun": _mailgun,
         "linear": _linear,
+        "zoom": _zoom,
     }
     if scheme in fixed:
         return fixed[scheme]
