@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import assume, event, given
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, InvalidPayload
 from webhook_inbox.schemes import Delivery
+from webhook_inbox.schemes.twitch import rfc3339_nanos
 
 NOW = int(time.time())
 TOLERANCE = 300
@@ -64,6 +66,7 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ("mailgun", schemes.build("mailgun"), PLAIN_SECRET),
     ("linear", schemes.build("linear"), PLAIN_SECRET),
     ("zoom", schemes.build("zoom"), PLAIN_SECRET),
+    ("twitch", schemes.build("twitch"), PLAIN_SECRET),
 ]
 LABELS = [label for label, _, _ in SCHEMES]
 # Schemes whose signature travels inside the (JSON) body, not in a header.
@@ -95,6 +98,10 @@ HEADER_NAMES = [
     "x-zm-signature",
     "x-zm-request-timestamp",
     "x-zm-trackingid",
+    "twitch-eventsub-message-id",
+    "twitch-eventsub-message-timestamp",
+    "twitch-eventsub-message-signature",
+    "twitch-eventsub-message-type",
 ]
 
 hex_digits = st.text("0123456789abcdefABCDEF", min_size=0, max_size=70)
@@ -121,6 +128,13 @@ header_values = st.one_of(
         lambda p, h: p + h, st.sampled_from(["sha256=", "v0=", "sha1=", "=", ""]), hex_digits
     ),
     st.sampled_from([",", "=", ",,,", "v1,", "t=", " ", "\x00", "\n"]),
+    st.builds(
+        lambda date, fraction, zone: date + fraction + zone,
+        st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S")),
+        st.sampled_from(["", ".", ".0", ".8091512", ".1234567890"]),
+        st.sampled_from(["Z", "z", "+00:00", "-23:59", "+24:00", ""]),
+    ),
+    st.sampled_from(["notification", "webhook_callback_verification", "revocation"]),
 )
 garbage_headers = st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=8)
 json_values = st.recursive(
@@ -152,6 +166,7 @@ payloads = st.one_of(
             "event": st.one_of(json_values, st.sampled_from(["endpoint.url_validation"])),
             "action": json_values,
             "challenge": json_values,
+            "subscription": st.fixed_dictionaries({}, optional={"type": json_values}),
             "meta": st.dictionaries(st.sampled_from(["id", "x"]), json_values, max_size=2),
             "kind": json_values,
             "payload": st.fixed_dictionaries({}, optional={"plainToken": json_values}),
@@ -275,3 +290,33 @@ def test_mailgun_bodies_with_garbage_signature_objects_fail_authentication(
         event(f"mailgun: {failure.reason}")
         return
     raise AssertionError(f"mailgun accepted {body!r}")
+
+
+@given(text=st.one_of(st.text(max_size=40), header_values))
+def test_the_twitch_timestamp_parser_refuses_with_401_or_reads_a_time(text: str) -> None:
+    try:
+        nanos = rfc3339_nanos(text)
+    except AuthenticationFailed:
+        return
+    assert isinstance(nanos, int)
+
+
+@given(
+    moment=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    digits=st.integers(0, 9),
+    offset_minutes=st.integers(-(23 * 60 + 59), 23 * 60 + 59),
+    nanos=st.integers(0, 10**9 - 1),
+)
+def test_the_twitch_timestamp_parser_agrees_with_datetime_arithmetic(
+    moment: datetime, digits: int, offset_minutes: int, nanos: int
+) -> None:
+    # Written independently of the parser: datetime with a fixed offset, then the fraction.
+    fraction = str(nanos).rjust(9, "0")[:digits]
+    sign = "+" if offset_minutes >= 0 else "-"
+    zone = f"{sign}{abs(offset_minutes) // 60:02d}:{abs(offset_minutes) % 60:02d}"
+    date = f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}"  # %Y would write year 999 as "999"
+    text = date + (f".{fraction}" if digits else "") + zone
+    local = moment.replace(microsecond=0, tzinfo=timezone(timedelta(minutes=offset_minutes)))
+    seconds = (local - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(seconds=1)
+    expected = seconds * 10**9 + int(fraction.ljust(9, "0"))
+    assert rfc3339_nanos(text) == expected

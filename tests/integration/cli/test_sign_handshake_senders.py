@@ -22,6 +22,11 @@ ACCEPTING: dict[str, tuple[dict[str, Any], str, int]] = {
     "mailgun": ({"id": "ev2", "event": "delivered"}, "delivered", 200),
     "linear": ({"action": "create", "type": "Issue", "data": {"id": "i1"}}, "Issue.create", 200),
     "zoom": ({"event": "meeting.ended", "payload": {"object": {"id": "1"}}}, "meeting.ended", 200),
+    "twitch": (
+        {"subscription": {"type": "channel.follow", "version": "2"}, "event": {"user_id": "1"}},
+        "channel.follow",
+        202,
+    ),
 }
 
 
@@ -64,6 +69,20 @@ def test_zoom_sign_is_v0_hex_hmac_of_v0_timestamp_body(
     ]
     assert headers["x-zm-request-timestamp"] == "42"
     assert headers["x-zm-signature"] == "v0=" + _mac("zoom", b'v0:42:{"event":"meeting.ended"}')
+
+
+def test_twitch_sign_is_sha256_hex_hmac_of_id_timestamp_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = b'{"subscription":{"type":"channel.follow"},"event":{}}'
+    body_file = tmp_path / "follow.json"
+    body_file.write_bytes(body)
+    argv = ("--format", "json", "--event-id", "m-1", "--timestamp", "1613778420")
+    headers = _sign(capsys, "twitch", str(body_file), *argv)["headers"]
+    timestamp = headers["Twitch-Eventsub-Message-Timestamp"]
+    assert timestamp == "2021-02-19T23:47:00.000000000Z"
+    signed = b"m-1" + timestamp.encode() + body
+    assert headers["Twitch-Eventsub-Message-Signature"] == "sha256=" + _mac("twitch", signed)
 
 
 @pytest.mark.parametrize("provider", ACCEPTING)

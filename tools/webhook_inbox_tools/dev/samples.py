@@ -119,6 +119,28 @@ def _zoom(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "meeting.started", None
 
 
+def _twitch(now: int) -> tuple[dict[str, Any], str, str | None]:
+    broadcaster = str(int(_uid(), 16) % 10**8)
+    body = {
+        "subscription": {
+            "id": str(uuid.uuid4()),
+            "status": "enabled",
+            "type": "channel.follow",
+            "version": "2",
+            "condition": {"broadcaster_user_id": broadcaster, "moderator_user_id": broadcaster},
+            "transport": {"method": "webhook", "callback": "https://example.com/webhooks/twitch"},
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        },
+        "event": {
+            "user_id": "1234",
+            "user_login": "cool_user",
+            "broadcaster_user_id": broadcaster,
+            "followed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        },
+    }
+    return body, "channel.follow", str(uuid.uuid4())
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -151,6 +173,7 @@ def _builder(provider: providers.Provider) -> Builder:
         "mailgun": _mailgun,
         "linear": _linear,
         "zoom": _zoom,
+        "twitch": _twitch,
     }
     if scheme in fixed:
         return fixed[scheme]

@@ -44,6 +44,7 @@ from webhook_inbox.schemes.linear import Linear
 from webhook_inbox.schemes.mailgun import Mailgun
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
+from webhook_inbox.schemes.twitch import Twitch
 from webhook_inbox.schemes.zoom import Zoom
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "Slack",
     "StandardWebhooks",
     "Stripe",
+    "Twitch",
     "Verified",
     "Zoom",
     "body_digest_id",
@@ -78,7 +80,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # Senders with a signature inside the body, a handshake to answer or a shared token (issue 17).
-SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom)})
+SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom, Twitch)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
