@@ -67,6 +67,8 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ("linear", schemes.build("linear"), PLAIN_SECRET),
     ("zoom", schemes.build("zoom"), PLAIN_SECRET),
     ("twitch", schemes.build("twitch"), PLAIN_SECRET),
+    ("gitlab", schemes.build("gitlab"), PLAIN_SECRET),
+    ("gitlab-signed", schemes.build("gitlab", {"auth": "signing-token"}), SVIX_SECRET),
 ]
 LABELS = [label for label, _, _ in SCHEMES]
 # Schemes whose signature travels inside the (JSON) body, not in a header.
@@ -102,6 +104,10 @@ HEADER_NAMES = [
     "twitch-eventsub-message-timestamp",
     "twitch-eventsub-message-signature",
     "twitch-eventsub-message-type",
+    "x-gitlab-token",
+    "x-gitlab-event",
+    "x-gitlab-event-uuid",
+    "idempotency-key",
 ]
 
 hex_digits = st.text("0123456789abcdefABCDEF", min_size=0, max_size=70)
@@ -169,6 +175,8 @@ payloads = st.one_of(
             "subscription": st.fixed_dictionaries({}, optional={"type": json_values}),
             "meta": st.dictionaries(st.sampled_from(["id", "x"]), json_values, max_size=2),
             "kind": json_values,
+            "object_kind": json_values,
+            "event_name": json_values,
             "payload": st.fixed_dictionaries({}, optional={"plainToken": json_values}),
             "event-data": st.fixed_dictionaries(
                 {}, optional={"event": json_values, "id": json_values}
@@ -218,7 +226,7 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
         document = json.loads(body)
         value = document["signature"]["signature"]
     else:
-        name = next(n for n in headers if "sig" in n or "hmac" in n)
+        name = next(n for n in headers if "sig" in n or "hmac" in n or n == "x-gitlab-token")
         value = headers[name]
     # Not the last digit before base64 padding: its low bits are unused, so some replacements
     # decode to the same digest (and a hex digit's case is no change either).

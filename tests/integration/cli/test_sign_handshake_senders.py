@@ -27,6 +27,8 @@ ACCEPTING: dict[str, tuple[dict[str, Any], str, int]] = {
         "channel.follow",
         202,
     ),
+    "gitlab": ({"object_kind": "push", "ref": "refs/heads/main"}, "Push Hook", 202),
+    "gitlab-signed": ({"object_kind": "push", "ref": "refs/heads/main"}, "Push Hook", 202),
 }
 
 
@@ -83,6 +85,17 @@ def test_twitch_sign_is_sha256_hex_hmac_of_id_timestamp_body(
     assert timestamp == "2021-02-19T23:47:00.000000000Z"
     signed = b"m-1" + timestamp.encode() + body
     assert headers["Twitch-Eventsub-Message-Signature"] == "sha256=" + _mac("twitch", signed)
+
+
+def test_gitlab_sign_sends_the_token_and_the_event_id_as_idempotency_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body_file = tmp_path / "push.json"
+    body_file.write_bytes(b'{"object_kind":"push"}')
+    argv = ("--format", "json", "--event-id", "idem-1", "--type", "Push Hook")
+    headers = _sign(capsys, "gitlab", str(body_file), *argv)["headers"]
+    assert headers["X-Gitlab-Token"] == SECRETS["gitlab"]
+    assert (headers["Idempotency-Key"], headers["X-Gitlab-Event"]) == ("idem-1", "Push Hook")
 
 
 @pytest.mark.parametrize("provider", ACCEPTING)

@@ -141,6 +141,22 @@ def _twitch(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "channel.follow", str(uuid.uuid4())
 
 
+def _gitlab(now: int) -> tuple[dict[str, Any], str, str | None]:
+    commit = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    body = {
+        "object_kind": "push",
+        "event_name": "push",
+        "ref": "refs/heads/main",
+        "before": "0" * 40,
+        "after": commit,
+        "project_id": 15,
+        "project": {"id": 15, "path_with_namespace": "dev/sample"},
+        "commits": [{"id": commit, "message": "Sample commit", "timestamp": now}],
+        "total_commits_count": 1,
+    }
+    return body, "Push Hook", str(uuid.uuid4())  # the Idempotency-Key
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -174,6 +190,7 @@ def _builder(provider: providers.Provider) -> Builder:
         "linear": _linear,
         "zoom": _zoom,
         "twitch": _twitch,
+        "gitlab": _gitlab,
     }
     if scheme in fixed:
         return fixed[scheme]

@@ -39,6 +39,7 @@ from webhook_inbox.schemes.base import (
     content_digest_id,
     json_path,
 )
+from webhook_inbox.schemes.gitlab import GitLab
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
 from webhook_inbox.schemes.linear import Linear
 from webhook_inbox.schemes.mailgun import Mailgun
@@ -55,6 +56,7 @@ __all__ = [
     "Delivery",
     "GenericHmac",
     "GitHub",
+    "GitLab",
     "Headers",
     "Identity",
     "Linear",
@@ -80,7 +82,7 @@ SCHEMES: dict[str, type[Scheme]] = {
     cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
 }
 # Senders with a signature inside the body, a handshake to answer or a shared token (issue 17).
-SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom, Twitch)})
+SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom, Twitch, GitLab)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
