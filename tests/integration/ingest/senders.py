@@ -3,13 +3,15 @@ answer (a handshake may be text/plain) and the stored row, read back with SQL.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.ingest_support import SHAPES
-from tests.integration.ingest.conftest import IngestHarness
+from tests.integration.ingest.conftest import IngestHarness, providers_config
 from tests.support import FakeLambdaContext
 
 # Every event shape, with and without a base64-encoded body.
@@ -47,6 +49,19 @@ def events(conn: psycopg.Connection[Any], provider: str) -> list[dict[str, Any]]
     )
     names = [c.name for c in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def flip(text: str, at: int = -5) -> str:
+    """``text`` with one character replaced by another digit: a new value, not a case change."""
+    at %= len(text)
+    return text[:at] + ("0" if text[at] != "0" else "1") + text[at + 1 :]
+
+
+def add_provider(monkeypatch: pytest.MonkeyPatch, name: str, scheme: str, secret: str) -> None:
+    """The harness's providers plus one more (a known-answer vector's secret, say)."""
+    config = providers_config()
+    config["providers"][name] = {"scheme": scheme, "secrets": [{"value": secret}]}
+    monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(config))
 
 
 ACCEPTED_200 = Answer(200, "application/json", '{"status":"accepted"}')

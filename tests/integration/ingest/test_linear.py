@@ -20,6 +20,7 @@ from tests.integration.ingest.senders import (
     UNAUTHORIZED,
     answer,
     events,
+    flip,
 )
 
 
@@ -102,9 +103,7 @@ def test_one_flipped_byte_or_another_key_is_401_and_no_row(
             body,
             {
                 **headers,
-                "Linear-Signature": signature[:-5]
-                + ("0" if signature[-5] != "0" else "1")
-                + signature[-4:],
+                "Linear-Signature": flip(signature),
             },
         ),
         documented(issue(harness.now), secret="not-the-secret"),

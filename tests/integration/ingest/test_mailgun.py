@@ -12,14 +12,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count, secret_of
+from tests.integration.ingest.conftest import IngestHarness, row_count, secret_of
 from tests.integration.ingest.senders import (
     ACCEPTED_200,
     DUPLICATE,
     SHAPE_VARIANTS,
     UNAUTHORIZED,
+    add_provider,
     answer,
     events,
+    flip,
 )
 from tests.unit.test_scheme_mailgun import KAT_BODY, KAT_KEY, KAT_TIMESTAMP, KAT_TOKEN
 from webhook_inbox import db, ingest
@@ -100,7 +102,7 @@ def test_a_change_to_anything_signed_is_401_and_no_row(
     body, token = documented(secret_of("mailgun"), harness.now, delivered())
     original = json.loads(body)
     signature = original["signature"]
-    flipped = signature["signature"][:-5] + ("0" if signature["signature"][-5] != "0" else "1")
+    flipped = flip(signature["signature"])
     mutations = {
         "token": {**signature, "token": "x" + token[1:]},
         "timestamp": {**signature, "timestamp": str(harness.now - 1)},
@@ -131,9 +133,7 @@ def test_stale_and_future_timestamps_are_401(
 def test_the_published_vector_is_accepted_by_the_handler(
     harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = providers_config()
-    config["providers"]["kat-mailgun"] = {"scheme": "mailgun", "secrets": [{"value": KAT_KEY}]}
-    monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(config))
+    add_provider(monkeypatch, "kat-mailgun", "mailgun", KAT_KEY)
     monkeypatch.setattr(ingest, "current_time", lambda: float(KAT_TIMESTAMP))
     assert answer(harness, "kat-mailgun", KAT_BODY, {}, shape="v1") == ACCEPTED_200
     (row,) = events(conn, "kat-mailgun")

@@ -13,14 +13,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count, secret_of
+from tests.integration.ingest.conftest import IngestHarness, row_count, secret_of
 from tests.integration.ingest.senders import (
     DUPLICATE,
     SHAPE_VARIANTS,
     UNAUTHORIZED,
     Answer,
+    add_provider,
     answer,
     events,
+    flip,
 )
 from tests.unit.test_scheme_twitch import (
     KAT_BODY,
@@ -182,8 +184,7 @@ def test_one_flipped_byte_or_another_key_is_401_and_no_row(
             body,
             {
                 **headers,
-                "Twitch-Eventsub-Message-Id": message_id[:-1]
-                + ("0" if message_id[-1] != "0" else "1"),
+                "Twitch-Eventsub-Message-Id": flip(message_id, -1),
             },
         ),
         (
@@ -197,9 +198,7 @@ def test_one_flipped_byte_or_another_key_is_401_and_no_row(
             body,
             {
                 **headers,
-                "Twitch-Eventsub-Message-Signature": signature[:-5]
-                + ("0" if signature[-5] != "0" else "1")
-                + signature[-4:],
+                "Twitch-Eventsub-Message-Signature": flip(signature),
             },
         ),
         documented(follow(), harness.now, secret="not-the-secret"),
@@ -223,9 +222,7 @@ def test_the_ten_minute_window_applies_both_ways(
 def test_the_published_vector_is_accepted_by_the_handler(
     harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = providers_config()
-    config["providers"]["kat-twitch"] = {"scheme": "twitch", "secrets": [{"value": KAT_SECRET}]}
-    monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(config))
+    add_provider(monkeypatch, "kat-twitch", "twitch", KAT_SECRET)
     monkeypatch.setattr(ingest, "current_time", lambda: float(KAT_NOW))
     headers = {
         "Twitch-Eventsub-Message-Id": KAT_ID,
