@@ -175,7 +175,7 @@ SCHEME_FIELDS: dict[str, dict[str, Any]] = {
     "mailgun": {"event": "delivered"},  # the body is the event-data; signing wraps it
     "linear": {"action": "create"},  # signing stamps webhookTimestamp
     "zoom": {"event": "meeting.started"},
-    "twitch": {"subscription": {"type": "channel.follow"}},  # and an event object: "event"
+    "twitch": {"subscription": {"type": "channel.follow"}},  # with "event" above: a notification
 }
 
 

@@ -60,7 +60,6 @@ class GitLab(Scheme):
         auth = self.options.get("auth", AUTH_BY_TOKEN)
         if auth not in {AUTH_BY_TOKEN, AUTH_BY_SIGNING}:
             raise ConfigurationError(f"gitlab: auth is {AUTH_BY_TOKEN!r} or {AUTH_BY_SIGNING!r}")
-        self.auth: str = auth
         self.signing = StandardWebhooks() if auth == AUTH_BY_SIGNING else None
         self.uses_timestamp = self.signing is not None
 
