@@ -229,7 +229,7 @@ def test_every_printed_sample_of_the_shipped_config_is_accepted_and_settles(
 
     assert len(samples) == len(schemes)  # one per provider family
     for provider, command in samples:
-        # 202, or 200 from the senders that count only 200 as success (Mailgun, ...).
+        # 202, or 200 from the senders that count only 200 as success (Mailgun, Linear, Zoom).
         assert _run_curl(command) in {200, 202}, provider
 
     def settled() -> bool:
