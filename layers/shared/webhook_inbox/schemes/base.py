@@ -208,6 +208,17 @@ def content_digest_id(event_type: str, event: Mapping[str, Any], *, without: Seq
     return body_digest_id(event_type, canonical.encode())
 
 
+def _object_to_sign(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object, for a ``sign`` that stamps or wraps it (Linear, Mailgun,
+    Twitch), else None. Lenient on purpose: signing runs in tools; verification parses strictly
+    (bodies.py)."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) else None
+
+
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
     """Follow a dotted path (``data.object.id``) through nested objects; None when absent."""
     node: Any = payload

@@ -29,6 +29,7 @@ from webhook_inbox.schemes.base import (
     _hex_digest,
     _mac,
     _match_index,
+    _object_to_sign,
     _optional_header,
     bounded_text,
     content_digest_id,
@@ -95,11 +96,8 @@ class Linear(Scheme):
         """Stamps ``webhookTimestamp`` (``timestamp`` in milliseconds) into a JSON object body,
         as Linear does on every attempt, then signs; any other body is signed as it is."""
         headers = {"Linear-Delivery": event_id or str(uuid.uuid4())}
-        try:
-            document = json.loads(body)
-        except (ValueError, RecursionError):
-            document = None
-        if isinstance(document, dict):
+        document = _object_to_sign(body)
+        if document is not None:
             document[TIMESTAMP_FIELD] = timestamp * 1000
             body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
             if isinstance(document.get("type"), str):

@@ -31,6 +31,7 @@ from webhook_inbox.schemes.base import (
     _hex_digest,
     _mac,
     _match_index,
+    _object_to_sign,
     _storable,
     _timestamp,
     bounded_text,
@@ -135,11 +136,8 @@ class Mailgun(Scheme):
         token = event_id or _random.token_hex(25)  # 50 characters, as Mailgun's
         mac = _mac(secret.encode(), str(timestamp).encode(), token.encode()).hex()
         signature = {"token": token, "timestamp": str(timestamp), "signature": mac}
-        try:
-            document = json.loads(body)
-        except (ValueError, RecursionError):
-            document = None
-        if isinstance(document, dict) and "event-data" in document:
+        document = _object_to_sign(body)
+        if document is not None and "event-data" in document:
             document["signature"] = signature
             signed_body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
         else:

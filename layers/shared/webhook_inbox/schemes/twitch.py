@@ -10,7 +10,6 @@ body shows is refused, so a captured challenge cannot be stored as an event or t
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -34,6 +33,7 @@ from webhook_inbox.schemes.base import (
     _hex_digest,
     _mac,
     _match_index,
+    _object_to_sign,
     bounded_text,
 )
 
@@ -173,11 +173,8 @@ class Twitch(Scheme):
         verification; a body without ``event``: a revocation)."""
         message_id = event_id or str(uuid.uuid4())
         stamp = rfc3339(timestamp)
-        try:
-            document = json.loads(body)
-        except (ValueError, RecursionError):
-            document = None
-        kind = _kind(document) if isinstance(document, dict) else NOTIFICATION
+        document = _object_to_sign(body)
+        kind = _kind(document) if document is not None else NOTIFICATION
         headers = {
             "Twitch-Eventsub-Message-Id": message_id,
             "Twitch-Eventsub-Message-Retry": "0",
@@ -186,7 +183,7 @@ class Twitch(Scheme):
             "Twitch-Eventsub-Message-Signature": "sha256="
             + _mac(secret.encode(), message_id.encode(), stamp.encode(), body).hex(),
         }
-        subscription = document.get("subscription") if isinstance(document, dict) else None
+        subscription = document.get("subscription") if document is not None else None
         if isinstance(subscription, Mapping) and isinstance(subscription.get("type"), str):
             headers["Twitch-Eventsub-Subscription-Type"] = subscription["type"]
             headers["Twitch-Eventsub-Subscription-Version"] = str(subscription.get("version", "1"))
