@@ -230,7 +230,10 @@ def test_a_standard_webhooks_only_setup_prints_a_sample_that_gets_processed(
 
 
 # What a stored sample is answered with, where the sender expects something else than 202.
-ACKNOWLEDGEMENTS = {"discord": {200, 204}, "twilio": {200}, "paddle": {200}}
+ACKNOWLEDGEMENTS = {
+    "discord": {200, 204},
+    **{scheme: {200} for scheme in ("twilio", "paddle", "mailgun", "linear", "zoom")},
+}
 
 
 def test_every_printed_sample_of_the_shipped_config_is_accepted_and_settles(
@@ -245,8 +248,8 @@ def test_every_printed_sample_of_the_shipped_config_is_accepted_and_settles(
     assert len(samples) == len(schemes)  # one per provider family
     for provider, command in samples:
         # A stored event is a 202, or the acknowledgement its sender expects (Discord's
-        # deferred interaction response is a 200, its webhook events a 204; Twilio's TwiML and
-        # Paddle: 200).
+        # deferred interaction response is a 200, its webhook events a 204; Twilio's TwiML,
+        # Paddle, Mailgun, Linear and Zoom: 200).
         expected = ACKNOWLEDGEMENTS.get(registry[provider].scheme.name, {202})
         assert _run_curl(command) in expected, provider
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import assume, event, given
@@ -21,6 +22,7 @@ from tests.ingest_support import sample_config_text
 from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, InvalidPayload
 from webhook_inbox.schemes import Delivery
+from webhook_inbox.schemes.twitch import rfc3339_nanos
 
 SAMPLE_KEYS = {
     name: spec["secrets"][0]["value"]
@@ -83,11 +85,21 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ("square", schemes.build("square"), PLAIN_SECRET),
     ("hubspot", schemes.build("hubspot"), PLAIN_SECRET),
     ("paddle", schemes.build("paddle"), "pdl_ntfset_fuzz_secret"),
+    ("mailgun", schemes.build("mailgun"), PLAIN_SECRET),
+    ("linear", schemes.build("linear"), PLAIN_SECRET),
+    ("zoom", schemes.build("zoom"), PLAIN_SECRET),
+    ("twitch", schemes.build("twitch"), PLAIN_SECRET),
+    ("gitlab", schemes.build("gitlab"), PLAIN_SECRET),
+    ("gitlab-signed", schemes.build("gitlab", {"auth": "signing-token"}), SVIX_SECRET),
 ]
 # Where the URL-signed schemes (Twilio, Square, HubSpot) are told the sender called.
 URL = "https://hooks.example.com/webhooks/fuzz?tenant=a%20b"
 URL_SIGNED = [label for label, scheme, _ in SCHEMES if scheme.signs_url]
 LABELS = [label for label, _, _ in SCHEMES]
+# Schemes whose signature travels inside the (JSON) body, not in a header.
+SIGNED_IN_BODY = {"mailgun"}
+# Schemes whose signed body must be a JSON object carrying their timestamp.
+STAMPED_BODY = {"linear"}
 BY_LABEL = {label: (scheme, secret) for label, scheme, secret in SCHEMES}
 HEADER_NAMES = [
     "webhook-id",
@@ -118,6 +130,19 @@ HEADER_NAMES = [
     "x-hubspot-signature-v3",
     "x-hubspot-request-timestamp",
     "paddle-signature",
+    "linear-signature",
+    "linear-delivery",
+    "x-zm-signature",
+    "x-zm-request-timestamp",
+    "x-zm-trackingid",
+    "twitch-eventsub-message-id",
+    "twitch-eventsub-message-timestamp",
+    "twitch-eventsub-message-signature",
+    "twitch-eventsub-message-type",
+    "x-gitlab-token",
+    "x-gitlab-event",
+    "x-gitlab-event-uuid",
+    "idempotency-key",
 ]
 
 hex_digits = st.one_of(
@@ -154,10 +179,28 @@ header_values = st.one_of(
         st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["ts", "h1", "h2", ""]), hex_digits),
         max_size=5,
     ).map(";".join),
+    st.builds(
+        lambda date, fraction, zone: date + fraction + zone,
+        st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S")),
+        st.sampled_from(["", ".", ".0", ".8091512", ".1234567890"]),
+        st.sampled_from(["Z", "z", "+00:00", "-23:59", "+24:00", ""]),
+    ),
+    st.sampled_from(["notification", "webhook_callback_verification", "revocation"]),
 )
 garbage_headers = st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=8)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=300) | st.floats(allow_nan=False),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+finite_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(max_size=50)
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: (
         st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -171,12 +214,19 @@ payloads = st.one_of(
             "id": json_values,
             "type": json_values,
             "event_id": json_values,
-            "event": json_values,
+            "event": st.one_of(json_values, st.sampled_from(["endpoint.url_validation"])),
             "action": json_values,
             "challenge": json_values,
+            "subscription": st.fixed_dictionaries({}, optional={"type": json_values}),
             "meta": st.dictionaries(st.sampled_from(["id", "x"]), json_values, max_size=2),
             "kind": json_values,
             "sg_event_id": json_values,
+            "object_kind": json_values,
+            "event_name": json_values,
+            "payload": st.fixed_dictionaries({}, optional={"plainToken": json_values}),
+            "event-data": st.fixed_dictionaries(
+                {}, optional={"event": json_values, "id": json_values}
+            ),
         },
     ),
 )
@@ -239,43 +289,62 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     label: str, body: bytes, skew: int, data: st.DataObject
 ) -> None:
     scheme, secret = BY_LABEL[label]
+    if label in SIGNED_IN_BODY:  # the signature sits in a JSON body
+        body = json.dumps(data.draw(finite_json, label="event data")).encode()
+    elif label in STAMPED_BODY:  # signing stamps the timestamp into a JSON object
+        fields = st.dictionaries(st.text(max_size=8), finite_json, max_size=4)
+        body = json.dumps(data.draw(fields, label="event")).encode()
+    # jsonb cannot store NUL: a body holding one is refused even when authentic.
+    assume(b"\\u0000" not in body or label not in SIGNED_IN_BODY | STAMPED_BODY)
     signed = scheme.sign(
         secret, body, event_id="msg_fuzz", timestamp=NOW + skew, event_type="t", url=URL
     )
     headers = {k.lower(): v for k, v in signed.headers.items()}
     url = signed.url  # the URL it was signed for (Twilio adds bodySHA256 to JSON's)
+    body = signed.body  # Mailgun signs inside the body, Linear stamps it
     # The authentic delivery verifies (tolerance is inclusive) ...
     scheme.verify(Delivery(headers, body, url=url), [secret], now=NOW, tolerance=TOLERANCE)
     # ... and with any single character of its signature replaced, it does not.
-    name = next(n for n in headers if "sig" in n or "hmac" in n)
-    value = headers[name]
+    if label in SIGNED_IN_BODY:
+        document = json.loads(body)
+        value = document["signature"]["signature"]
+    else:
+        name = next(n for n in headers if "sig" in n or "hmac" in n or n == "x-gitlab-token")
+        value = headers[name]
     # Not the last digit before base64 padding: its low bits are unused, so some replacements
     # decode to the same digest (and a hex digit's case is no change either).
     last_full_digit = len(value.rstrip("=")) - 2
     at = data.draw(st.integers(last_full_digit - 17, last_full_digit), label="position in digest")
     replacement = data.draw(st.characters(codec="utf-8"), label="replacement")
     assume(replacement.lower() != value[at].lower())
-    headers[name] = value[:at] + replacement + value[at + 1 :]
+    altered = value[:at] + replacement + value[at + 1 :]
+    if label in SIGNED_IN_BODY:
+        document["signature"]["signature"] = altered
+        body = json.dumps(document).encode()
+    else:
+        headers[name] = altered
     try:
         scheme.verify(Delivery(headers, body, url=url), [secret], now=NOW, tolerance=TOLERANCE)
     except AuthenticationFailed:
         return
-    raise AssertionError(f"{label} accepted an altered signature {headers[name]!r}")
+    raise AssertionError(f"{label} accepted an altered signature {altered!r}")
 
 
 @given(
     label=st.sampled_from(LABELS),
     headers=garbage_headers,
     body=st.binary(max_size=50),
+    signed_id=st.one_of(st.none(), st.text(max_size=300)),
     data=st.data(),
 )
 def test_identify_rejects_with_400_or_returns_a_bounded_identity(
-    label: str, headers: dict[str, str], body: bytes, data: st.DataObject
+    label: str, headers: dict[str, str], body: bytes, signed_id: str | None, data: st.DataObject
 ) -> None:
-    scheme, _ = BY_LABEL[label]
+    scheme, secret = BY_LABEL[label]
     # What parse() can hand over: an object, or for batch schemes an array (of objects).
     payload: Any = data.draw(batches if scheme.body_format == "json-array" else payloads)
-    verified = schemes.Verified(signed_id=headers.get("webhook-id") or headers.get("x-id"))
+    signed_id = headers.get("webhook-id") or headers.get("x-id") or signed_id
+    verified = schemes.Verified(signed_id=signed_id, secret=secret)
     try:
         found = scheme.identify(Delivery(headers, body, url=URL), payload, verified)
     except InvalidPayload:
@@ -290,3 +359,58 @@ def test_identify_rejects_with_400_or_returns_a_bounded_identity(
         assert 1 <= len(identity.event_id) <= schemes.MAX_ID_CHARS
         assert 1 <= len(identity.event_type) <= schemes.MAX_TYPE_CHARS
         assert identity.delivery_id is None or len(identity.delivery_id) <= schemes.MAX_ID_CHARS
+
+
+mailgun_signatures = st.fixed_dictionaries(
+    {},
+    optional={
+        "token": st.one_of(json_values, st.text("abcdef0123456789 ", max_size=60)),
+        "timestamp": st.one_of(json_values, numbers, st.integers(-(10**13), 10**13)),
+        "signature": st.one_of(json_values, hex_digits),
+        "parent-signature": st.one_of(json_values, hex_digits),
+    },
+)
+
+
+@given(signature=st.one_of(mailgun_signatures, json_values), event_data=json_values)
+def test_mailgun_bodies_with_garbage_signature_objects_fail_authentication(
+    signature: Any, event_data: Any
+) -> None:
+    scheme, secret = BY_LABEL["mailgun"]
+    body = json.dumps({"signature": signature, "event-data": event_data}).encode()
+    try:
+        scheme.verify(Delivery({}, body), [secret], now=NOW, tolerance=TOLERANCE)
+    except AuthenticationFailed as failure:
+        event(f"mailgun: {failure.reason}")
+        return
+    raise AssertionError(f"mailgun accepted {body!r}")
+
+
+@given(text=st.one_of(st.text(max_size=40), header_values))
+def test_the_twitch_timestamp_parser_refuses_with_401_or_reads_a_time(text: str) -> None:
+    try:
+        nanos = rfc3339_nanos(text)
+    except AuthenticationFailed:
+        return
+    assert isinstance(nanos, int)
+
+
+@given(
+    moment=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    digits=st.integers(0, 9),
+    offset_minutes=st.integers(-(23 * 60 + 59), 23 * 60 + 59),
+    nanos=st.integers(0, 10**9 - 1),
+)
+def test_the_twitch_timestamp_parser_agrees_with_datetime_arithmetic(
+    moment: datetime, digits: int, offset_minutes: int, nanos: int
+) -> None:
+    # Written independently of the parser: datetime with a fixed offset, then the fraction.
+    fraction = str(nanos).rjust(9, "0")[:digits]
+    sign = "+" if offset_minutes >= 0 else "-"
+    zone = f"{sign}{abs(offset_minutes) // 60:02d}:{abs(offset_minutes) % 60:02d}"
+    date = f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}"  # %Y would write year 999 as "999"
+    text = date + (f".{fraction}" if digits else "") + zone
+    local = moment.replace(microsecond=0, tzinfo=timezone(timedelta(minutes=offset_minutes)))
+    seconds = (local - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(seconds=1)
+    expected = seconds * 10**9 + int(fraction.ljust(9, "0"))
+    assert rfc3339_nanos(text) == expected

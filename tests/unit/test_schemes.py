@@ -346,3 +346,25 @@ def test_content_digest_id_ignores_spacing_order_and_the_named_fields() -> None:
     assert key != schemes.content_digest_id("u", one, without=("attemptNumber",))
     assert key != schemes.content_digest_id("t", one, without=())
     assert key != schemes.content_digest_id("t", {**one, "a": 2}, without=("attemptNumber",))
+
+
+@pytest.mark.parametrize(
+    ("count", "fresh"),
+    [
+        (1_700_000_060_000, True),  # exactly +60 s
+        (1_700_000_060_001, False),  # 1 ms beyond: refused, not rounded down to +60 s
+        (1_699_999_940_000, True),  # exactly -60 s
+        (1_699_999_939_999, False),  # 1 ms beyond in the past
+        (1_700_000_000_500, True),
+    ],
+)
+def test_subsecond_timestamps_are_held_to_the_tolerance_exactly(count: int, fresh: bool) -> None:
+    from webhook_inbox.schemes.base import _check_fresh_subsecond
+
+    if fresh:
+        seconds = _check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
+        assert abs(seconds * 1000 - count) < 1000
+    else:
+        with pytest.raises(AuthenticationFailed) as info:
+            _check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
+        assert info.value.reason == "stale"

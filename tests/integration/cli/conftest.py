@@ -1,4 +1,5 @@
-"""Fixtures for the CLI tests: seeded inbox rows in any state, a moto queue, a CLI runner."""
+"""Fixtures for the CLI tests: seeded inbox rows in any state, a moto queue, a CLI runner, the
+real ingest handler over the sample providers."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from webhook_inbox import inbox
+from tests.support import ROOT, load_function
+from webhook_inbox import inbox, providers
 from webhook_inbox_tools.cli import main
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "webhook-inbox"
@@ -163,3 +165,25 @@ def run_console_script(
         timeout=60,
         check=False,
     )
+
+
+@pytest.fixture
+def ingest_env(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, Any, str]]:
+    """The real ingest function with the sample providers, this test's database and a moto queue."""
+    from webhook_inbox import ingest
+
+    monkeypatch.setenv("PROVIDERS_CONFIG_FILE", str(ROOT / "events" / "providers.local.json"))
+    monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)
+    providers.reset_for_tests()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="processing")["QueueUrl"]
+        monkeypatch.setenv("PROCESSING_QUEUE_URL", url)
+        app = load_function("ingest")
+        app.reset_clients()
+        yield app, sqs, url
+        app.reset_clients()
+    providers.reset_for_tests()
+    assert ingest is not None

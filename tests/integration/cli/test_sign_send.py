@@ -13,14 +13,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
-import boto3
 import psycopg
 import pytest
-from moto import mock_aws
 
 from tests.integration.cli.conftest import run_console_script
-from tests.support import ROOT, FakeLambdaContext, load_function
-from webhook_inbox import providers
+from tests.support import ROOT, FakeLambdaContext
 from webhook_inbox_tools.cli import main
 
 SAMPLE = ROOT / "events" / "providers.local.json"
@@ -93,28 +90,6 @@ def test_github_and_shopify_signatures_match_their_documented_recipes(
     shopify = _sign(capsys, "shopify", str(body_file), "--format", "json")["headers"]
     digest = hmac.new(SECRETS["shopify"].encode(), body, hashlib.sha256).digest()
     assert shopify["X-Shopify-Hmac-Sha256"] == base64.b64encode(digest).decode()
-
-
-@pytest.fixture
-def ingest_env(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Any, Any, str]]:
-    """The real ingest function with the sample providers, this test's database and a moto queue."""
-    from webhook_inbox import ingest
-
-    monkeypatch.setenv("PROVIDERS_CONFIG_FILE", str(SAMPLE))
-    monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)
-    providers.reset_for_tests()
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        url = sqs.create_queue(QueueName="processing")["QueueUrl"]
-        monkeypatch.setenv("PROCESSING_QUEUE_URL", url)
-        app = load_function("ingest")
-        app.reset_clients()
-        yield app, sqs, url
-        app.reset_clients()
-    providers.reset_for_tests()
-    assert ingest is not None
 
 
 @pytest.mark.parametrize("shape", ["apigw-v2", "apigw-v1"])

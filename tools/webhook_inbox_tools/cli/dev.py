@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from types import FrameType
 
+from webhook_inbox import providers
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
@@ -107,6 +108,16 @@ def _providers_file(args: argparse.Namespace) -> Path | None:
     if os.environ.get("PROVIDERS_CONFIG_FILE") or os.environ.get("PROVIDERS_CONFIG"):
         return None  # the functions read the environment themselves
     return sample_providers_file()
+
+
+def _validity(provider: providers.Provider) -> str:
+    """How long a sample signed now is accepted: the provider's tolerance (Linear's is 60 s)."""
+    if not provider.scheme.uses_timestamp:
+        return "no timestamp: valid until the secret changes"
+    seconds = provider.tolerance_seconds
+    if seconds % 60 == 0 and seconds > 60:
+        return f"valid for {seconds // 60} minutes"
+    return f"valid for {seconds} seconds"
 
 
 def operator_environment(stack: DevStack) -> dict[str, str]:
@@ -225,7 +236,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         if args.sam_env_vars is not None:
             sam_file = write_sam_env_vars(stack, args, providers_file)
         for sample in sample_deliveries(registry, base):
-            what = f"{sample.event_type}; {sample.outcome}; valid for 5 minutes"
+            validity = _validity(registry.providers[sample.provider])
+            what = f"{sample.event_type}; {sample.outcome}; {validity}"
             say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
             print(sample.curl, flush=True)
         say("dev", "ready; Ctrl-C stops everything")

@@ -180,6 +180,84 @@ def _paddle(now: int) -> tuple[dict[str, Any], str, str | None]:
     return body, "customer.created", None
 
 
+def _mailgun(now: int) -> tuple[dict[str, Any], str, str | None]:
+    # The event-data: signing wraps it in {"signature": {...}, "event-data": ...}, with a fresh
+    # token (the signed key), as Mailgun does.
+    body = {
+        "id": _uid(),
+        "event": "delivered",
+        "timestamp": float(now),
+        "recipient": "alice@example.com",
+        "message": {"headers": {"message-id": f"{_uid()}@mg.example.com"}},
+    }
+    return body, "delivered", None
+
+
+def _linear(now: int) -> tuple[dict[str, Any], str, str | None]:
+    # Signing stamps webhookTimestamp into the body, as Linear does on every attempt.
+    body = {
+        "action": "create",
+        "type": "Issue",
+        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now)),
+        "organizationId": "org-dev",
+        "webhookId": "webhook-dev",
+        "url": "https://linear.app/dev/issue/DEV-1",
+        "data": {"id": str(uuid.uuid4()), "identifier": "DEV-1", "title": "Sample issue"},
+    }
+    return body, "Issue.create", str(uuid.uuid4())
+
+
+def _zoom(now: int) -> tuple[dict[str, Any], str, str | None]:
+    meeting = int(_uid(), 16) % 10**11
+    body = {
+        "event": "meeting.started",
+        "event_ts": now * 1000,
+        "payload": {
+            "account_id": "dev-account",
+            "object": {"id": str(meeting), "uuid": f"{_uid()}==", "topic": "Sample meeting"},
+        },
+    }
+    return body, "meeting.started", None
+
+
+def _twitch(now: int) -> tuple[dict[str, Any], str, str | None]:
+    broadcaster = str(int(_uid(), 16) % 10**8)
+    body = {
+        "subscription": {
+            "id": str(uuid.uuid4()),
+            "status": "enabled",
+            "type": "channel.follow",
+            "version": "2",
+            "condition": {"broadcaster_user_id": broadcaster, "moderator_user_id": broadcaster},
+            "transport": {"method": "webhook", "callback": "https://example.com/webhooks/twitch"},
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        },
+        "event": {
+            "user_id": "1234",
+            "user_login": "cool_user",
+            "broadcaster_user_id": broadcaster,
+            "followed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        },
+    }
+    return body, "channel.follow", str(uuid.uuid4())
+
+
+def _gitlab(now: int) -> tuple[dict[str, Any], str, str | None]:
+    commit = uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    body = {
+        "object_kind": "push",
+        "event_name": "push",
+        "ref": "refs/heads/main",
+        "before": "0" * 40,
+        "after": commit,
+        "project_id": 15,
+        "project": {"id": 15, "path_with_namespace": "dev/sample"},
+        "commits": [{"id": commit, "message": "Sample commit", "timestamp": now}],
+        "total_commits_count": 1,
+    }
+    return body, "Push Hook", str(uuid.uuid4())  # the Idempotency-Key
+
+
 def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     node = document
@@ -214,6 +292,11 @@ def _builder(provider: providers.Provider) -> Builder:
         "hubspot": _hubspot,
         "paddle": _paddle,
         "sendgrid": _sendgrid,
+        "mailgun": _mailgun,
+        "linear": _linear,
+        "zoom": _zoom,
+        "twitch": _twitch,
+        "gitlab": _gitlab,
     }
     if scheme in fixed:
         return fixed[scheme]

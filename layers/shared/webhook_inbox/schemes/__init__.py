@@ -40,14 +40,19 @@ from webhook_inbox.schemes.base import (
     json_path,
 )
 from webhook_inbox.schemes.discord import Discord
+from webhook_inbox.schemes.gitlab import GitLab
 from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
 from webhook_inbox.schemes.hubspot import HubSpot
+from webhook_inbox.schemes.linear import Linear
+from webhook_inbox.schemes.mailgun import Mailgun
 from webhook_inbox.schemes.paddle import Paddle
 from webhook_inbox.schemes.sendgrid import SendGrid
 from webhook_inbox.schemes.square import Square
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 from webhook_inbox.schemes.stripe import Stripe
 from webhook_inbox.schemes.twilio import Twilio
+from webhook_inbox.schemes.twitch import Twitch
+from webhook_inbox.schemes.zoom import Zoom
 
 __all__ = [
     "DEFAULT_TOLERANCE_S",
@@ -58,9 +63,12 @@ __all__ = [
     "Discord",
     "GenericHmac",
     "GitHub",
+    "GitLab",
     "Headers",
     "HubSpot",
     "Identity",
+    "Linear",
+    "Mailgun",
     "Paddle",
     "Reply",
     "Scheme",
@@ -72,7 +80,9 @@ __all__ = [
     "StandardWebhooks",
     "Stripe",
     "Twilio",
+    "Twitch",
     "Verified",
+    "Zoom",
     "body_digest_id",
     "bounded_text",
     "build",
@@ -87,6 +97,8 @@ SCHEMES: dict[str, type[Scheme]] = {
 SCHEMES.update({cls.name: cls for cls in (Discord, SendGrid)})
 # URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
 SCHEMES.update({cls.name: cls for cls in (Twilio, Square, HubSpot, Paddle)})
+# Senders with a signature inside the body, a handshake to answer or a shared token (issue 17).
+SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom, Twitch, GitLab)})
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:

@@ -150,6 +150,20 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
         )
 
 
+def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
+    """:func:`_check_fresh` for a timestamp counted in finer units (Linear's milliseconds,
+    Twitch's nanoseconds); returns it in whole seconds.
+
+    The seconds are rounded away from ``now`` (a whole second), so a timestamp a fraction of a
+    second beyond the tolerance is refused, as the exact comparison would refuse it.
+    """
+    seconds, fraction = divmod(count, per_second)
+    if fraction and seconds >= now:
+        seconds += 1
+    _check_fresh(seconds, now, tolerance)
+    return seconds
+
+
 def _mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:
     """HMAC over the concatenated parts: SHA-256 unless a sender still signs with another
     digest (Twilio: SHA-1)."""
@@ -197,6 +211,17 @@ def content_digest_id(event_type: str, event: Mapping[str, Any], *, without: Seq
     kept = {key: value for key, value in event.items() if key not in without}
     canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return body_digest_id(event_type, canonical.encode())
+
+
+def _object_to_sign(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object, for a ``sign`` that stamps or wraps it (Linear, Mailgun,
+    Twitch), else None. Lenient on purpose: signing runs in tools; verification parses strictly
+    (bodies.py)."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) else None
 
 
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
