@@ -9,12 +9,19 @@ clients (``IdleClientTimeout``), and failovers and restarts close everything whi
 frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection.
+
+Credentials come from ``DATABASE_URL`` or the RDS-shaped secret ``DATABASE_SECRET_ARN``, cached
+five minutes (the last good value is kept while Secrets Manager cannot be read). When the
+database refuses a login — a rotation changed the password, or switched to the other user — the
+secret is re-read once and the connection tried again, at most once a minute, so a broken
+configuration cannot turn every request into a Secrets Manager call.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +38,9 @@ from webhook_inbox import aws
 from webhook_inbox.config import env, env_int
 from webhook_inbox.errors import (
     ConfigurationError,
+    SecretUnavailable,
     StoreConflict,
+    StoreCredentialsRejected,
     StoreError,
     StoreUnavailable,
 )
@@ -45,6 +54,16 @@ DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 DEFAULT_LOCK_TIMEOUT_MS = 2000
 
 _SECRET_TTL_S = 300.0
+# A refused login re-reads the database secret at most this often (as for provider secrets).
+FORCED_SECRET_REFRESH_INTERVAL_S = 60.0
+
+# libpq reports a refused login as text only (no SQLSTATE reaches the client for a failed
+# startup): 28P01 "password authentication failed", 28000 "role … is not permitted to log in" /
+# "role … does not exist", and IAM authentication's "PAM authentication failed".
+_CREDENTIALS_REJECTED = re.compile(
+    r"password authentication failed|PAM authentication failed|"
+    r'role ".*" (?:is not permitted to log in|does not exist)'
+)
 
 
 @contextmanager
@@ -54,7 +73,13 @@ def translate() -> Iterator[None]:
         yield
     except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
         raise StoreConflict(type(exc).__name__) from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
+            raise StoreCredentialsRejected(type(exc).__name__) from exc
+        # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
+        # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
+        raise StoreUnavailable(type(exc).__name__) from exc
+    except psycopg.InterfaceError as exc:
         # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
         # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
         raise StoreUnavailable(type(exc).__name__) from exc
@@ -148,7 +173,24 @@ def set_role_timeouts(
 # --- credentials -------------------------------------------------------------------------
 
 _secret_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+_secret_last_forced: dict[str, float] = {}
 _secret_lock = threading.Lock()
+
+
+def _fetch_secret(arn: str) -> dict[str, Any]:
+    from botocore.exceptions import BotoCoreError, ClientError  # deferred, as boto3 is
+
+    try:
+        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+    except (BotoCoreError, ClientError, KeyError) as exc:
+        raise SecretUnavailable(f"cannot read database secret: {aws.error_code(exc)}") from exc
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError("database secret is not JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError("database secret must be a JSON object")
+    return value
 
 
 def _read_secret(arn: str) -> dict[str, Any]:
@@ -156,15 +198,38 @@ def _read_secret(arn: str) -> dict[str, Any]:
         cached = _secret_cache.get(arn)
         if cached and time.monotonic() - cached[0] < _SECRET_TTL_S:
             return cached[1]
-        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            raise ConfigurationError("database secret is not JSON") from None
-        if not isinstance(value, dict):
-            raise ConfigurationError("database secret must be a JSON object")
+            value = _fetch_secret(arn)
+        except SecretUnavailable:
+            if cached:  # keep connecting with the last good value while Secrets Manager is out
+                return cached[1]
+            raise
         _secret_cache[arn] = (time.monotonic(), value)
         return value
+
+
+def _reread_secret_after_refusal() -> bool:
+    """Re-read the database secret now (a login was refused); whether it changed.
+
+    At most once a minute per secret: a refusal that a re-read cannot cure (a disabled user, a
+    secret rotated wrongly) must not cost a Secrets Manager call per request.
+    """
+    arn = env("DATABASE_SECRET_ARN")
+    if env("DATABASE_URL") or not arn:
+        return False
+    with _secret_lock:
+        now = time.monotonic()
+        last = _secret_last_forced.get(arn)
+        if last is not None and now - last < FORCED_SECRET_REFRESH_INTERVAL_S:
+            return False
+        _secret_last_forced[arn] = now
+        try:
+            value = _fetch_secret(arn)
+        except SecretUnavailable:
+            return False  # keep the cached value; the caller reports the refusal
+        cached = _secret_cache.get(arn)
+        _secret_cache[arn] = (now, value)
+        return cached is None or cached[1] != value
 
 
 def conninfo_from_rds_secret(secret: dict[str, Any], *, password: str | None = None) -> str:
@@ -246,8 +311,18 @@ def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connectio
             with translate():
                 conn.rollback()
         return conn
-    _connection, _proven = connect(database_conninfo(), application_name=application_name), False
+    _connection, _proven = _open(application_name), False
     return _connection
+
+
+def _open(application_name: str) -> psycopg.Connection[Any]:
+    """A new connection; a refused login re-reads a rotated secret and tries once more."""
+    try:
+        return connect(database_conninfo(), application_name=application_name)
+    except StoreCredentialsRejected:
+        if not _reread_secret_after_refusal():
+            raise
+    return connect(database_conninfo(), application_name=application_name)
 
 
 def run_repeatable(
@@ -300,4 +375,6 @@ def discard_connection() -> None:
 def reset_for_tests() -> None:
     """Forget cached connection and secrets (tests switch databases between cases)."""
     discard_connection()
-    _secret_cache.clear()
+    with _secret_lock:
+        _secret_cache.clear()
+        _secret_last_forced.clear()

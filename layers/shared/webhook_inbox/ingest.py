@@ -327,8 +327,11 @@ def handle(
         outcome.outcome, outcome.metric = "unavailable", "StoreUnavailable"
         outcome.detail = str(exc)
     except SecretUnavailable as exc:
+        # A provider's secret or the database's: retrying later may succeed (503), and the
+        # metric is what the SecretUnavailable alarm watches.
         outcome.status, outcome.reply = 503, _GENERIC_BODIES[503]
-        outcome.outcome, outcome.detail = "unavailable", str(exc)
+        outcome.outcome, outcome.metric = "unavailable", "SecretUnavailable"
+        outcome.detail = str(exc)
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)
