@@ -44,11 +44,11 @@ STEPS = [
     ("inbox", "expire_leases"),
     ("inbox", "claim_due_for_enqueue"),
     ("outbox", "claim_messages"),
-    ("sweeper", "event_backlog"),
+    ("inbox", "event_backlog"),
     ("outbox", "backlog"),
-    ("sweeper", "purge_payloads"),
-    ("sweeper", "delete_expired_events"),
-    ("sweeper", "delete_published_outbox"),
+    ("inbox", "purge_payloads"),
+    ("inbox", "delete_expired_events"),
+    ("outbox", "delete_published"),
 ]
 
 # The re-enqueue as released before migration 0004: the baseline the fix is measured against.
