@@ -36,6 +36,9 @@ BATCH = 100
 PARAMS: dict[str, Any] = {
     "limit": BATCH,
     "stale_seconds": 900,
+    "stale_limit": BATCH,
+    # The stale rule's count, uncapped: every row waiting in SQS (the worst case it can cost).
+    "up_to": 10**9,
     "max_attempts": 5,
     "days": 30,
     "lease_seconds": 60,
@@ -43,6 +46,8 @@ PARAMS: dict[str, Any] = {
 STEPS = [
     ("inbox", "expire_leases"),
     ("inbox", "claim_due_for_enqueue"),
+    ("inbox", "stale_sent_exists"),
+    ("inbox", "count_sent_waiting"),
     ("outbox", "claim_messages"),
     ("inbox", "event_backlog"),
     ("outbox", "backlog"),

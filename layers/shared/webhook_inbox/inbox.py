@@ -233,17 +233,37 @@ def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> li
 
 @translated
 def claim_due_for_enqueue(
-    conn: Connection[Any], *, limit: int, stale_seconds: float
-) -> list[tuple[int, str]]:
-    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them.
+    conn: Connection[Any], *, limit: int, stale_seconds: float, stale_limit: int | None = None
+) -> list[tuple[int, str, bool]]:
+    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them as
+    ``(id, status, stale)``: stale rows were sent before, over ``stale_seconds`` ago.
 
-    Run it in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the rows
-    whose send failed.
+    At most ``stale_limit`` (default: ``limit``) stale rows. Run it in its own (autocommit)
+    transaction, then send, then :func:`clear_enqueued` the rows whose send failed.
     """
     rows = conn.execute(
-        _q("claim_due_for_enqueue"), {"limit": limit, "stale_seconds": stale_seconds}
+        _q("claim_due_for_enqueue"),
+        {
+            "limit": limit,
+            "stale_seconds": stale_seconds,
+            "stale_limit": limit if stale_limit is None else stale_limit,
+        },
     ).fetchall()
-    return [(int(r[0]), str(r[1])) for r in rows]
+    return [(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+
+
+@translated
+def stale_sent_exists(conn: Connection[Any], *, stale_seconds: float) -> bool:
+    """Whether a row was sent to the queue over ``stale_seconds`` ago and is still waiting."""
+    row = conn.execute(_q("stale_sent_exists"), {"stale_seconds": stale_seconds}).fetchone()
+    return bool(row and row[0])
+
+
+@translated
+def count_sent_waiting(conn: Connection[Any], *, up_to: int) -> int:
+    """How many rows were sent to the queue and wait for a processor, counted up to ``up_to``."""
+    row = conn.execute(_q("count_sent_waiting"), {"up_to": up_to}).fetchone()
+    return int(row[0]) if row else 0
 
 
 @translated

@@ -108,8 +108,10 @@ RETURNING e.id, e.status
 -- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
 -- caller clears the stamp of rows it failed to send (clear_enqueued).
 -- Two index-ordered reads (0004), never the backlog waiting in SQS: rows never sent
--- (webhook_events_unsent_idx) first, then rows sent so long ago that the message must have been
--- lost (webhook_events_sent_idx). Each reads about as many index entries as it returns.
+-- (webhook_events_unsent_idx) first, then at most stale_limit rows sent long ago
+-- (webhook_events_sent_idx), oldest first. A row sent long ago may simply still be waiting in a
+-- long queue, so the caller allows only as many of those as the queue lacks messages
+-- (count_sent_waiting). Each read touches about as many index entries as it returns.
 WITH unsent AS (
     SELECT id, 0 AS rank, available_at AS since
       FROM webhook_events
@@ -124,16 +126,37 @@ WITH unsent AS (
      WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
        AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
      ORDER BY greatest(enqueued_at, available_at)
-     LIMIT %(limit)s
+     LIMIT least(%(limit)s, %(stale_limit)s)
        FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, rank FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS candidates
+     ORDER BY rank, since
+     LIMIT %(limit)s
+), stamped AS (
+    UPDATE webhook_events
+       SET enqueued_at = now()
+     WHERE id = ANY(ARRAY(SELECT id FROM due))
+    RETURNING id, status
 )
-UPDATE webhook_events
-   SET enqueued_at = now()
- WHERE id = ANY(ARRAY(
-        SELECT id FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS due
-         ORDER BY rank, since
-         LIMIT %(limit)s))
-RETURNING id, status
+SELECT stamped.id, stamped.status, due.rank = 1 AS stale
+  FROM stamped JOIN due USING (id)
+
+-- name: stale_sent_exists
+-- Whether any row was sent to the processing queue so long ago that its message may be lost (the
+-- first entry of webhook_events_sent_idx): only then is the queue's depth worth asking for.
+SELECT EXISTS (
+    SELECT 1 FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s))
+
+-- name: count_sent_waiting
+-- Rows sent to the processing queue and still waiting for a processor (each should have a message
+-- there), counted up to a cap: the caller compares them with the messages SQS holds. An index-only
+-- count of webhook_events_sent_idx, stopped at the cap.
+SELECT count(*)
+  FROM (SELECT 1 FROM webhook_events
+         WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+         LIMIT %(up_to)s) AS waiting
 
 -- name: status_summary
 -- Counts and oldest received_at per status (served by webhook_events_status_received_idx).
