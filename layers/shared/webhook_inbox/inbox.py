@@ -25,6 +25,8 @@ from webhook_inbox.queries import query
 
 STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
 TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
+# The error kind expire_leases records: the attempt ended without an outcome (a crash, a kill).
+LEASE_EXPIRED = "lease_expired"
 
 
 def _q(name: str) -> Any:
@@ -50,6 +52,7 @@ class LeasedEvent:
     attempts: int
     received_at: datetime
     lease_expires_at: datetime
+    error_kind: str | None = None  # the previous attempt's (None: first attempt, or it succeeded)
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ UPDATE webhook_events
 -- name: lease_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
 -- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
+-- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
 UPDATE webhook_events AS e
    SET status = 'processing',
        lease_owner = %(owner)s,
@@ -49,7 +50,7 @@ UPDATE webhook_events AS e
          ORDER BY id
            FOR UPDATE SKIP LOCKED))
 RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, e.attempts,
-          e.received_at, e.lease_expires_at
+          e.received_at, e.lease_expires_at, e.error_kind
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
