@@ -42,6 +42,7 @@ from webhook_inbox.errors import (
     StoreConflict,
     StoreCredentialsRejected,
     StoreError,
+    StoreLockTimeout,
     StoreUnavailable,
 )
 
@@ -73,6 +74,8 @@ def translate() -> Iterator[None]:
         yield
     except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
         raise StoreConflict(type(exc).__name__) from exc
+    except pg_errors.LockNotAvailable as exc:
+        raise StoreLockTimeout(type(exc).__name__) from exc
     except psycopg.OperationalError as exc:
         if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
             raise StoreCredentialsRejected(type(exc).__name__) from exc

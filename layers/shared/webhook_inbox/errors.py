@@ -32,6 +32,11 @@ class StoreCredentialsRejected(StoreUnavailable):
     rotation, the cached database secret may be out of date."""
 
 
+class StoreLockTimeout(StoreUnavailable):
+    """A statement waited for a lock longer than its lock timeout (another transaction holds
+    the row or table)."""
+
+
 class StoreConflict(StoreError):
     """A transaction lost a race (serialization failure, deadlock); retrying may succeed."""
 

@@ -16,11 +16,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from webhook_inbox.db import translated
-from webhook_inbox.errors import LeaseLost, StoreError
+from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
 from webhook_inbox.queries import query
 
 STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
@@ -39,6 +40,7 @@ class ClaimResult:
     status: str
     delivery_count: int
     is_new: bool
+    counted: bool = True  # false: a duplicate answered without waiting to count it
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,11 @@ class StatusSummary:
     oldest_received_at: datetime | None
 
 
-@translated
+# How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
+# count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
+CLAIM_LOCK_WAIT_MS = 500
+
+
 def claim_event(
     conn: Connection[Any],
     *,
@@ -78,24 +84,45 @@ def claim_event(
 
     ``enqueuing``: the caller sends the wake-up right after this commits, so a new row records
     ``enqueued_at`` now; the caller must :func:`clear_enqueued` it if the send fails.
+
+    On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
+    lock: a row locked that long exists (the conflict found it; a plain read confirms it is
+    committed), so the duplicate is answered from it, uncounted (``counted`` false).
     """
-    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
-        cur.execute(
-            _q("claim_event"),
-            {
-                "provider": provider,
-                "event_id": event_id,
-                "delivery_id": delivery_id,
-                "event_type": event_type,
-                "body_sha256": body_sha256,
-                "payload": Jsonb(payload),
-                "enqueuing": enqueuing,
-            },
-        )
-        row = cur.fetchone()
+    params = {
+        "provider": provider,
+        "event_id": event_id,
+        "delivery_id": delivery_id,
+        "event_type": event_type,
+        "body_sha256": body_sha256,
+        "payload": Jsonb(payload),
+        "enqueuing": enqueuing,
+    }
+    try:
+        return _claim(conn, params)
+    except StoreLockTimeout:
+        stored = _stored_claim(conn, params)
+        if stored is None:  # the conflict was an insert of the same key, still uncommitted
+            raise
+        return stored
+
+
+@translated
+def _claim(conn: Connection[Any], params: dict[str, Any]) -> ClaimResult:
+    # In autocommit the statement is its own transaction, so the lock wait applies to it alone;
+    # inside a caller's transaction it would outlast the claim, and the session's applies.
+    alone = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    lock_wait = f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None
+    row = conn.execute(_q("claim_event"), {**params, "lock_timeout": lock_wait}).fetchone()
     if row is None:  # cannot happen: INSERT … ON CONFLICT DO UPDATE … RETURNING yields a row
         raise StoreError("claim returned no row")
-    return row
+    return ClaimResult(*row)
+
+
+@translated
+def _stored_claim(conn: Connection[Any], params: dict[str, Any]) -> ClaimResult | None:
+    row = conn.execute(_q("stored_claim"), params).fetchone()
+    return None if row is None else ClaimResult(row[0], row[1], row[2], False, counted=False)
 
 
 @translated

@@ -264,6 +264,8 @@ def _accept(
     if not claim.is_new:
         outcome.status, outcome.reply = 200, {"status": "duplicate"}
         outcome.outcome, outcome.metric = "duplicate", "Duplicate"
+        if not claim.counted:  # a processor's batch held the row: answered without the count
+            outcome.detail = "delivery not counted: the event is being processed"
         return
     outcome.status, outcome.reply = 202, {"status": "accepted"}
     outcome.outcome, outcome.metric = "accepted", "Accepted"

@@ -7,14 +7,30 @@
 -- xmax = 0 only on a freshly inserted tuple. A caller about to send the wake-up itself records
 -- enqueued_at now (no second round trip); if the send then fails it clears it (clear_enqueued),
 -- and if it crashes in between, the sweeper's stale rule re-sends the row.
+-- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
+-- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
+-- executor reads the SELECT, which sets it, before it checks for a conflict. Past it the caller
+-- reads the row without a lock (stored_claim).
+WITH lock_wait AS MATERIALIZED (
+    SELECT set_config('lock_timeout',
+                      coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+)
 INSERT INTO webhook_events AS e
     (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
-VALUES (%(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s,
-        CASE WHEN %(enqueuing)s THEN now() END)
+SELECT %(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s,
+       CASE WHEN %(enqueuing)s THEN now() END
+  FROM lock_wait
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
         last_delivery_at = now()
 RETURNING e.id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+
+-- name: stored_claim
+-- A duplicate whose row stayed locked past the claim's lock wait: the row as committed, read
+-- without waiting (delivery not counted).
+SELECT id, status, delivery_count, false AS is_new
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = %(event_id)s
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
