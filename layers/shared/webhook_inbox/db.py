@@ -10,6 +10,12 @@ frozen. The local ``closed``/``broken`` flags only learn of it when a statement 
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection.
 
+A database that accepts and never answers (RDS Proxy holding a statement through a failover, a
+path whose far end is gone while something in between still acknowledges) is bounded by nothing
+the server enforces: the statement timeout never starts, and TCP_USER_TIMEOUT cannot fire while
+the bytes are acknowledged. :func:`deadline` bounds the wait on our side: when a block has not
+finished in time, it shuts the connection's socket, and the waiting call fails at once.
+
 Credentials come from ``DATABASE_URL`` or the RDS-shaped secret ``DATABASE_SECRET_ARN``, cached
 five minutes (the last good value is kept while Secrets Manager cannot be read). When the
 database refuses a login — a rotation changed the password, or switched to the other user — the
@@ -21,7 +27,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -297,6 +305,80 @@ def database_conninfo() -> str:
     return conninfo_from_rds_secret(secret)
 
 
+# --- deadlines ----------------------------------------------------------------------------
+
+
+class Deadline:
+    """One :func:`deadline` block: whether it ran out (and cut its connection)."""
+
+    def __init__(self, conn: psycopg.Connection[Any] | None) -> None:
+        self.conn = conn  # None: the process connection, whichever it is when time runs out
+        self.fired = False
+        self._finished = False
+        self._lock = threading.Lock()
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.fired = True
+            _sever(self.conn if self.conn is not None else _connection)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._finished = True
+
+
+_deadlines: list[Deadline] = []
+
+
+def _sever(conn: psycopg.Connection[Any] | None) -> None:
+    """Shut the connection's socket (from another thread): every wait on it ends in an error.
+
+    shutdown() acts on the socket, not on our duplicate descriptor, and leaves libpq's own
+    descriptor open for it to close.
+    """
+    if conn is None or conn.closed:
+        return
+    with suppress(psycopg.Error, OSError):
+        duplicate = os.dup(conn.pgconn.socket)
+        with socket.socket(fileno=duplicate) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextmanager
+def deadline(seconds: float, conn: psycopg.Connection[Any] | None = None) -> Iterator[Deadline]:
+    """Give the database work in the block ``seconds`` at most, on our side of the network.
+
+    On time, nothing happens. Late, the connection (``conn``, else the process connection) is
+    cut and the call waiting on it raises ``StoreUnavailable``; :func:`run_repeatable` does not
+    retry after that (the database is not answering; a fresh connection would wait as long).
+    """
+    watch = Deadline(conn)
+    timer = threading.Timer(max(seconds, 0.0), watch.fire)
+    timer.daemon = True
+    _deadlines.append(watch)
+    timer.start()
+    try:
+        yield watch
+    finally:
+        watch.finish()
+        timer.cancel()
+        _deadlines.remove(watch)
+
+
+def deadline_passed() -> bool:
+    """Whether a :func:`deadline` around the current work has run out."""
+    return any(watch.fired for watch in _deadlines)
+
+
+def answer_deadline_s() -> float:
+    """How long one statement may go unanswered: the server's statement timeout, plus a second
+    for the server to report it."""
+    statement_ms, _ = session_timeouts_ms()
+    return statement_ms / 1000 + 1.0
+
+
 # --- the process-wide connection ---------------------------------------------------------
 
 _connection: psycopg.Connection[Any] | None = None
@@ -339,30 +421,33 @@ def run_repeatable(
 
     Never retried: a failure on a connection that has not answered a statement yet (the
     database itself is in trouble, and a retry would double the wait), a failure that left the
-    connection usable (a timeout, a constraint), and any statement inside a transaction (what
-    the transaction did before is lost with the connection, so repeating the last statement
-    would not redo it).
+    connection usable (a timeout, a constraint), a connection cut by a :func:`deadline` (the
+    database did not answer), and any statement inside a transaction (what the transaction did
+    before is lost with the connection, so repeating the last statement would not redo it).
+    Both attempts together have :func:`answer_deadline_s`.
     """
     global _proven  # noqa: PLW0603 - see _proven
-    conn = get_connection(application_name)
-    kept = _proven
-    repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    if repeatable:
-        conn.autocommit = True
-    try:
-        result = work(conn)
-    except StoreUnavailable:
-        if not (kept and repeatable and conn.broken):
-            raise
-    else:
+    # Both attempts together get one statement's answer deadline (:func:`deadline`).
+    with deadline(answer_deadline_s()):
+        conn = get_connection(application_name)
+        kept = _proven
+        repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if repeatable:
+            conn.autocommit = True
+        try:
+            result = work(conn)
+        except StoreUnavailable:
+            if not (kept and repeatable and conn.broken) or deadline_passed():
+                raise
+        else:
+            _proven = True
+            return result, False
+        discard_connection()
+        fresh = get_connection(application_name)
+        fresh.autocommit = True
+        result = work(fresh)
         _proven = True
-        return result, False
-    discard_connection()
-    fresh = get_connection(application_name)
-    fresh.autocommit = True
-    result = work(fresh)
-    _proven = True
-    return result, True
+        return result, True
 
 
 def discard_connection() -> None:

@@ -277,7 +277,8 @@ def _accept(
     outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
     outcome.extra_metrics.append("EnqueueFailed")
     try:
-        inbox.clear_enqueued(conn, [claim.id])
+        with db.deadline(db.answer_deadline_s()):
+            inbox.clear_enqueued(conn, [claim.id])
     except StoreError as exc:
         db.discard_connection()
         outcome.detail += f"; clear_enqueued failed: {exc}"

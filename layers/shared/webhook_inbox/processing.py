@@ -64,6 +64,10 @@ metrics = Metrics()
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
+# The batch's database work ends this long before the invocation would, to answer SQS in time
+# (never sooner than MIN_DEADLINE_S, even when the context reports no time left).
+ANSWER_MARGIN_S = 1.0
+MIN_DEADLINE_S = 1.0
 # How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
 # a concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
@@ -140,13 +144,17 @@ def process_messages(
     if not row_id_of:
         return BatchOutcome([], [])
 
+    # A database that stops answering must not keep the batch past the invocation's end: SQS
+    # would see a timeout instead of the batch handed back (db.deadline cuts the connection).
+    answer_within_s = max(remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
     try:
-        redeliver_rows, results = _process_rows(
-            sorted(set(row_id_of.values())),
-            owner=owner,
-            remaining_ms=remaining_ms,
-            settings=settings,
-        )
+        with db.deadline(answer_within_s):
+            redeliver_rows, results = _process_rows(
+                sorted(set(row_id_of.values())),
+                owner=owner,
+                remaining_ms=remaining_ms,
+                settings=settings,
+            )
     except StoreError as exc:
         # The connection broke, or a statement outside any handler (lease, commit) failed:
         # nothing of the batch committed except the leases, which expire. Let SQS redeliver.

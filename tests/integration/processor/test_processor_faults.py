@@ -23,7 +23,7 @@ from tests.integration.processor.helpers import (
     store_event,
     stripe_subscription_event,
 )
-from tests.support import load_function
+from tests.support import FakeLambdaContext, load_function
 from webhook_inbox import aws
 
 PROCESSOR_TIMEOUT_S = 30.0  # template: ProcessorFunction Timeout
@@ -107,3 +107,38 @@ def test_a_retry_wake_up_to_an_sqs_that_never_answers_ends_within_the_budget(
     # The failure is committed; the wake-up was not sent, so SQS redelivers the record instead.
     assert failures(answer[0]) == [event["Records"][0]["messageId"]]
     assert row(conn, bad)["status"] == "failed"
+
+
+def test_a_database_that_never_answers_hands_the_batch_back_before_the_invocation_ends(
+    processor: ModuleType,
+    faulty_database_url: str,
+    pg_proxy: FaultProxy,
+    conn: psycopg.Connection[Any],
+) -> None:
+    first = store_event(
+        conn,
+        event_type="customer.subscription.updated",
+        payload=stripe_subscription_event("sub_1", created=1_700_000_000),
+    )
+    assert failures(invoke(processor, sqs_event_for([first]))) == []
+    second = store_event(
+        conn,
+        event_type="customer.subscription.updated",
+        payload=stripe_subscription_event("sub_2", created=1_700_000_001),
+    )
+    event = sqs_event_for([second])
+    pg_proxy.set_blackhole(True)
+    context = FakeLambdaContext(remaining_ms=4000)
+    answer: list[dict[str, Any]] = []
+    started = time.monotonic()
+    worker = threading.Thread(
+        target=lambda: answer.append(invoke(processor, event, context)), daemon=True
+    )
+    worker.start()
+    worker.join(context.remaining_ms / 1000)
+    elapsed = time.monotonic() - started
+    pg_proxy.set_blackhole(False)
+    worker.join(30)
+
+    assert elapsed < context.remaining_ms / 1000, "Lambda would have killed the invocation"
+    assert failures(answer[0]) == [event["Records"][0]["messageId"]]  # SQS delivers it again
