@@ -14,7 +14,13 @@ Faults are injected at the boto3 boundary: while the control directory holds ``f
 SendMessage / SendMessageBatch / PutEvents / PublishBatch calls fail with the given probability
 before they leave the process. Every injected fault is appended to ``faults-<pid>.log`` at once
 (a SIGKILLed worker keeps its count), and every entry EventBridge accepted to
-``published-<pid>.jsonl`` as the answer arrives.
+``published-<pid>.jsonl`` as the answer arrives. With the fault layer the network faults come
+from the soak's proxies instead; the workers only report what they saw, also in
+``faults-<pid>.log``: a kept connection found dead and its statement repeated
+(``stale_connection_retried``), an ingest answer later than the function's timeout
+(``lambda_timeout``, answered 500 as API Gateway would), and, with a timestamp in
+``events-<pid>.log``, every processor batch handed back whole for a database failure
+(``batch_handed_back``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,26 @@ class Control:
     def record(self, kind: str) -> None:
         with self._log.open("a") as log:
             log.write(kind + "\n")
+
+    def record_at(self, kind: str) -> None:
+        """An event with its wall-clock time (the soak matches it against its fault windows)."""
+        with (self.directory / f"events-{os.getpid()}.log").open("a") as log:
+            log.write(f"{kind} {time.time():.3f}\n")
+
+
+def watch_repeatable_statements(control: Control) -> None:
+    """Record each statement repeated on a fresh connection because the kept one had died."""
+    from webhook_inbox import db
+
+    original = db.run_repeatable
+
+    def recording(work: Any, **kwargs: Any) -> Any:
+        result, retried = original(work, **kwargs)
+        if retried:
+            control.record("stale_connection_retried")
+        return result, retried
+
+    db.run_repeatable = recording  # type: ignore[assignment]
 
 
 @dataclass
@@ -124,6 +150,8 @@ def run_ingest(control: Control) -> None:
 
     app = load_function("ingest")
     port = int(os.environ["SOAK_PORT"])
+    # The function's timeout (template: 8 s): a later answer is what API Gateway never sees.
+    timeout_s = float(os.environ.get("SOAK_INGEST_TIMEOUT_S", "8"))
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -131,10 +159,20 @@ def run_ingest(control: Control) -> None:
             body = self.rfile.read(length)
             provider = self.path.rstrip("/").rsplit("/", 1)[-1]
             event = v2_event(provider, body, dict(self.headers.items()))
+            started = time.monotonic()
             reply = app.handler(event, FakeLambdaContext())
+            if time.monotonic() - started > timeout_s:
+                control.record("lambda_timeout")
+                reply = {
+                    "statusCode": 500,
+                    "headers": {},
+                    "body": '{"message":"Internal Server Error"}',
+                }
             payload = reply["body"].encode()
             self.send_response(reply["statusCode"])
-            self.send_header("Content-Type", "application/json")
+            for name, value in reply.get("headers", {}).items():
+                if name.lower() not in {"content-length"}:
+                    self.send_header(name, value)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
@@ -177,6 +215,18 @@ def run_processor(control: Control) -> None:
     processing.LEASE_MARGIN_SECONDS = float(os.environ.get("SOAK_LEASE_MARGIN_S", "2"))
     processing.MIN_LEASE_SECONDS = float(os.environ.get("SOAK_MIN_LEASE_S", "3"))
     app = load_function("processor")
+    batch = processing._process_rows
+
+    def recording_abandoned_batches(*args: Any, **kwargs: Any) -> Any:
+        from webhook_inbox.errors import StoreError
+
+        try:
+            return batch(*args, **kwargs)
+        except StoreError:
+            control.record_at("batch_handed_back")  # the whole batch goes back to SQS
+            raise
+
+    processing._process_rows = recording_abandoned_batches  # type: ignore[assignment]
     queue_url = os.environ["PROCESSING_QUEUE_URL"]
     timeout_s = float(os.environ.get("SOAK_FUNCTION_TIMEOUT_S", "5"))
     name = os.environ.get("SOAK_WORKER_NAME", f"processor-{os.getpid()}")
@@ -245,6 +295,7 @@ def main() -> None:
     role = sys.argv[1]
     control = Control(os.environ["SOAK_CONTROL_DIR"])
     install_boto_faults(control)
+    watch_repeatable_statements(control)
     ROLES[role](control)
     json.dump({"role": role, "pid": os.getpid(), "exit": "clean"}, sys.stderr)
 
