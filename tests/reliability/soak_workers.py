@@ -207,6 +207,7 @@ def _sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> list[dict[st
 def run_processor(control: Control) -> None:
     """The SQS event source mapping around the processor function."""
     import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from webhook_inbox import processing
 
@@ -231,13 +232,20 @@ def run_processor(control: Control) -> None:
     timeout_s = float(os.environ.get("SOAK_FUNCTION_TIMEOUT_S", "5"))
     name = os.environ.get("SOAK_WORKER_NAME", f"processor-{os.getpid()}")
     sqs = boto3.client("sqs")
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    # The queue's ARN from its URL (…/<account>/<name>): no call that a hanging SQS could stall.
+    account, queue_name = queue_url.rstrip("/").rsplit("/", 2)[-2:]
+    queue_arn = f"arn:aws:sqs:us-east-1:{account}:{queue_name}"
     while not control.stopping():
-        messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-        ).get("Messages", [])
+        # The event source mapping's own SQS calls: when SQS fails them (the fault layer hangs
+        # or cuts its connections), it tries again; undeleted messages come back visible.
+        try:
+            messages = sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+            ).get("Messages", [])
+        except (BotoCoreError, ClientError):
+            control.record("esm_sqs_error")
+            time.sleep(0.2)
+            continue
         if not messages:
             continue
         context = DeadlineContext(function_name=name, timeout_s=timeout_s)
@@ -250,13 +258,17 @@ def run_processor(control: Control) -> None:
             continue
         failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
-        if done:
+        if not done:
+            continue
+        try:
             sqs.delete_message_batch(
                 QueueUrl=queue_url,
                 Entries=[
                     {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
                 ],
             )
+        except (BotoCoreError, ClientError):
+            control.record("esm_sqs_error")
 
 
 def run_sweeper(control: Control) -> None:

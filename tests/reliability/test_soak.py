@@ -18,8 +18,14 @@ from tests.reliability.soak import SoakReport, SoakSettings, run_soak
 
 CI_EVENTS = 2000
 LARGE_EVENTS = 20000
+# Four ingest workers behind the fault layer: each serves one request at a time (one Lambda
+# environment), and while the database is blackholed each request takes its 4 s answer
+# deadline; with two, the eight senders' requests queued past the provider's 10 s timeout,
+# where API Gateway would have started more environments.
+FAULT_LAYER_INGEST_WORKERS = 4
 FAULT_LAYER_CI = SoakSettings(
     events=1000,
+    ingest_workers=FAULT_LAYER_INGEST_WORKERS,
     fault_layer=True,
     pg_blackholes=2,
     pg_blackhole_s=3.0,
@@ -128,6 +134,7 @@ def test_chaos_soak_through_the_fault_layer_large(
     events = requested_soak_events(request.config) or FAULT_LAYER_LARGE_EVENTS
     settings = SoakSettings(
         events=events,
+        ingest_workers=FAULT_LAYER_INGEST_WORKERS,
         fault_layer=True,
         pg_blackholes=2,
         pg_blackhole_s=10.0,
