@@ -64,6 +64,8 @@ SECRETS = (STANDARD_WEBHOOKS_SECRET, STRIPE_SECRET, DB_PASSWORD_MARKER)
 SVIX_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
 COMPRESSION = 600.0
 RETRY_SCHEDULE_S = tuple(s / COMPRESSION for s in SVIX_SCHEDULE_S)
+# How long the sender waits for an answer before it counts the attempt failed (Svix: 15 s).
+PROVIDER_TIMEOUT_S = 15.0
 SUBSCRIPTION_STATUSES = ("trialing", "active", "past_due", "canceled", "unpaid")
 TERMINAL = ("processed", "ignored", "dead_letter")
 
@@ -414,6 +416,7 @@ class Sender:
         self._lock = threading.Lock()
         self._outstanding = len(deliveries)
         self._in_flight = 0
+        self._busy: Counter[int] = Counter()  # requests under way per ingest port
         self._paused = threading.Event()
         self._done = threading.Event()
         now = time.monotonic()
@@ -444,8 +447,8 @@ class Sender:
             event.body,
             event_id=event.event_id if event.provider == "example" else None,
         )
-        port = random.choice(self.ports)
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        port = self._pick_port()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PROVIDER_TIMEOUT_S)
         try:
             connection.request(
                 "POST", f"/webhooks/{event.provider}", body=event.body, headers=headers
@@ -457,6 +460,17 @@ class Sender:
             return 0, None  # connection refused / reset / timed out: the provider retries
         finally:
             connection.close()
+            with self._lock:
+                self._busy[port] -= 1
+
+    def _pick_port(self) -> int:
+        """An ingest worker serving no request if there is one, as API Gateway hands a request
+        to an idle Lambda environment (each worker serves one request at a time)."""
+        with self._lock:
+            fewest = min(self._busy[port] for port in self.ports)
+            port = random.choice([p for p in self.ports if self._busy[p] == fewest])
+            self._busy[port] += 1
+            return port
 
     def _send(self, delivery: Delivery) -> None:
         if delivery.copies > 1:

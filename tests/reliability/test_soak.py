@@ -18,11 +18,11 @@ from tests.reliability.soak import SoakReport, SoakSettings, run_soak
 
 CI_EVENTS = 2000
 LARGE_EVENTS = 20000
-# Four ingest workers behind the fault layer: each serves one request at a time (one Lambda
-# environment), and while the database is blackholed each request takes its 4 s answer
-# deadline; with two, the eight senders' requests queued past the provider's 10 s timeout,
-# where API Gateway would have started more environments.
-FAULT_LAYER_INGEST_WORKERS = 4
+# Six ingest workers behind the fault layer: each serves one request at a time (one Lambda
+# environment), and while the database is blackholed a request takes up to 5 s to be answered
+# 503; with two, the eight senders' requests queued behind each other past the provider's
+# timeout, where API Gateway would have started more environments.
+FAULT_LAYER_INGEST_WORKERS = 6
 FAULT_LAYER_CI = SoakSettings(
     events=1000,
     ingest_workers=FAULT_LAYER_INGEST_WORKERS,
