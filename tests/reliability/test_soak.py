@@ -1,7 +1,7 @@
 """The chaos soak (see tests/reliability/soak.py). CI runs the 2,000-event size on every push,
 and a 1,000-event run through the fault layer with short blackholes; ``pytest tests/reliability
 --soak-events 20000`` (or ``SOAK_EVENTS=20000 pytest -m slow tests/reliability``) runs the large
-ones (``-k fault_layer`` for the fault layer's alone, 5,000 events unless told otherwise, with
+ones (``-k fault_layer_large`` for the fault layer's alone, 5,000 events unless told otherwise, with
 the issue's figures: two 10 s PostgreSQL blackholes and one 10 s SQS hang)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,22 +77,36 @@ def _assert_every_failure_was_a_503_and_idle_cost_nothing(report: SoakReport) ->
     assert report.faults["stale_connection_retried"] > 0, "no stale connection was met"
 
 
-def _run(settings: SoakSettings, pg: DedicatedPostgres, tmp_path: Path) -> SoakReport:
+def _run(
+    settings: SoakSettings,
+    pg: DedicatedPostgres,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> SoakReport:
     report = run_soak(settings, pg, tmp_path)
     line = report.summary()
-    print(line)  # shown with -s; also on the terminal below
+    with capsys.disabled():
+        print("\n" + line)  # on the terminal even without -s
     target = os.environ.get("SOAK_REPORT")
     if target:
         Path(target).write_text(json.dumps({"summary": line, "faults": report.faults}) + "\n")
     return report
 
 
+def _large(request: pytest.FixtureRequest, default_events: int, **extra: Any) -> SoakSettings:
+    events = requested_soak_events(request.config) or default_events
+    return SoakSettings(
+        events=events,
+        db_restarts=max(1, events // 4000),
+        drain_timeout_s=120 + events / 50,
+        **extra,
+    )
+
+
 def test_chaos_soak(
     dedicated_pg: DedicatedPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report = _run(SoakSettings(events=CI_EVENTS), dedicated_pg, tmp_path)
-    with capsys.disabled():
-        print("\n" + report.summary())
+    report = _run(SoakSettings(events=CI_EVENTS), dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
 
 
@@ -102,24 +117,14 @@ def test_chaos_soak_large(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    events = requested_soak_events(request.config) or LARGE_EVENTS
-    settings = SoakSettings(
-        events=events,
-        db_restarts=max(1, events // 4000),
-        drain_timeout_s=120 + events / 50,
-    )
-    report = _run(settings, dedicated_pg, tmp_path)
-    with capsys.disabled():
-        print("\n" + report.summary())
+    report = _run(_large(request, LARGE_EVENTS), dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
 
 
 def test_chaos_soak_through_the_fault_layer(
     dedicated_pg: DedicatedPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report = _run(FAULT_LAYER_CI, dedicated_pg, tmp_path)
-    with capsys.disabled():
-        print("\n" + report.summary())
+    report = _run(FAULT_LAYER_CI, dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
     _assert_every_failure_was_a_503_and_idle_cost_nothing(report)
 
@@ -131,9 +136,9 @@ def test_chaos_soak_through_the_fault_layer_large(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    events = requested_soak_events(request.config) or FAULT_LAYER_LARGE_EVENTS
-    settings = SoakSettings(
-        events=events,
+    settings = _large(
+        request,
+        FAULT_LAYER_LARGE_EVENTS,
         ingest_workers=FAULT_LAYER_INGEST_WORKERS,
         fault_layer=True,
         pg_blackholes=2,
@@ -141,11 +146,7 @@ def test_chaos_soak_through_the_fault_layer_large(
         sqs_hangs=1,
         sqs_hang_s=10.0,
         quiet_periods=2,
-        db_restarts=max(1, events // 4000),
-        drain_timeout_s=120 + events / 50,
     )
-    report = _run(settings, dedicated_pg, tmp_path)
-    with capsys.disabled():
-        print("\n" + report.summary())
+    report = _run(settings, dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
     _assert_every_failure_was_a_503_and_idle_cost_nothing(report)

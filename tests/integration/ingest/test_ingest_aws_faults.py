@@ -259,15 +259,21 @@ def database_secret(
 ERROR_CODES = ["ThrottlingException", "AccessDeniedException", "ResourceNotFoundException"]
 
 
+SECRET_FIXTURE = {"database": "database_secret", "provider": "managed_provider_secret"}
+
+
 @pytest.mark.parametrize("code", ERROR_CODES)
-def test_an_unreadable_database_secret_is_a_503_with_retry_after_and_a_metric(  # noqa: PLR0917
+@pytest.mark.parametrize("which", sorted(SECRET_FIXTURE))
+def test_an_unreadable_secret_is_a_503_with_retry_after_and_a_metric(  # noqa: PLR0917
+    request: pytest.FixtureRequest,
     server_harness: IngestHarness,
-    database_secret: DatabaseSecret,
     secret_faults: SecretsManagerFaults,
     conn: psycopg.Connection[Any],
     capsys: pytest.CaptureFixture[str],
+    which: str,
     code: str,
 ) -> None:
+    request.getfixturevalue(SECRET_FIXTURE[which])
     secret_faults.error_code = code
 
     reply, elapsed = _bounded(lambda: _deliver(server_harness), INGEST_TIMEOUT_S)
@@ -278,24 +284,6 @@ def test_an_unreadable_database_secret_is_a_503_with_retry_after_and_a_metric(  
     # Once Secrets Manager answers again, the next delivery goes through.
     secret_faults.error_code = None
     assert _deliver(server_harness)["statusCode"] == 202
-
-
-@pytest.mark.parametrize("code", ERROR_CODES)
-def test_an_unreadable_provider_secret_is_a_503_with_retry_after_and_a_metric(  # noqa: PLR0917
-    server_harness: IngestHarness,
-    managed_provider_secret: None,
-    secret_faults: SecretsManagerFaults,
-    conn: psycopg.Connection[Any],
-    capsys: pytest.CaptureFixture[str],
-    code: str,
-) -> None:
-    secret_faults.error_code = code
-
-    reply, elapsed = _bounded(lambda: _deliver(server_harness), INGEST_TIMEOUT_S)
-
-    _unavailable_and_counted(reply, capsys.readouterr().out)
-    assert elapsed <= aws.INGEST.worst_case_s + 1.0
-    assert row_count(conn) == 0
 
 
 def test_a_database_secret_that_does_not_exist_is_a_503(
@@ -314,7 +302,7 @@ def test_a_database_secret_that_does_not_exist_is_a_503(
     _unavailable_and_counted(_deliver(server_harness), capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("which", ["database", "provider"])
+@pytest.mark.parametrize("which", sorted(SECRET_FIXTURE))
 def test_a_secrets_manager_that_never_answers_is_a_prompt_503(
     request: pytest.FixtureRequest,
     server_harness: IngestHarness,
@@ -322,7 +310,7 @@ def test_a_secrets_manager_that_never_answers_is_a_prompt_503(
     capsys: pytest.CaptureFixture[str],
     which: str,
 ) -> None:
-    request.getfixturevalue("database_secret" if which == "database" else "managed_provider_secret")
+    request.getfixturevalue(SECRET_FIXTURE[which])
     moto_endpoint.proxy.set_blackhole(True)
     try:
         reply, elapsed = _bounded(lambda: _deliver(server_harness), INGEST_TIMEOUT_S)

@@ -29,17 +29,21 @@ from webhook_inbox import aws
 PROCESSOR_TIMEOUT_S = 30.0  # template: ProcessorFunction Timeout
 
 
+def _subscription_update(conn: psycopg.Connection[Any], n: int) -> int:
+    return store_event(
+        conn,
+        event_type="customer.subscription.updated",
+        payload=stripe_subscription_event(f"sub_{n}", created=1_700_000_000 + n),
+    )
+
+
 def test_first_batch_after_the_idle_connection_was_closed_is_processed(
     processor: ModuleType,
     faulty_database_url: str,
     pg_proxy: FaultProxy,
     conn: psycopg.Connection[Any],
 ) -> None:
-    first = store_event(
-        conn,
-        event_type="customer.subscription.updated",
-        payload=stripe_subscription_event("sub_1", created=1_700_000_000),
-    )
+    first = _subscription_update(conn, 1)
     assert failures(invoke(processor, sqs_event_for([first]))) == []
     pg_proxy.idle_timeout_s = 0.2  # RDS Proxy's IdleClientTimeout, while the function is frozen
     deadline = time.monotonic() + 5
@@ -47,11 +51,7 @@ def test_first_batch_after_the_idle_connection_was_closed_is_processed(
         assert time.monotonic() < deadline
         time.sleep(0.02)
     pg_proxy.idle_timeout_s = None
-    second = store_event(
-        conn,
-        event_type="customer.subscription.updated",
-        payload=stripe_subscription_event("sub_2", created=1_700_000_001),
-    )
+    second = _subscription_update(conn, 2)
 
     response = invoke(processor, sqs_event_for([second]))
 
@@ -115,17 +115,9 @@ def test_a_database_that_never_answers_hands_the_batch_back_before_the_invocatio
     pg_proxy: FaultProxy,
     conn: psycopg.Connection[Any],
 ) -> None:
-    first = store_event(
-        conn,
-        event_type="customer.subscription.updated",
-        payload=stripe_subscription_event("sub_1", created=1_700_000_000),
-    )
+    first = _subscription_update(conn, 1)
     assert failures(invoke(processor, sqs_event_for([first]))) == []
-    second = store_event(
-        conn,
-        event_type="customer.subscription.updated",
-        payload=stripe_subscription_event("sub_2", created=1_700_000_001),
-    )
+    second = _subscription_update(conn, 2)
     event = sqs_event_for([second])
     pg_proxy.set_blackhole(True)
     context = FakeLambdaContext(remaining_ms=4000)
