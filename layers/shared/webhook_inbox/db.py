@@ -87,12 +87,10 @@ def translate() -> Iterator[None]:
     except psycopg.OperationalError as exc:
         if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
             raise StoreCredentialsRejected(type(exc).__name__) from exc
-        # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
-        # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
+        # Connection refused/lost, admin shutdown, statement timeout (QueryCanceled is an
+        # OperationalError): all transient from the caller's point of view.
         raise StoreUnavailable(type(exc).__name__) from exc
-    except psycopg.InterfaceError as exc:
-        # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
-        # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
+    except psycopg.InterfaceError as exc:  # a connection closed or broken on our side
         raise StoreUnavailable(type(exc).__name__) from exc
     except psycopg.Error as exc:
         raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc

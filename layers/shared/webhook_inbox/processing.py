@@ -10,7 +10,7 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    SQS — owns retries.
    A row whose previous attempt ended in an expired lease (``lease_expired``: the worker was
    killed, most often because a handler of its batch ran the invocation out of time) is a
-   suspect: its lease is handed back at once, and it runs after the rest (step 5).
+   suspect: its lease is handed back at once, and it runs after the rest (step 4).
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
    ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
    pipeline mode, one batched mark, no savepoints), which commits only if every event went
@@ -220,14 +220,14 @@ def _process_rows(
             conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
 
-    alone, not_started = _run_suspects_alone(
+    alone, not_run = _run_suspects_alone(
         conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
     results += alone
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
         _release_unfinished(conn, unfinished, owner=owner)
-    redeliver = set(unfinished) | skipped_while_locked | not_started
+    redeliver = set(unfinished) | skipped_while_locked | not_run
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver, results
 
@@ -255,24 +255,26 @@ def _run_suspects_alone(
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
 ) -> tuple[list[EventResult], set[int]]:
-    """Lease, run and commit each suspect on its own; returns its results and the rows left
-    unstarted for lack of time (not leased: SQS delivers them again)."""
+    """Lease, run and commit each suspect on its own; returns its results and the rows it did
+    not run (no time left, or not leased), whose messages SQS must deliver again."""
     results: list[EventResult] = []
-    not_started: set[int] = set()
+    not_run: set[int] = set()
     for suspect in suspects:
         if remaining_ms() < passes.STOP_MARGIN_MS:
-            not_started.add(suspect.id)
+            not_run.add(suspect.id)
             continue
-        # Another worker may have taken it since the release, or it is no longer due: then
-        # there is nothing to do here and its message is acknowledged.
         leased = inbox.lease_events(
             conn, [suspect.id], owner=owner, lease_seconds=lease_seconds_for(remaining_ms())
         )
-        if leased:
-            results += passes.careful(
-                conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings
-            )
-    return results, not_started
+        if not leased:
+            # Locked at that instant (a duplicate's claim), or taken by another worker since
+            # the release: the redelivered message finds out which (and is acknowledged then).
+            not_run.add(suspect.id)
+            continue
+        results += passes.careful(
+            conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings
+        )
+    return results, not_run
 
 
 def _lease_briefly_locked(
