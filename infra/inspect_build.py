@@ -7,7 +7,8 @@
 - Every distribution in it has the version installed in the environment the tests ran in
   (--test-python), so the layer ships what CI tested.
 - It holds the runtime package only: no tools package (CLI, dev stack, operator actions) and no
-  application package (your handlers ship in their own layer), whatever the Makefile copies.
+  application package (your handlers ship in their own layer), whatever the Makefile copies;
+  its webhook_inbox holds no module that layers/shared/webhook_inbox lacks.
 - Function packages carry only their own entry point: every dependency comes from the layer once.
 - Everything fits Lambda's 250 MB unzipped limit for a function plus its layers.
 
@@ -25,7 +26,13 @@ from pathlib import Path
 
 LAYER = "SharedLayer"
 APPLICATION_LAYER = "ApplicationLayer"
-FUNCTIONS = ("IngestFunction", "ProcessorFunction", "SweeperFunction", "MigrationsFunction")
+FUNCTIONS = (
+    "IngestFunction",
+    "ProcessorFunction",
+    "SweeperFunction",
+    "MigrationsFunction",
+    "DatabaseLogGroupsFunction",
+)
 UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
 ELF_MACHINE_AARCH64 = 0xB7
 PYC_FLAG_HASH_BASED = 0b01
@@ -35,6 +42,7 @@ PYC_FLAG_CHECK_SOURCE = 0b10
 ROOT = Path(__file__).resolve().parent.parent
 # Top-level folders whose packages must never reach the runtime layer.
 NOT_RUNTIME_HOMES = (ROOT / "tools", ROOT / "application")
+RUNTIME_SOURCE = ROOT / "layers" / "shared" / "webhook_inbox"
 
 
 def not_runtime_packages() -> set[str]:
@@ -51,14 +59,29 @@ def not_runtime_packages() -> set[str]:
     return names
 
 
+def _python_sources(package: Path) -> set[Path]:
+    return {p.relative_to(package) for p in package.rglob("*.py") if "__pycache__" not in p.parts}
+
+
 def foreign_modules(site: Path) -> list[str]:
-    """Problems for every tools or application module found in the runtime layer."""
+    """Problems for every tools or application module found in the runtime layer: a top-level
+    package of theirs, or any module inside ``webhook_inbox`` that the runtime's source does not
+    have (before the move, the CLI, the dev stack and the examples lived in there)."""
     forbidden = not_runtime_packages()
-    return [
+    problems = [
         f"{entry.name} is a tools or application module: it must not ship in the runtime layer"
         for entry in sorted(site.iterdir())
         if entry.name in forbidden or entry.stem in forbidden
     ]
+    package = site / "webhook_inbox"
+    if package.is_dir():
+        extra = _python_sources(package) - _python_sources(RUNTIME_SOURCE)
+        problems += [
+            f"webhook_inbox/{path.as_posix()} is not a module of the runtime package "
+            "(layers/shared/webhook_inbox): it must not ship in the runtime layer"
+            for path in sorted(extra)
+        ]
+    return problems
 
 
 def size_of(root: Path) -> int:

@@ -4,19 +4,24 @@
 - :func:`resolve` evaluates intrinsic functions for a chosen set of parameter values.
 - :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
   (deferred imports inside functions included), which is the code that function can run.
-- :func:`env_reads`, :func:`string_constants`, :func:`boto3_usage` scan that code's AST.
+- :func:`settings_variables` reads the settings classes that code defines (their fields name
+  the environment variables); :func:`string_constants`, :func:`boto3_usage` scan its AST.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
+import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from webhook_inbox import config
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PATH = ROOT / "template.yaml"
@@ -67,11 +72,29 @@ def serverless_functions() -> dict[str, dict[str, Any]]:
         props.update(res["Properties"])
         # SAM appends a function's Layers to the Globals' list instead of replacing it.
         props["Layers"] = [*globals_.get("Layers", []), *res["Properties"].get("Layers", [])]
-        env = dict(globals_.get("Environment", {}).get("Variables", {}))
-        env.update(res["Properties"].get("Environment", {}).get("Variables", {}))
+        own_env = res["Properties"].get("Environment", {})
+        if is_intrinsic(own_env):  # `!Ref AWS::NoValue` replaces the Globals' environment
+            env = {}
+        else:
+            env = dict(globals_.get("Environment", {}).get("Variables", {}))
+            env.update(own_env.get("Variables", {}))
         props["Environment"] = {"Variables": env}
         merged[name] = props
     return merged
+
+
+def is_intrinsic(value: Any) -> bool:
+    """``{"Ref": …}`` or ``{"Fn::…": …}``: SAM lets such a value replace the Globals' whole."""
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and next(iter(value)).startswith(("Ref", "Fn::", "Condition"))
+    )
+
+
+def runs_in_the_vpc(props: Mapping[str, Any]) -> bool:
+    """Whether the function keeps the Globals' VpcConfig (not replaced by ``AWS::NoValue``)."""
+    return props.get("VpcConfig") not in (None, {"Ref": "AWS::NoValue"})
 
 
 def function_dir(props: Mapping[str, Any]) -> Path:
@@ -237,7 +260,12 @@ def policy_actions(props: Mapping[str, Any]) -> set[str]:
             granted = statement["Action"]
             actions.update([granted] if isinstance(granted, str) else granted)
 
-    for policy in props.get("Policies", []):
+    policies = props.get("Policies", [])
+    role = props.get("Role")
+    if isinstance(role, dict) and "Fn::GetAtt" in role:  # its own role: SAM ignores Policies
+        resource = load_template()["Resources"][role["Fn::GetAtt"][0]]
+        policies = [p["PolicyDocument"] for p in resource["Properties"].get("Policies", [])]
+    for policy in policies:
         if isinstance(policy, dict):
             for statement in policy.get("Statement", []):
                 visit(statement)
@@ -308,12 +336,6 @@ def module_closure(entry: Path) -> list[Path]:
     return list(seen)
 
 
-def _is_environ(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
-        isinstance(node, ast.Name) and node.id == "environ"
-    )
-
-
 def _callee_name(node: ast.Call) -> str:
     if isinstance(node.func, ast.Attribute):
         return node.func.attr
@@ -322,32 +344,28 @@ def _callee_name(node: ast.Call) -> str:
     return ""
 
 
-def env_reads(paths: Iterable[Path]) -> set[str]:
-    """Environment variable names the code reads with a literal name.
-
-    ``os.environ[...]``, ``os.environ.get(...)``, ``os.getenv(...)``, and helper calls whose name
-    says they read the environment (``env_int("X", …)``, ``env_str("X")``…).
-    """
-    names: set[str] = set()
+def settings_classes(paths: Iterable[Path]) -> list[type]:
+    """The settings classes (dataclasses with :func:`webhook_inbox.config.setting` fields)
+    defined in the runtime modules among ``paths``: what a function with that closure reads."""
+    found = []
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            key: ast.AST | None = None
-            if isinstance(node, ast.Subscript) and _is_environ(node.value):
-                key = node.slice
-            elif isinstance(node, ast.Call) and node.args:
-                callee = _callee_name(node)
-                on_environ = isinstance(node.func, ast.Attribute) and _is_environ(node.func.value)
-                if (on_environ and callee in {"get", "setdefault", "pop"}) or (
-                    "env" in callee.lower() and not on_environ
-                ):
-                    key = node.args[0]
+        if PACKAGE_DIR not in path.parents:
+            continue
+        module = importlib.import_module(_dotted_name_of(path))
+        for value in vars(module).values():
             if (
-                isinstance(key, ast.Constant)
-                and isinstance(key.value, str)
-                and (key.value.isupper() or "_" in key.value)
+                isinstance(value, type)
+                and value.__module__ == module.__name__
+                and dataclasses.is_dataclass(value)
+                and config.variables(value)
             ):
-                names.add(key.value)
-    return names
+                found.append(value)
+    return found
+
+
+def settings_variables(paths: Iterable[Path]) -> set[str]:
+    """Every environment variable the settings classes of ``paths`` read."""
+    return {v for cls in settings_classes(paths) for v in config.variables(cls).values()}
 
 
 def string_constants(paths: Iterable[Path]) -> set[str]:

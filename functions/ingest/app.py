@@ -19,6 +19,17 @@ logger = Logger()
 
 aws.use(aws.INGEST)  # every AWS call on this path fits the function's 8 s
 
+# Per execution environment, built on the first delivery (not at import, so tests can set the
+# environment first); reset_clients() forgets it with the clients.
+_settings: ingest.IngestSettings | None = None
+
+
+def settings() -> ingest.IngestSettings:
+    global _settings  # noqa: PLW0603 - reused across warm invocations
+    if _settings is None:
+        _settings = ingest.IngestSettings.from_env()
+    return _settings
+
 
 def sqs_client() -> Any:
     """The process's SQS client, built on the first send (:mod:`webhook_inbox.aws`)."""
@@ -26,7 +37,9 @@ def sqs_client() -> Any:
 
 
 def reset_clients() -> None:
-    """Forget the cached clients (tests start a fresh moto mock per case)."""
+    """Forget the cached clients and settings (tests start a fresh moto mock per case)."""
+    global _settings  # noqa: PLW0603
+    _settings = None
     aws.reset()
 
 
@@ -66,6 +79,6 @@ def observe(outcome: ingest.Outcome, context: Any) -> None:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    outcome = ingest.handle(event, sqs_client=sqs_client)
+    outcome = ingest.handle(event, sqs_client=sqs_client, settings=settings)
     observe(outcome, context)
     return outcome.response()

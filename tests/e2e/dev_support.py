@@ -67,6 +67,15 @@ class DevProcess:
                 return match
         raise AssertionError(f"no line matching {pattern!r}:\n" + "\n".join(self.transcript))
 
+    def mentioned(self, pattern: str) -> list[str]:
+        """The first group of every line so far that matches ``pattern`` (read or not)."""
+        while True:
+            try:
+                self.transcript.append(self.lines.get_nowait())
+            except queue.Empty:
+                break
+        return [m[1] for line in self.transcript if (m := re.search(pattern, line))]
+
 
 def session_processes(session_id: int) -> list[str]:
     """Every live process whose session is ``session_id`` (the dev command and its children)."""

@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +35,7 @@ from tests.e2e.dev_support import (
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
 from webhook_inbox import providers
+from webhook_inbox_tools.dev.reaper import stop_postgres
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 # "Within a few seconds": measured 1.9-3.7 s with the machine loaded (load average 5 on 2 cores);
@@ -43,13 +45,23 @@ STOP_WITHIN_S = 20
 
 @pytest.fixture
 def started() -> Iterator[list[DevProcess]]:
-    """Every dev process a test starts; killed (group and all) if the test did not stop it."""
+    """Every dev process a test starts, stopped as a user would (Ctrl-C) if the test did not
+    stop it; killed, group and all, only if that fails — and then its PostgreSQL too, since a
+    SIGKILL to the group takes the reaper that would stop it."""
     processes: list[DevProcess] = []
     yield processes
     for process in processes:
-        if process.proc.poll() is None:
+        if process.proc.poll() is not None:
+            continue
+        os.kill(process.proc.pid, signal.SIGINT)
+        try:
+            process.proc.wait(timeout=STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
             os.killpg(process.proc.pid, signal.SIGKILL)
             process.proc.wait(timeout=10)
+            for pg_dir in process.mentioned(r"started a throwaway PostgreSQL in (\S+)"):
+                stop_postgres(Path(pg_dir))
+                shutil.rmtree(pg_dir, ignore_errors=True)
 
 
 def start(started: list[DevProcess], *args: str, cwd: Path | None = None) -> DevProcess:
@@ -273,6 +285,8 @@ def test_operator_commands_from_another_shell_use_the_written_environment(
     assert replay.returncode == 0, replay.stdout + replay.stderr
     # The replay's wake-up reached the dev stack's queue: the event is processed once more.
     wait_until(lambda: processed_at(database_url) > first_processed, 30, "processed again")
+    # ... and the console says so, as it did the first time.
+    dev.wait_for(rf"stripe/{event_id} \[customer\.created\] .*processed( again)?", timeout=10)
 
     with psycopg.connect(database_url) as conn:
         operators = conn.execute("SELECT action, operator FROM operator_actions").fetchall()

@@ -137,8 +137,10 @@ def _run_ingest(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         )
     app.handler(v2_event("nobody", _body("x", "x"), {}), FakeLambdaContext())
     monkeypatch.setenv("MAX_BODY_BYTES", "64")
+    app.reset_clients()  # settings are read once per execution environment: start a new one
     app.handler(v2_event("stripe", _body("big", "stripe"), {}), FakeLambdaContext())
     monkeypatch.delenv("MAX_BODY_BYTES")
+    app.reset_clients()
 
 
 def _run_processor(

@@ -22,6 +22,7 @@ BUDGET_OF = {
     "ProcessorFunction": "PROCESSOR",
     "SweeperFunction": "SWEEPER",
     "MigrationsFunction": "MIGRATIONS",
+    "DatabaseLogGroupsFunction": "LOG_GROUPS",
 }
 
 

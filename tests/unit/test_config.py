@@ -1,10 +1,11 @@
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from tests.infra_support import PACKAGE_DIR, ROOT
-from webhook_inbox.config import env_int, env_number
+from webhook_inbox.config import env_int, env_number, load, setting, variables
 from webhook_inbox.errors import ConfigurationError
 
 
@@ -61,3 +62,68 @@ def test_only_the_config_module_reads_the_environment() -> None:
     sources = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted((ROOT / "functions").rglob("app.py"))]
     readers = [str(p.relative_to(ROOT)) for p in sources if _reads_the_environment(p)]
     assert readers == ["layers/shared/webhook_inbox/config.py"]
+
+
+# Reading a variable outside a settings class would escape the template comparison
+# (tests/unit/infra/test_template_consistency.py): only these may, each for its reason.
+DIRECT_READERS = {
+    "layers/shared/webhook_inbox/config.py": "builds the settings objects",
+    "layers/shared/webhook_inbox/providers.py": "a provider secret may name a variable of its "
+    "own ({'env': NAME}, from PROVIDERS_CONFIG); registry() is the tools' way in",
+}
+_DIRECT = {"env", "env_int", "env_number", "ENVIRONMENT"}
+
+
+def _reads_variables_directly(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        imported = (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "webhook_inbox.config"
+            and bool({a.name for a in node.names} & _DIRECT)
+        )
+        attribute = (
+            isinstance(node, ast.Attribute)
+            and node.attr in _DIRECT
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "config"
+        )
+        if imported or attribute:
+            return True
+    return False
+
+
+def test_variables_are_read_through_settings_objects_only() -> None:
+    sources = [*sorted(PACKAGE_DIR.rglob("*.py")), *sorted((ROOT / "functions").rglob("app.py"))]
+    readers = {str(p.relative_to(ROOT)) for p in sources if _reads_variables_directly(p)}
+    assert readers == set(DIRECT_READERS) - {"layers/shared/webhook_inbox/config.py"}
+
+
+def test_a_settings_object_parses_each_field_by_its_default() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Example:
+        count: int = setting("X_COUNT", 3)
+        seconds: float = setting("X_SECONDS", 1.0)
+        flag: bool = setting("X_FLAG", False)
+        name: str = setting("X_NAME", "default")
+        optional: str | None = setting("X_OPTIONAL", None)
+        tuning: int = 7  # not a setting: never read
+
+    assert load(Example, {}) == Example()
+    assert variables(Example) == {
+        "count": "X_COUNT",
+        "seconds": "X_SECONDS",
+        "flag": "X_FLAG",
+        "name": "X_NAME",
+        "optional": "X_OPTIONAL",
+    }
+    environ = {
+        "X_COUNT": "12",
+        "X_SECONDS": "1.5",
+        "X_FLAG": "True",
+        "X_NAME": " q ",
+        "X_OPTIONAL": "  ",
+        "TUNING": "9",
+    }
+    assert load(Example, environ) == Example(12, 1.5, True, "q", None, 7)
+    with pytest.raises(ConfigurationError, match="X_COUNT must be a whole number"):
+        load(Example, {"X_COUNT": "1.5"})

@@ -101,10 +101,9 @@ def test_invalid_timeout_setting_is_rejected(monkeypatch: pytest.MonkeyPatch) ->
     ],
 )
 def test_startup_options_are_never_sent_to_rds_proxy(
-    conninfo: str, mode: str, expected: bool, monkeypatch: pytest.MonkeyPatch
+    conninfo: str, mode: str, expected: bool
 ) -> None:
-    monkeypatch.setenv("DB_STARTUP_OPTIONS", mode)
-    assert db._send_startup_options(conninfo) is expected
+    assert db._send_startup_options(conninfo, mode) is expected
 
 
 def test_rds_managed_secret_without_host_connects_where_the_deploy_says(

@@ -293,3 +293,27 @@ options = { signature_header = "X-Sig", id_path = "id" }
     registry = load_config_text(text, toml=True)
     headers = sign_delivery(registry["acme"], b'{"id":"1","type":"t"}')
     assert headers["X-Sig"] == hmac.new(b"dev-only", b'{"id":"1","type":"t"}', "sha256").hexdigest()
+
+
+def _stripe_header(timestamp_text: str, body: bytes) -> dict[str, str]:
+    mac = hmac.new(STRIPE_SECRET.encode(), f"{timestamp_text}.".encode() + body, hashlib.sha256)
+    return {"stripe-signature": f"t={timestamp_text},v1={mac.hexdigest()}"}
+
+
+def test_a_timestamp_must_be_canonical_even_when_signed_so() -> None:
+    # Leading zeros keep the value but change the signed text; refusing them makes the text
+    # one-to-one with the value (issue 12's audit: see test_signed_content_template.py).
+    now = int(time.time())
+    body = b'{"id":"evt_1","type":"t"}'
+    stripe_scheme = schemes.Stripe()
+    assert (
+        stripe_scheme.verify(
+            _stripe_header(str(now), body), body, [STRIPE_SECRET], now=now, tolerance=300
+        ).timestamp
+        == now
+    )
+    with pytest.raises(AuthenticationFailed, match="canonical") as failure:
+        stripe_scheme.verify(
+            _stripe_header(f"0{now}", body), body, [STRIPE_SECRET], now=now, tolerance=300
+        )
+    assert failure.value.reason == "signature"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 
 import pytest
 from hypothesis import given
@@ -154,4 +153,28 @@ def test_base64_encoding_uses_the_same_rendering() -> None:
     headers = scheme.sign(SECRET, BODY, event_id="a{timestamp}", timestamp=NOW)
     mac = hmac.new(SECRET.encode(), b"a{timestamp}." + BODY, hashlib.sha256).digest()
     assert headers["X-Sig"] == base64.b64encode(mac).decode()
-    assert json.loads(BODY)["type"] == "thing.happened"
+
+
+@pytest.mark.parametrize(("forged_id", "forged_ts"), [("evt_10", f"0{NOW}"), ("evt_1", f"00{NOW}")])
+def test_a_captured_signature_does_not_verify_with_zeros_moved_into_the_timestamp(
+    forged_id: str, forged_ts: str
+) -> None:
+    # "{id}{timestamp}" has no separator: an id ending in "0" can hand its zeros to the
+    # timestamp ("evt_1" + "00<ts>" renders exactly like "evt_100" + "<ts>"). Were leading zeros
+    # accepted, that would verify as a fresh delivery under a new deduplication key.
+    scheme = scheme_for("{id}{timestamp}.{body}")
+    headers = lower(scheme.sign(SECRET, BODY, event_id="evt_100", timestamp=NOW))
+    forged = {**headers, "x-id": forged_id, "x-ts": forged_ts}
+    assert scheme._head(forged_id, forged_ts) == scheme._head("evt_100", str(NOW))
+    with pytest.raises(AuthenticationFailed):
+        scheme.verify(forged, BODY, [SECRET], now=NOW, tolerance=300)
+
+
+def test_moving_a_non_zero_digit_into_the_timestamp_is_stale() -> None:
+    # Any other digit moved across the boundary changes the timestamp at least tenfold.
+    scheme = scheme_for("{id}{timestamp}.{body}")
+    headers = lower(scheme.sign(SECRET, BODY, event_id="evt_7", timestamp=NOW))
+    forged = {**headers, "x-id": "evt_", "x-ts": f"7{NOW}"}
+    with pytest.raises(AuthenticationFailed) as failure:
+        scheme.verify(forged, BODY, [SECRET], now=NOW, tolerance=86_400)
+    assert failure.value.reason == "stale"

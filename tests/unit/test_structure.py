@@ -4,6 +4,7 @@
   ``outbox.py`` (outbox_messages), each with the one SQL file of the same name beside it. The
   migration runner (the schema) and ``db.py`` (the role's session defaults) are the only other
   modules that talk SQL, and neither touches a table's rows.
+- The entry points (functions/*/app.py) run no SQL themselves.
 - The runtime package imports neither the tools nor the application (it must run without them:
   only the processor's and migrations' entry points install the application).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.infra_support import PACKAGE_DIR
+from tests.infra_support import PACKAGE_DIR, ROOT
 
 DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
@@ -40,6 +41,14 @@ def test_only_the_data_modules_run_sql() -> None:
         if path.name != "queries.py" and _calls(path) & SQL_CALLS
     }
     assert running_sql == set(DATA_MODULES) | SCHEMA_AND_SESSION
+
+
+def test_the_entry_points_run_no_sql_of_their_own() -> None:
+    # Thin handlers: a function's app.py reaches the tables through the runtime's data modules.
+    entry_points = sorted((ROOT / "functions").glob("*/app.py"))
+    assert len(entry_points) >= 4
+    running_sql = [str(p.relative_to(ROOT)) for p in entry_points if _calls(p) & SQL_CALLS]
+    assert running_sql == []
 
 
 def test_one_sql_file_per_data_module_and_nothing_else() -> None:

@@ -48,6 +48,8 @@ PROCESSOR = Budget(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
 SWEEPER = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # The migrations custom resource (300 s) reads the database secret once.
 MIGRATIONS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
+# The database log groups custom resource (60 s) makes three CloudWatch Logs calls per group.
+LOG_GROUPS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # Anything that did not choose (the operator's CLI, tests): bounded all the same.
 DEFAULT = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 

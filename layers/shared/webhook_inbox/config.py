@@ -1,16 +1,24 @@
 """The environment: the only runtime module that reads it (``tests/unit/test_config.py``).
 
-Settings are parsed and checked the same way everywhere: positive numbers, whole numbers,
-strings with a default. Other modules take ``ENVIRONMENT`` (or a mapping of their own, in
-tests) and read it through these helpers, never ``os.environ`` directly.
+A function's settings are a frozen dataclass whose fields name their variables
+(:func:`setting`); :func:`load` builds one from the environment, once per execution environment,
+and the function passes it down. The template test compares those fields with template.yaml.
+Values are parsed and checked the same way everywhere: positive numbers, whole numbers, flags,
+strings with a default.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from webhook_inbox.errors import ConfigurationError
+
+_VARIABLE = "environment_variable"
+_FLAG_TRUE = frozenset({"1", "true", "yes", "on"})
+SettingsT = TypeVar("SettingsT")
 
 # The process environment, as a read-only view for the modules that build their settings.
 ENVIRONMENT: Mapping[str, str] = os.environ
@@ -47,3 +55,45 @@ def env_int(name: str, default: int, environ: Mapping[str, str] | None = None) -
     if value <= 0:
         raise ConfigurationError(f"{name} must be positive, got {raw!r}")
     return value
+
+
+def setting(variable: str, default: Any) -> Any:
+    """A settings field read from ``variable``, parsed by its default's type: ``int`` (positive,
+    whole), ``float`` (positive), ``bool`` (1/true/yes/on), ``str`` (stripped) or ``None`` (an
+    optional string: unset or blank is None)."""
+    return dataclasses.field(default=default, metadata={_VARIABLE: variable})
+
+
+def variables(settings_class: type) -> dict[str, str]:
+    """Field name -> environment variable, for every :func:`setting` field of a settings class."""
+    return {
+        f.name: f.metadata[_VARIABLE]
+        for f in dataclasses.fields(settings_class)
+        if _VARIABLE in f.metadata
+    }
+
+
+def _parsed(variable: str, default: Any, source: Mapping[str, str]) -> Any:
+    if isinstance(default, bool):
+        raw = source.get(variable, "").strip().lower()
+        return raw in _FLAG_TRUE if raw else default
+    if isinstance(default, int):
+        return env_int(variable, default, source)
+    if isinstance(default, float):
+        return env_number(variable, default, source)
+    text = source.get(variable, "").strip()
+    if default is None:
+        return text or None
+    return text or default
+
+
+def load(settings_class: type[SettingsT], environ: Mapping[str, str] | None = None) -> SettingsT:
+    """A settings object with every :func:`setting` field read from ``environ`` (default: the
+    process environment); other fields keep their defaults."""
+    source = ENVIRONMENT if environ is None else environ
+    fields = {f.name: f for f in dataclasses.fields(settings_class)}  # type: ignore[arg-type]
+    values = {
+        name: _parsed(variable, fields[name].default, source)
+        for name, variable in variables(settings_class).items()
+    }
+    return settings_class(**values)

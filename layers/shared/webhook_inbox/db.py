@@ -10,6 +10,10 @@ frozen. The local ``closed``/``broken`` flags only learn of it when a statement 
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection.
 
+Where and how to connect is :class:`DatabaseSettings`, read when a connection is opened: in a
+function that is once per execution environment (again only after a dead connection); the
+tools and the tests, which share this module, may point it at another database between two.
+
 A database that accepts and never answers (RDS Proxy holding a statement through a failover, a
 path whose far end is gone while something in between still acknowledges) is bounded by nothing
 the server enforces: the statement timeout never starts, and TCP_USER_TIMEOUT cannot fire while
@@ -34,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 from urllib.parse import quote
 
@@ -43,7 +48,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from webhook_inbox import aws
-from webhook_inbox.config import env, env_int
+from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
     SecretUnavailable,
@@ -73,6 +78,27 @@ _CREDENTIALS_REJECTED = re.compile(
     r"password authentication failed|PAM authentication failed|"
     r'role ".*" (?:is not permitted to log in|does not exist)'
 )
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where the database is, how to sign in, and the bounded waits of every connection."""
+
+    url: str = setting("DATABASE_URL", "")
+    secret_arn: str = setting("DATABASE_SECRET_ARN", "")
+    iam_auth: bool = setting("DATABASE_IAM_AUTH", False)
+    # Beside an RDS-managed `rds!` secret, which holds only the username and password.
+    host: str = setting("DATABASE_HOST", "")
+    port: str = setting("DATABASE_PORT", "")
+    name: str = setting("DATABASE_NAME", "")
+    connect_timeout_s: int = setting("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S)
+    statement_timeout_ms: int = setting("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
+    lock_timeout_ms: int = setting("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
+    startup_options: str = setting("DB_STARTUP_OPTIONS", "auto")
+
+
+def settings() -> DatabaseSettings:
+    return load(DatabaseSettings)
 
 
 @contextmanager
@@ -108,21 +134,19 @@ def translated(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def session_timeouts_ms() -> tuple[int, int]:
-    """(statement_timeout, lock_timeout) in milliseconds, from the environment."""
-    return (
-        env_int("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS),
-        env_int("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
-    )
+    """(statement_timeout, lock_timeout) in milliseconds, from the settings."""
+    configured = settings()
+    return configured.statement_timeout_ms, configured.lock_timeout_ms
 
 
-def _send_startup_options(conninfo: str) -> bool:
+def _send_startup_options(conninfo: str, mode: str) -> bool:
     """Whether timeouts can travel as startup ``options``.
 
     RDS Proxy refuses any connection that carries ``options`` ("RDS Proxy currently doesn't
     support command-line options"), and a SET would pin the session. Behind the proxy the
     timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
     """
-    mode = env("DB_STARTUP_OPTIONS", "auto").lower()
+    mode = mode.lower()
     if mode in {"on", "true", "1"}:
         return True
     if mode in {"off", "false", "0"}:
@@ -133,14 +157,15 @@ def _send_startup_options(conninfo: str) -> bool:
 
 def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """Open a connection with bounded connect, statement and lock timeouts."""
-    statement_ms, lock_ms = session_timeouts_ms()
+    configured = settings()
+    statement_ms, lock_ms = configured.statement_timeout_ms, configured.lock_timeout_ms
     extra: dict[str, Any] = {}
     with translate():
-        if _send_startup_options(conninfo):
+        if _send_startup_options(conninfo, configured.startup_options):
             extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
         return psycopg.connect(
             conninfo,
-            connect_timeout=env_int("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S),
+            connect_timeout=configured.connect_timeout_s,
             prepare_threshold=None,
             application_name=application_name,
             # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);
@@ -223,8 +248,9 @@ def _reread_secret_after_refusal() -> bool:
     At most once a minute per secret: a refusal that a re-read cannot cure (a disabled user, a
     secret rotated wrongly) must not cost a Secrets Manager call per request.
     """
-    arn = env("DATABASE_SECRET_ARN")
-    if env("DATABASE_URL") or not arn:
+    configured = settings()
+    arn = configured.secret_arn
+    if configured.url or not arn:
         return False
     with _secret_lock:
         now = time.monotonic()
@@ -264,19 +290,20 @@ def _iam_token(host: str, port: int, user: str) -> str:
     return token
 
 
-def _with_location_overrides(secret: dict[str, Any]) -> dict[str, Any]:
+def _with_location_overrides(
+    secret: dict[str, Any], configured: DatabaseSettings
+) -> dict[str, Any]:
     """The secret, with ``DATABASE_HOST`` / ``DATABASE_PORT`` / ``DATABASE_NAME`` where set.
 
     An RDS-managed ``rds!`` secret holds only the username and password, so the deploy passes
     where to connect beside it.
     """
     located = dict(secret)
-    for variable, key in (
-        ("DATABASE_HOST", "host"),
-        ("DATABASE_PORT", "port"),
-        ("DATABASE_NAME", "dbname"),
+    for value, key in (
+        (configured.host, "host"),
+        (configured.port, "port"),
+        (configured.name, "dbname"),
     ):
-        value = env(variable)
         if value:
             located[key] = value
     return located
@@ -288,14 +315,13 @@ def database_conninfo() -> str:
     With ``DATABASE_IAM_AUTH=true`` the secret's password is replaced by an IAM auth token
     (valid 15 minutes; a new one is made for every new connection).
     """
-    url = env("DATABASE_URL")
-    if url:
-        return url
-    arn = env("DATABASE_SECRET_ARN")
-    if not arn:
+    configured = settings()
+    if configured.url:
+        return configured.url
+    if not configured.secret_arn:
         raise ConfigurationError("set DATABASE_URL or DATABASE_SECRET_ARN")
-    secret = _with_location_overrides(_read_secret(arn))
-    if env("DATABASE_IAM_AUTH").lower() in {"1", "true", "yes"}:
+    secret = _with_location_overrides(_read_secret(configured.secret_arn), configured)
+    if configured.iam_auth:
         host = str(secret.get("host", ""))
         port = int(secret.get("port", 5432))
         token = _iam_token(host, port, str(secret.get("username", "")))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook_inbox import aws, db, inbox
-from webhook_inbox.config import env, env_int
+from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -34,7 +34,7 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     UnknownProvider,
 )
-from webhook_inbox.providers import Registry, registry
+from webhook_inbox.providers import Registry, registry_for
 from webhook_inbox.schemes import Identity
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -51,6 +51,21 @@ _GENERIC_BODIES = {
     500: {"error": "internal error"},
     503: {"error": "temporarily unavailable, retry later"},
 }
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """The ingest function's settings, built once per execution environment (:meth:`from_env`)
+    and passed to :func:`handle`."""
+
+    max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
+    queue_url: str = setting("PROCESSING_QUEUE_URL", "")
+    providers_config: str = setting("PROVIDERS_CONFIG", "")
+    providers_config_file: str = setting("PROVIDERS_CONFIG_FILE", "")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> IngestSettings:
+        return load(cls, environ)
 
 
 @dataclass(frozen=True)
@@ -93,10 +108,6 @@ class Outcome:
 
 
 # --- decoding ----------------------------------------------------------------------------
-
-
-def max_body_bytes() -> int:
-    return env_int("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
 
 
 def _headers(event: Mapping[str, Any]) -> dict[str, str]:
@@ -222,9 +233,8 @@ def _check_tree(payload: Any, *, check_strings: bool) -> None:
 # --- the pipeline ------------------------------------------------------------------------
 
 
-def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
+def _enqueue(sqs_client: Callable[[], Any], queue_url: str, row_id: int) -> str | None:
     """Send the wake-up message; returns an error description instead of raising."""
-    queue_url = env("PROCESSING_QUEUE_URL")
     if not queue_url:
         return "PROCESSING_QUEUE_URL is not set"
     return aws.send_wakeup(sqs_client(), queue_url, row_id)
@@ -238,6 +248,7 @@ def _accept(
     payload: dict[str, Any],
     body: bytes,
     sqs_client: Callable[[], Any],
+    queue_url: str,
 ) -> None:
     # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
     # kept connection turns out to have been closed while the function was frozen.
@@ -251,7 +262,7 @@ def _accept(
             payload=payload,
             delivery_id=identity.delivery_id,
             # Stamp enqueued_at in the claim itself: the happy path is one round trip.
-            enqueuing=bool(env("PROCESSING_QUEUE_URL")),
+            enqueuing=bool(queue_url),
         ),
         application_name="webhook-inbox-ingest",
     )
@@ -260,7 +271,7 @@ def _accept(
     if retried and not claim.is_new and claim.status == "received":
         # The first attempt may have stored the row (and stamped enqueued_at) before the
         # connection dropped: send the wake-up anyway. A second wake-up is harmless.
-        _enqueue(sqs_client, claim.id)
+        _enqueue(sqs_client, queue_url, claim.id)
     if not claim.is_new:
         outcome.status, outcome.reply = 200, {"status": "duplicate"}
         outcome.outcome, outcome.metric = "duplicate", "Duplicate"
@@ -269,7 +280,7 @@ def _accept(
         return
     outcome.status, outcome.reply = 202, {"status": "accepted"}
     outcome.outcome, outcome.metric = "accepted", "Accepted"
-    error = _enqueue(sqs_client, claim.id)
+    error = _enqueue(sqs_client, queue_url, claim.id)
     if error is None:
         return
     # The row is durable: still 202. Clearing the stamp lets the next sweep send it; if even
@@ -288,14 +299,21 @@ def handle(
     event: Any,
     *,
     sqs_client: Callable[[], Any],
+    settings: Callable[[], IngestSettings],
     providers: Registry | None = None,
 ) -> Outcome:
-    """Run one delivery through the pipeline; never raises for anything a request can cause."""
+    """Run one delivery through the pipeline; never raises for anything a request can cause.
+
+    ``settings`` and ``sqs_client`` give the execution environment's (built on first use): a
+    settings error is then this delivery's 500 outcome, logged like any other."""
     started = time.perf_counter()
     outcome = Outcome(500, _GENERIC_BODIES[500], "error", None)
     try:
-        delivery = decode_event(event, max_body_bytes())
-        provider = (providers or registry()).get(delivery.provider_name)
+        configured = settings()
+        delivery = decode_event(event, configured.max_body_bytes)
+        if providers is None:
+            providers = registry_for(configured.providers_config, configured.providers_config_file)
+        provider = providers.get(delivery.provider_name)
         if provider is None:
             raise UnknownProvider("no such provider")
         outcome.provider = provider.name
@@ -315,6 +333,7 @@ def handle(
                 payload=payload,
                 body=delivery.body,
                 sqs_client=sqs_client,
+                queue_url=configured.queue_url,
             )
     except RequestRejected as exc:
         outcome.status = exc.status

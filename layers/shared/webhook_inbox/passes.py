@@ -46,7 +46,7 @@ import psycopg
 
 from webhook_inbox import db, handlers, inbox
 from webhook_inbox.backoff import backoff_delay
-from webhook_inbox.config import ENVIRONMENT, env_int, env_number
+from webhook_inbox.config import load, setting
 from webhook_inbox.errors import EventError, LeaseLost, PermanentEventError, StoreError
 from webhook_inbox.inbox import LeasedEvent
 
@@ -58,22 +58,17 @@ NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type
 @dataclass(frozen=True)
 class ProcessorSettings:
     """The processor's settings, read once per execution environment (``from_env``). They live
-    here because the careful pass applies the retry rules; the template test follows imports."""
+    here because the careful pass applies the retry rules; the template test compares the fields'
+    variables with the processor's."""
 
-    queue_url: str | None
-    max_attempts: int = 8
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 3600.0
+    queue_url: str | None = setting("PROCESSING_QUEUE_URL", None)
+    max_attempts: int = setting("MAX_ATTEMPTS", 8)
+    retry_base_seconds: float = setting("RETRY_BASE_SECONDS", 5.0)
+    retry_max_seconds: float = setting("RETRY_MAX_SECONDS", 3600.0)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
-        env = ENVIRONMENT if environ is None else environ
-        return cls(
-            queue_url=env.get("PROCESSING_QUEUE_URL") or None,
-            max_attempts=env_int("MAX_ATTEMPTS", 8, env),
-            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, env),
-            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, env),
-        )
+        return load(cls, environ)
 
 
 @dataclass(frozen=True)

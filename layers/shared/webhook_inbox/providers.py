@@ -270,13 +270,19 @@ _registry_cache: dict[tuple[str | None, str | None], Registry] = {}
 
 
 def registry() -> Registry:
-    """The deployment's providers, parsed once per configuration (per process)."""
-    key = (env("PROVIDERS_CONFIG") or None, env("PROVIDERS_CONFIG_FILE") or None)
+    """The providers ``PROVIDERS_CONFIG`` / ``PROVIDERS_CONFIG_FILE`` name in the process
+    environment (the tools' way; ingest passes its settings to :func:`registry_for`)."""
+    return registry_for(env("PROVIDERS_CONFIG"), env("PROVIDERS_CONFIG_FILE"))
+
+
+def registry_for(inline: str, path: str) -> Registry:
+    """The providers of an inline configuration, else of a file: parsed once per configuration
+    (per process)."""
+    key = (inline or None, path or None)
     with _registry_lock:
         cached = _registry_cache.get(key)
         if cached is not None:
             return cached
-        inline, path = key
         if inline:
             loaded = load_config_text(inline)
         elif path:

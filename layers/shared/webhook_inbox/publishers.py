@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from webhook_inbox import aws
-from webhook_inbox.config import ENVIRONMENT
+from webhook_inbox.config import load, setting
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox import OutboxMessage
 
@@ -221,21 +221,29 @@ class SnsPublisher(_BatchingPublisher):
             )
 
 
+@dataclass(frozen=True)
+class PublisherSettings:
+    """Where the outbox publishes: ``eventbridge`` (a bus, default ``default``) or ``sns``."""
+
+    destination: str = setting("OUTBOX_DESTINATION", "eventbridge")
+    event_bus_name: str = setting("OUTBOX_EVENT_BUS_NAME", "default")
+    topic_arn: str = setting("OUTBOX_TOPIC_ARN", "")
+
+
 def from_env(
-    environ: Mapping[str, str] = ENVIRONMENT,
+    environ: Mapping[str, str] | None = None,
     *,
     make_client: Callable[[str], Any] = aws.client,
 ) -> Publisher:
     """The publisher OUTBOX_DESTINATION names (``eventbridge`` by default, or ``sns``)."""
-    destination = environ.get("OUTBOX_DESTINATION", "eventbridge").strip().lower() or "eventbridge"
+    settings = load(PublisherSettings, environ)
+    destination = settings.destination.lower()
     if destination == "eventbridge":
-        bus = environ.get("OUTBOX_EVENT_BUS_NAME", "").strip() or "default"
-        return EventBridgePublisher(make_client("events"), event_bus_name=bus)
+        return EventBridgePublisher(make_client("events"), event_bus_name=settings.event_bus_name)
     if destination == "sns":
-        topic_arn = environ.get("OUTBOX_TOPIC_ARN", "").strip()
-        if not topic_arn:
+        if not settings.topic_arn:
             raise ConfigurationError("OUTBOX_DESTINATION=sns needs OUTBOX_TOPIC_ARN")
-        return SnsPublisher(make_client("sns"), topic_arn=topic_arn)
+        return SnsPublisher(make_client("sns"), topic_arn=settings.topic_arn)
     raise ConfigurationError(
         f"OUTBOX_DESTINATION must be 'eventbridge' or 'sns', got {destination!r}"
     )

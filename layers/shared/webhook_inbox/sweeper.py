@@ -6,7 +6,8 @@
    only as many (oldest first) as the queue lacks messages for its waiting rows;
 3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
 4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
-5. retention: payloads, then old keys and published outbox rows (:mod:`webhook_inbox.retention`).
+5. retention: payloads, then old keys and published outbox rows (``inbox.purge_payloads``,
+   ``inbox.delete_expired_events``, ``outbox.delete_published``).
 
 Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2
 stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
@@ -27,7 +28,7 @@ from psycopg import Connection
 
 from webhook_inbox import aws, backlog, inbox, outbox
 from webhook_inbox.backlog import Backlog
-from webhook_inbox.config import ENVIRONMENT, env_int, env_number
+from webhook_inbox.config import load, setting
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
@@ -47,13 +48,16 @@ MIN_KEY_RETENTION_DAYS = 3
 
 @dataclass(frozen=True)
 class SweeperConfig:
-    queue_url: str
-    max_attempts: int = 8
-    outbox_max_attempts: int = 10
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 3600.0
-    payload_retention_days: int = 30
-    key_retention_days: int = 90
+    """The sweeper's settings: the first seven from the environment (:meth:`from_env`, once per
+    execution environment), the rest tuning with fixed defaults."""
+
+    queue_url: str = setting("PROCESSING_QUEUE_URL", "")
+    max_attempts: int = setting("MAX_ATTEMPTS", 8)
+    outbox_max_attempts: int = setting("OUTBOX_MAX_ATTEMPTS", 10)
+    retry_base_seconds: float = setting("RETRY_BASE_SECONDS", 5.0)
+    retry_max_seconds: float = setting("RETRY_MAX_SECONDS", 3600.0)
+    payload_retention_days: int = setting("PAYLOAD_RETENTION_DAYS", 30)
+    key_retention_days: int = setting("KEY_RETENTION_DAYS", 90)
     # Tuning, not configuration: sizes that keep each statement and transaction short.
     lease_batch: int = 500
     enqueue_batch: int = 100
@@ -74,6 +78,8 @@ class SweeperConfig:
     max_batches_per_step: int = 10_000
 
     def __post_init__(self) -> None:
+        if not self.queue_url:
+            raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
         # A key retention shorter than the payload retention is allowed: deleting the row then
         # simply removes its payload earlier. One shorter than the providers' retry windows is
         # not (the template's MinValue refuses it at deploy time too).
@@ -84,19 +90,8 @@ class SweeperConfig:
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = ENVIRONMENT) -> SweeperConfig:
-        queue_url = environ.get("PROCESSING_QUEUE_URL", "").strip()
-        if not queue_url:
-            raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
-        return cls(
-            queue_url=queue_url,
-            max_attempts=env_int("MAX_ATTEMPTS", 8, environ),
-            outbox_max_attempts=env_int("OUTBOX_MAX_ATTEMPTS", 10, environ),
-            retry_base_seconds=env_number("RETRY_BASE_SECONDS", 5, environ),
-            retry_max_seconds=env_number("RETRY_MAX_SECONDS", 3600, environ),
-            payload_retention_days=env_int("PAYLOAD_RETENTION_DAYS", 30, environ),
-            key_retention_days=env_int("KEY_RETENTION_DAYS", 90, environ),
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SweeperConfig:
+        return load(cls, environ)
 
 
 class Budget:

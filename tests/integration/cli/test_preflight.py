@@ -7,7 +7,9 @@ CloudFormation.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -59,8 +61,10 @@ def ec2(aws: None) -> Any:
 
 @pytest.fixture
 def vpc(ec2: Any) -> Vpc:
-    """Two private subnets in two AZs, each with its own route table and no way out."""
+    """Two private subnets in two AZs, each with its own route table and no way out; DNS
+    hostnames on (the API creates a VPC without them), as private-DNS endpoints need."""
     vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": True})
     subnets, tables = [], []
     for i, zone in enumerate(("us-east-1a", "us-east-1b")):
         subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=zone)
@@ -258,3 +262,97 @@ def test_command_reads_samconfig_and_exits_1_with_a_checklist(
     tables = ",".join(vpc.route_tables)
     assert main(["preflight", "--config", str(config), "--route-table-ids", tables]) == 0
     assert "ready: `sam deploy` should succeed" in capsys.readouterr().out
+
+
+def test_without_a_region_the_command_says_so_and_exits_2(
+    vpc: Vpc, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --region, none in the config, none in the environment or profile: a usage error,
+    not a traceback."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    args = ["preflight", "--vpc-id", vpc.vpc_id, "--subnet-ids", ",".join(vpc.subnets)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no AWS region")
+    assert "--region" in err
+
+
+def guided_samconfig(path: Path, parameters: dict[str, str]) -> None:
+    """samconfig.toml as `sam deploy --guided` saves it: parameter_overrides as one string of
+    Key="Value" pairs, each value's double quotes escaped (samcli's quote_parameter_values)."""
+    pairs = " ".join(
+        '{}="{}"'.format(key, value.replace('"', '\\"')) for key, value in parameters.items()
+    )
+    path.write_text(
+        'version = 0.1\n[default.deploy.parameters]\nstack_name = "inbox-guided"\n'
+        f'region = "us-east-1"\nparameter_overrides = {json.dumps(pairs)}\n'
+    )
+
+
+def test_a_guided_samconfig_with_providers_config_is_read_whole(vpc: Vpc, tmp_path: Path) -> None:
+    """ProvidersConfig is JSON: quotes and spaces inside the saved value must survive."""
+    foreign = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:elsewhere/stripe-AbCdEf"
+    providers_config = json.dumps(
+        {"providers": {"stripe": {"scheme": "stripe", "secrets": [{"secret_arn": foreign}]}}}
+    )
+    config = tmp_path / "samconfig.toml"
+    guided_samconfig(
+        config,
+        {
+            "VpcId": vpc.vpc_id,
+            "SubnetIds": ",".join(vpc.subnets),
+            "PrivateRouteTableIds": ",".join(vpc.route_tables),
+            "ProvidersConfig": providers_config,
+            "ProcessorMaxConcurrency": "7",
+        },
+    )
+    opts = pf.Options(**pf.options_from_config(config))
+    assert opts.stack_name == "inbox-guided"
+    assert opts.providers_config == providers_config
+    assert opts.route_table_ids == vpc.route_tables
+    assert opts.processor_max_concurrency == 7
+    finding = only_failure(opts, "provider secrets")
+    assert foreign in finding.detail
+
+
+def test_private_dns_endpoints_need_the_vpcs_dns_attributes(vpc: Vpc, ec2: Any) -> None:
+    """A VPC made by the API or CloudFormation has DNS hostnames off: every interface endpoint
+    with private DNS then fails to create."""
+    ec2.modify_vpc_attribute(VpcId=vpc.vpc_id, EnableDnsHostnames={"Value": False})
+    finding = only_failure(options(vpc), "VPC DNS")
+    assert "enableDnsHostnames" in finding.detail
+    assert f"--vpc-id {vpc.vpc_id} --enable-dns-hostnames" in finding.fix
+    # With a NAT and no endpoints the attributes do not matter to the stack.
+    assert "VPC DNS" not in [f.check for f in failures(options(vpc, create_vpc_endpoints=False))]
+    ec2.modify_vpc_attribute(VpcId=vpc.vpc_id, EnableDnsHostnames={"Value": True})
+    assert failures(options(vpc)) == []
+
+
+def preflight_calls() -> set[str]:
+    """Every IAM action behind an ``aws.<client>.<method>(…)`` call in the preflight module."""
+    source = Path(pf.__file__).read_text()
+    actions = set()
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = node.func.value
+        if (
+            isinstance(owner, ast.Attribute)
+            and isinstance(owner.value, ast.Name)
+            and owner.value.id == "aws"
+        ):
+            service = owner.attr.rstrip("_")  # Clients.lambda_ is the lambda client
+            mapping = boto3.client(service, region_name=REGION).meta.method_to_api_mapping
+            actions.add(f"{service}:{mapping[node.func.attr]}")
+    return actions
+
+
+def test_the_documented_iam_needs_are_exactly_the_calls_preflight_makes() -> None:
+    deploy = (Path(__file__).parents[3] / "docs" / "deploy.md").read_text()
+    paragraph = deploy.split("Its IAM needs (read-only):", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`([a-z0-9-]+:[A-Za-z]+)`", paragraph))
+    called = preflight_calls()
+    assert len(called) >= 9, "the scan should see every client call"
+    assert documented == called

@@ -41,6 +41,17 @@ def providers_config() -> dict[str, Any]:
                 "signed_content": "{id}.{body}",
             },
         },
+        # The id and the timestamp side by side, no separator: the audit's zero-moving replay.
+        "acme-adjacent": {
+            "scheme": "hmac-sha256",
+            "secrets": [{"value": "acme-adjacent-secret"}],
+            "options": {
+                "signature_header": "X-Acme-Signature",
+                "id_header": "X-Acme-Event-Id",
+                "timestamp_header": "X-Acme-Timestamp",
+                "signed_content": "{id}{timestamp}.{body}",
+            },
+        },
         "svix-headers": {
             "scheme": "standard-webhooks",
             "secrets": config["providers"]["svix"]["secrets"],

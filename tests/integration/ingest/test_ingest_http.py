@@ -285,6 +285,7 @@ def test_rotation_accepts_old_and_new_secrets_and_rejects_a_removed_one(
     assert deliver_signed_with(old) == 202
     config = json.loads(harness_config_without(old))
     monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps(config))
+    harness.app.reset_clients()  # the deploy that drops a secret starts new execution environments
     assert deliver_signed_with(old) == 401
     assert deliver_signed_with(new) == 202
     assert row_count(conn) == 3
@@ -406,6 +407,16 @@ def test_malformed_events_are_400(harness: IngestHarness, conn: psycopg.Connecti
     assert harness.invoke(bad_base64).status == 400
     assert harness.invoke(["not", "an", "event"]).status == 400
     assert harness.invoke({"body": 42, "rawPath": "/webhooks/acme"}).status == 400
+    assert row_count(conn) == 0
+
+
+def test_a_bad_setting_is_a_500_for_the_delivery_not_a_crash(
+    harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAX_BODY_BYTES", "lots")
+    body = b'{"id":"evt_setting","type":"t"}'
+    reply = harness.deliver("acme", body, harness.sign("acme", body))
+    assert (reply.status, reply.body) == (500, {"error": "internal error"})
     assert row_count(conn) == 0
 
 

@@ -66,6 +66,26 @@ def test_a_captured_delivery_replayed_under_a_mutated_id_is_401_and_stores_nothi
     assert row_count(conn) == 1
 
 
+@pytest.mark.parametrize("zeros", [1, 2])
+def test_zeros_moved_from_the_id_into_an_adjacent_timestamp_are_401_and_store_nothing(
+    harness: IngestHarness, conn: psycopg.Connection[Any], zeros: int
+) -> None:
+    # "{id}{timestamp}": "evt_1" + "00<ts>" is the same signed text as "evt_100" + "<ts>".
+    body = b'{"type":"thing.happened","value":1}'
+    headers = harness.sign("acme-adjacent", body, event_id="evt_100", timestamp=harness.now)
+    assert harness.deliver("acme-adjacent", body, headers).status == 202
+
+    forged = {
+        **headers,
+        "X-Acme-Event-Id": "evt_1" + "0" * (2 - zeros),
+        "X-Acme-Timestamp": "0" * zeros + str(harness.now),
+    }
+    reply = harness.deliver("acme-adjacent", body, forged)
+
+    assert (reply.status, reply.body) == (401, {"error": "unauthorized"})
+    assert row_count(conn) == 1
+
+
 def digest_key(event_type: str, body: bytes) -> str:
     return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
 
@@ -132,23 +152,34 @@ def test_same_type_and_bytes_with_a_fresh_delivery_id_is_still_a_duplicate(
     assert row_count(conn) == 1
 
 
+@pytest.mark.parametrize(
+    ("provider", "types"),
+    [("shopify", ("orders/create", "orders/paid")), ("github", ("meta", "ping"))],
+)
 def test_twenty_concurrent_deliveries_of_each_type_store_one_row_per_type(
     harness: IngestHarness,
     conn: psycopg.Connection[Any],
     connection_per_thread: Callable[..., Any],
+    provider: str,
+    types: tuple[str, str],
 ) -> None:
     body = order_body()
-    events = []
-    for topic in ("orders/create", "orders/paid"):
-        headers = harness.sign("shopify", body, event_id=str(uuid.uuid4()), event_type=topic)
-        events.append(SHAPES["v2"]("shopify", body, headers))
+    # Each delivery carries its own delivery id, as a provider's retries and a replayer's do.
+    events = [
+        SHAPES["v2"](
+            provider,
+            body,
+            harness.sign(provider, body, event_id=str(uuid.uuid4()), event_type=types[n % 2]),
+        )
+        for n in range(40)
+    ]
     harness.app.sqs_client()  # created before the race, as in a warm container
     barrier = threading.Barrier(40)
 
     def deliver(n: int) -> int:
         connection_per_thread()
         barrier.wait(timeout=30)
-        return harness.invoke(events[n % 2]).status
+        return harness.invoke(events[n]).status
 
     with ThreadPoolExecutor(max_workers=40) as pool:
         statuses = list(pool.map(deliver, range(40)))
@@ -156,7 +187,7 @@ def test_twenty_concurrent_deliveries_of_each_type_store_one_row_per_type(
     rows = conn.execute(
         "SELECT event_type, delivery_count FROM webhook_events ORDER BY 1"
     ).fetchall()
-    assert rows == [("orders/create", 20), ("orders/paid", 20)]
+    assert rows == [(types[0], 20), (types[1], 20)]
 
 
 def test_a_redelivery_across_the_upgrade_is_one_new_row_then_duplicates(

@@ -39,3 +39,34 @@ def test_a_layer_with_the_tools_package_fails(tmp_path: Path) -> None:
 
 def test_a_runtime_only_layer_passes(tmp_path: Path) -> None:
     assert _inspect_build().foreign_modules(_site(tmp_path, "webhook_inbox", "psycopg")) == []
+
+
+def _runtime_copy(site: Path) -> Path:
+    """The repository's runtime package, copied into a fake layer (sources only)."""
+    source = ROOT / "layers" / "shared" / "webhook_inbox"
+    for module in source.rglob("*.py"):
+        if "__pycache__" in module.parts:
+            continue
+        target = site / "webhook_inbox" / module.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("")
+    return site
+
+
+def test_a_copy_of_the_runtime_package_passes(tmp_path: Path) -> None:
+    assert _inspect_build().foreign_modules(_runtime_copy(tmp_path)) == []
+
+
+def test_tools_or_application_code_nested_in_the_runtime_package_fails(tmp_path: Path) -> None:
+    # The layout before the move: the CLI, the dev stack and the examples inside webhook_inbox.
+    site = _runtime_copy(tmp_path)
+    (site / "webhook_inbox" / "cli").mkdir()
+    (site / "webhook_inbox" / "cli" / "__init__.py").write_text("")
+    (site / "webhook_inbox" / "examples.py").write_text("")
+    problems = _inspect_build().foreign_modules(site)
+    assert sorted(problems) == [
+        "webhook_inbox/cli/__init__.py is not a module of the runtime package "
+        "(layers/shared/webhook_inbox): it must not ship in the runtime layer",
+        "webhook_inbox/examples.py is not a module of the runtime package "
+        "(layers/shared/webhook_inbox): it must not ship in the runtime layer",
+    ]

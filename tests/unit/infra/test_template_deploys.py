@@ -14,11 +14,13 @@ from tests.infra_support import (
     Resolver,
     boto3_usage,
     function_entry,
+    imports_module,
     load_template,
     module_closure,
     parameter_values,
     resources_of_type,
     rule_failures,
+    runs_in_the_vpc,
     serverless_functions,
 )
 
@@ -117,8 +119,11 @@ def test_existing_endpoint_names_are_checked() -> None:
 
 
 def test_each_interface_endpoint_serves_a_service_the_code_calls_and_vice_versa() -> None:
+    """Only the functions in the VPC need endpoints (DatabaseLogGroupsFunction runs outside)."""
     called: set[str] = set()
-    for props in serverless_functions().values():
+    in_vpc = [props for props in serverless_functions().values() if runs_in_the_vpc(props)]
+    assert len(in_vpc) >= 4
+    for props in in_vpc:
         called |= boto3_usage(module_closure(function_entry(props)[0])).services
     assert "sqs" in called, "the scan should see the functions' clients"
     assert set(interface_endpoints().values()) == called - LOCAL_ONLY_CLIENTS
@@ -177,6 +182,38 @@ def test_server_logs_never_carry_bind_parameters() -> None:
     assert params["log_parameter_max_length_on_error"] == "0"
 
 
+def test_every_exported_rds_log_group_gets_the_stacks_key_and_retention() -> None:
+    """RDS creates /aws/rds/instance/<instance>/<log> for each export, with no key and no
+    expiry; the instance's name is generated, so DatabaseLogGroups adopts them once it exists."""
+    r = resolver(PrivateRouteTableIds="rtb-1")
+    exports = RESOURCES["Database"]["Properties"]["EnableCloudwatchLogsExports"]
+    adopter = RESOURCES["DatabaseLogGroups"]
+    assert adopter["Condition"] == RESOURCES["Database"]["Condition"]
+    props = r.resolve(adopter["Properties"])
+    assert props["LogGroupNames"] == [f"/aws/rds/instance/<Database>/{log}" for log in exports]
+    assert props["KmsKeyArn"] == "<AppKey.Arn>"
+    assert props["RetentionInDays"] == r.resolve({"Ref": "LogRetentionDays"})
+    assert props["ServiceToken"] == "<DatabaseLogGroupsFunction.Arn>"
+    grant = r.resolve(RESOURCES["DatabaseLogGroupsRole"]["Properties"]["Policies"][0])
+    (adopt,) = [
+        s for s in grant["PolicyDocument"]["Statement"] if "logs:AssociateKmsKey" in s["Action"]
+    ]
+    assert adopt["Resource"] == (
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/rds/instance/<Database>/*"
+    )
+
+
+def test_the_log_group_adopter_runs_outside_the_vpc_with_a_role_of_its_own() -> None:
+    """It needs only CloudWatch Logs and the S3 URL: in the VPC it would need a Logs endpoint
+    (or a NAT). SAM's generated role would carry ENI rights for the Globals' VpcConfig."""
+    props = serverless_functions()["DatabaseLogGroupsFunction"]
+    assert not runs_in_the_vpc(props)
+    assert props["Role"] == {"Fn::GetAtt": ["DatabaseLogGroupsRole", "Arn"]}
+    assert props["Environment"] == {"Variables": {}}
+    role = RESOURCES["DatabaseLogGroupsRole"]["Properties"]
+    assert "ManagedPolicyArns" not in role
+
+
 # --- existing database ---------------------------------------------------------------------
 
 
@@ -185,6 +222,8 @@ def test_a_secret_under_its_own_key_can_be_decrypted_by_every_function() -> None
     r = resolver(PrivateRouteTableIds="rtb-1", DatabaseSecretKmsKeyArn=key, **EXISTING_DB)
     assert rule_failures(r) == []
     for name, props in serverless_functions().items():
+        if not imports_module(module_closure(function_entry(props)[0]), "webhook_inbox.db"):
+            continue  # never reads the database secret
         statements = [s for s in r.resolve(props["Policies"][0]["Statement"]) if s]
         decrypts = [s for s in statements if s["Action"] == "kms:Decrypt" and s["Resource"] == key]
         assert decrypts, f"{name} cannot decrypt the database secret"
@@ -220,3 +259,15 @@ def test_alarms_may_use_the_key_in_awss_documented_form() -> None:
     (statement,) = [s for s in statements if s["Principal"] == cloudwatch]
     assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
     assert "Condition" not in statement
+
+
+def test_only_this_accounts_alarms_may_publish_in_awss_documented_form() -> None:
+    """AWS documents the topic policy for alarms with the alarm's ARN as aws:SourceArn; a
+    condition alarms are not documented to send (aws:SourceAccount) could drop every alarm."""
+    policy = RESOURCES["AlarmTopicPolicy"]["Properties"]["PolicyDocument"]
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert statement["Action"] == "sns:Publish"
+    assert resolver().resolve(statement["Condition"]) == {
+        "ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"}
+    }

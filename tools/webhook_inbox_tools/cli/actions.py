@@ -17,7 +17,12 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection
-from webhook_inbox_tools.cli.inspect_events import EVENT_COLUMNS, event_filter, event_rows
+from webhook_inbox_tools.cli.inspect_events import (
+    EVENT_COLUMNS,
+    event_filter,
+    event_rows,
+    outbox_table,
+)
 from webhook_inbox_tools.cli.params import operator_name
 
 _PAST = {"replay": "replayed", "retry": "retried"}
@@ -207,25 +212,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 # --- outbox retry --------------------------------------------------------------------------
 
 
-def _outbox_table(rows: list[dict[str, Any]]) -> None:
-    render.table(
-        ("id", "topic", "status", "attempts", "source", "created", "error"),
-        [
-            [
-                r["id"],
-                r["topic"],
-                r["status"],
-                r["attempts"],
-                r["source_event_id"],
-                render.age(r["created_at"]) + " ago",
-                render.truncate(r["last_error"], 48),
-            ]
-            for r in rows
-        ],
-        colour_column="status",
-    )
-
-
 def cmd_outbox_retry(args: argparse.Namespace) -> int:
     if bool(args.ids) == bool(args.all_dead):
         raise UsageError("give outbox message ids, or --all-dead (optionally with --topic)")
@@ -245,7 +231,7 @@ def cmd_outbox_retry(args: argparse.Namespace) -> int:
                 print("no dead outbox messages match", file=sys.stderr)
                 return 0
             print(f"{len(rows)} dead message(s) selected, current state:")
-            _outbox_table(rows)
+            outbox_table(rows, dedup_key=False)
         needs_consent = args.all_dead and not args.dry_run and not args.yes
         if needs_consent and not confirm(f"Retry these {len(ids)} outbox message(s) as {who}?"):
             print("aborted; nothing was changed", file=sys.stderr)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
+import tomllib
 from pathlib import Path
 from types import FrameType
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox_tools.cli.params import positive_int
+from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
+from webhook_inbox_tools.dev import sam_env
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
 from webhook_inbox_tools.dev.samples import sample_deliveries
-from webhook_inbox_tools.dev.stack import DevOptions, DevStack
+from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
 
 DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
@@ -60,6 +63,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(removed on exit)",
     )  # fmt: skip
     parser.add_argument("--functions-dir", type=Path, help="where functions/<name>/app.py live")
+    sam = parser.add_argument_group(
+        "the built functions against this stack (sam local invoke / start-api, webhook-inbox "
+        "invoke): see docs/local.md"
+    )
+    sam.add_argument(
+        "--sam-env-vars", type=Path, metavar="FILE",
+        help="write a SAM --env-vars file giving each function every variable template.yaml "
+        "sets for it, pointed at this stack, and print the commands that use it (removed on "
+        "exit); implies --postgres-port 0",
+    )  # fmt: skip
+    sam.add_argument(
+        "--container-host", default="127.0.0.1", metavar="HOST",
+        help="how the functions reach this machine, in the file's addresses: 127.0.0.1 for "
+        "webhook-inbox invoke; host.docker.internal (Docker Desktop) or the bridge address "
+        "(Docker Engine on Linux) for sam local's containers",
+    )  # fmt: skip
+    sam.add_argument(
+        "--bind-host", default="127.0.0.1", metavar="ADDRESS",
+        help="address moto and PostgreSQL's TCP listener bind to (Docker Engine on Linux: the "
+        "docker0 bridge address, e.g. 172.17.0.1)",
+    )  # fmt: skip
+    sam.add_argument(
+        "--postgres-port", type=port_number, metavar="PORT",
+        help="also serve the embedded PostgreSQL on TCP at --bind-host:PORT, password "
+        "required (0: any free port)",
+    )  # fmt: skip
+    sam.add_argument(
+        "--template", type=Path, metavar="FILE",
+        help="the SAM template the env-vars file follows (unset: template.yaml beside functions/)",
+    )  # fmt: skip
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -94,6 +127,54 @@ def write_env_file(path: Path, env: dict[str, str]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def providers_document(providers_file: Path | None) -> str:
+    """The provider configuration as the PROVIDERS_CONFIG JSON the ingest function reads."""
+    if providers_file is None and os.environ.get("PROVIDERS_CONFIG"):
+        return os.environ["PROVIDERS_CONFIG"]
+    path = providers_file or Path(os.environ["PROVIDERS_CONFIG_FILE"])
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    return json.dumps(tomllib.loads(text)) if path.suffix == ".toml" else text
+
+
+def postgres_port(args: argparse.Namespace) -> int | None:
+    """The embedded PostgreSQL's TCP port (None: Unix socket only), after checking the
+    options that only shape the --sam-env-vars file."""
+    defaults = {"container_host": "127.0.0.1", "template": None}
+    given = [name for name, default in defaults.items() if getattr(args, name) != default]
+    if given and args.sam_env_vars is None:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ConfigurationError(f"{flags} only shape the --sam-env-vars file: give it too")
+    if args.postgres_port is None and args.sam_env_vars is not None:
+        return 0  # a Lambda container cannot reach the Unix socket
+    port: int | None = args.postgres_port
+    return port
+
+
+def write_sam_env_vars(
+    stack: DevStack, args: argparse.Namespace, providers_file: Path | None
+) -> Path:
+    """Write the --sam-env-vars file for the running stack and print the commands using it."""
+    path: Path = args.sam_env_vars.resolve()
+    functions_dir = stack.options.functions_dir
+    sam_env.write_for_stack(
+        stack,
+        path,
+        container_host=args.container_host,
+        template_path=(args.template or functions_dir.parent / "template.yaml").resolve(),
+        providers_config=providers_document(providers_file),
+    )
+    say("dev", f"SAM env-vars for the built functions written to {path}; after `sam build`, "
+        "from the checkout:")  # fmt: skip
+    for line in sam_env.commands(
+        path, container_host=args.container_host, bind_host=args.bind_host, region=REGION
+    ):
+        say("dev", f"  {line}")
+    return path
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     providers_file = _providers_file(args)
     if providers_file is None and not (
@@ -112,6 +193,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         max_receive_count=args.max_receive_count,
         ingest_concurrency=args.ingest_concurrency,
         verbose=args.verbose,
+        postgres_port=postgres_port(args),
+        bind_host=args.bind_host,
     )
     stack = DevStack(options)
     stop = stack.interrupted
@@ -121,6 +204,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
     env_file: Path | None = None
+    sam_file: Path | None = None
     try:
         stack.start()
         if stop.is_set():
@@ -131,10 +215,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
         say("dev", f"ingest: {options.ingest_concurrency} execution environments")
         say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
         say("dev", f"DATABASE_URL={stack.database_url}")
+        if stack.postgres_tcp is not None:
+            tcp = stack.postgres_tcp
+            say("dev", f"PostgreSQL also on TCP at {tcp.host}:{tcp.port} (password required)")
         env_file = args.env_file.resolve()
         write_env_file(env_file, operator_environment(stack))
         say("dev", f"operator environment written to {env_file}; in another shell:")
         say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
+        if args.sam_env_vars is not None:
+            sam_file = write_sam_env_vars(stack, args, providers_file)
         for sample in sample_deliveries(registry, base):
             what = f"{sample.event_type}; {sample.outcome}; valid for 5 minutes"
             say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
@@ -153,6 +242,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         stack.stop()
         if env_file is not None:
             env_file.unlink(missing_ok=True)
+        if sam_file is not None:
+            sam_file.unlink(missing_ok=True)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         say("dev", "stopped")

@@ -195,6 +195,28 @@ def cmd_events_show(args: argparse.Namespace) -> int:
 # --- outbox list ---------------------------------------------------------------------------
 
 
+def outbox_table(rows: list[dict[str, Any]], *, dedup_key: bool) -> None:
+    """Outbox messages as a table; ``dedup_key`` adds that column (and leaves the error less)."""
+    columns = ["id", "topic", "status", "attempts", "source", "created"]
+    if dedup_key:
+        columns.append("dedup key")
+
+    def cells(r: dict[str, Any]) -> list[Any]:
+        row = [
+            r["id"],
+            r["topic"],
+            r["status"],
+            r["attempts"],
+            r["source_event_id"],
+            render.age(r["created_at"]) + " ago",
+        ]
+        if dedup_key:
+            row.append(render.truncate(r["deduplication_key"], 32))
+        return [*row, render.truncate(r["last_error"], 40 if dedup_key else 48)]
+
+    render.table((*columns, "error"), [cells(r) for r in rows], colour_column="status")
+
+
 def cmd_outbox_list(args: argparse.Namespace) -> int:
     where = operator_actions.OutboxFilter(
         statuses=tuple(args.status), topic=args.topic, since=args.since, until=args.until
@@ -207,23 +229,7 @@ def cmd_outbox_list(args: argparse.Namespace) -> int:
     if not page.rows:
         print("no outbox messages match", file=sys.stderr)
         return 0
-    render.table(
-        ("id", "topic", "status", "attempts", "source", "created", "dedup key", "error"),
-        [
-            [
-                r["id"],
-                r["topic"],
-                r["status"],
-                r["attempts"],
-                r["source_event_id"],
-                render.age(r["created_at"]) + " ago",
-                render.truncate(r["deduplication_key"], 32),
-                render.truncate(r["last_error"], 40),
-            ]
-            for r in page.rows
-        ],
-        colour_column="status",
-    )
+    outbox_table(page.rows, dedup_key=True)
     _next_page_hint(page.next_cursor)
     return 0
 

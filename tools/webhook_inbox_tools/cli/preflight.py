@@ -1,10 +1,10 @@
 """``webhook-inbox preflight``: read the account before ``sam deploy`` and list what would fail.
 
-Describe/get calls only (IAM needs in README "Deploy"); nothing is created or changed. Each
-check returns findings, ``ok``, ``warn`` (the deploy works, but look) or ``fail`` (the deploy or
-the running stack would fail), and every finding that is not ``ok`` says how to fix it. Exit 0
-when nothing fails, 1 otherwise, 2 for a usage error. Secret values are read only to check their
-shape and are never printed.
+Describe/get calls only (IAM needs in docs/deploy.md, a test pairs them with the calls); nothing
+is created or changed. Each check returns findings, ``ok``, ``warn`` (the deploy works, but
+look) or ``fail`` (the deploy or the running stack would fail), and every finding that is not
+``ok`` says how to fix it. Exit 0 when nothing fails, 1 otherwise, 2 for a usage error (no
+region included). Secret values are read only to check their shape and are never printed.
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ STACK_STATES_THAT_BLOCK_EXCEPT = {"UPDATE_ROLLBACK_COMPLETE"}
 CONCURRENCY_HEADROOM = 10
 LAMBDA_CONCURRENCY_QUOTA = "L-B99A9384"
 ENDPOINT_SERVICES = ("sqs", "secretsmanager", "events", "sns", "s3")
+# Both must be on for an interface endpoint with private DNS (the API creates VPCs without DNS
+# hostnames; the console's wizard and the default VPC have them): attribute -> the option of
+# `aws ec2 modify-vpc-attribute` that turns it on.
+VPC_DNS_ATTRIBUTES = {
+    "enableDnsSupport": "--enable-dns-support",
+    "enableDnsHostnames": "--enable-dns-hostnames",
+}
 
 
 @dataclass
@@ -49,6 +56,10 @@ class Options:
     providers_config: str = '{"providers": {}}'
     processor_max_concurrency: int = 5
 
+
+# One Key=Value of a parameter_overrides string, the grammar samcli reads and `sam deploy
+# --guided` writes (Key="value" with the value's double quotes escaped, as JSON needs).
+OVERRIDE = re.compile(r"""(\w+)=("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|(?:\\.|[^\s"'\\])+)""")
 
 # template parameter -> Options field, for samconfig.toml's parameter_overrides
 PARAMETERS = {
@@ -146,6 +157,7 @@ class Network:
     subnets: list[dict[str, Any]]
     route_table_of: dict[str, dict[str, Any]]  # subnet id -> its route table
     endpoints: list[dict[str, Any]]
+    dns: dict[str, bool] = field(default_factory=dict)  # enableDnsSupport, enableDnsHostnames
 
 
 def _service_of(endpoint: dict[str, Any]) -> str:
@@ -173,7 +185,15 @@ def read_network(aws: Clients, opts: Options) -> Network:
         )["VpcEndpoints"]
         if e.get("State", "available").lower() not in {"deleted", "deleting", "failed", "rejected"}
     ]
-    return Network(subnets, route_table_of, endpoints)
+    dns = {
+        attribute: bool(
+            aws.ec2.describe_vpc_attribute(VpcId=opts.vpc_id, Attribute=attribute)[
+                attribute[0].upper() + attribute[1:]
+            ]["Value"]
+        )
+        for attribute in VPC_DNS_ATTRIBUTES
+    }
+    return Network(subnets, route_table_of, endpoints, dns)
 
 
 def _default_route(table: dict[str, Any]) -> dict[str, Any]:
@@ -309,8 +329,7 @@ def check_interface_endpoints(opts: Options, net: Network) -> list[Finding]:
     check = "VPC endpoints"
     if not opts.create_vpc_endpoints:
         return [Finding(OK, check, "none created (CreateVpcEndpoints=false; the NAT is used)")]
-    outbox = "sns" if opts.outbox_destination == "sns" else "events"
-    needed = ["sqs", "secretsmanager", outbox]
+    needed = _interface_services(opts)
     in_vpc = {_service_of(e): e for e in net.endpoints if e.get("VpcEndpointType") == "Interface"}
     declared = [s for s in opts.existing_vpc_endpoints if s]
     unknown = [s for s in declared if s not in ENDPOINT_SERVICES]
@@ -361,6 +380,42 @@ def check_interface_endpoints(opts: Options, net: Network) -> list[Finding]:
             )
         )
     return findings
+
+
+def _interface_services(opts: Options) -> list[str]:
+    """The services the functions call through interface endpoints (private DNS on)."""
+    outbox = "sns" if opts.outbox_destination == "sns" else "events"
+    return ["sqs", "secretsmanager", outbox]
+
+
+def _interface_endpoints_created(opts: Options) -> list[str]:
+    """The interface endpoints the stack would create for these settings."""
+    if not opts.create_vpc_endpoints:
+        return []
+    return [s for s in _interface_services(opts) if s not in opts.existing_vpc_endpoints]
+
+
+def check_vpc_dns(opts: Options, net: Network) -> list[Finding]:
+    check = "VPC DNS"
+    created = _interface_endpoints_created(opts)
+    if not created:
+        return [Finding(OK, check, "the stack creates no interface endpoint: not needed")]
+    off = [attribute for attribute in VPC_DNS_ATTRIBUTES if not net.dns.get(attribute)]
+    if off:
+        return [
+            Finding(
+                FAIL,
+                check,
+                f"{', '.join(off)} off in {opts.vpc_id}: the {', '.join(created)} endpoints "
+                "(private DNS) would fail to create",
+                " and ".join(
+                    f"aws ec2 modify-vpc-attribute --vpc-id {opts.vpc_id} "
+                    f"{VPC_DNS_ATTRIBUTES[attribute]}"
+                    for attribute in off
+                ),
+            )
+        ]
+    return [Finding(OK, check, "DNS support and DNS hostnames on, as private DNS needs")]
 
 
 # --- secrets -------------------------------------------------------------------------------
@@ -554,13 +609,15 @@ def run(aws: Clients, opts: Options) -> list[Finding]:
                 _could_not_check(
                     "network",
                     exc,
-                    "ec2:DescribeSubnets, DescribeRouteTables, DescribeVpcEndpoints",
+                    "ec2:DescribeSubnets, DescribeRouteTables, DescribeVpcEndpoints, "
+                    "DescribeVpcAttribute",
                 )
             )
         else:
             findings += check_subnets(opts, net)
             findings += check_s3_route(opts, net)
             findings += check_interface_endpoints(opts, net)
+            findings += check_vpc_dns(opts, net)
     findings += check_database_secret(aws, opts)
     findings += check_provider_secrets(aws, opts)
     findings += check_concurrency(aws, opts)
@@ -611,12 +668,20 @@ def options_from_config(path: Path) -> dict[str, Any]:
         found["region"] = merged["region"]
     overrides = merged.get("parameter_overrides", [])
     if isinstance(overrides, str):
-        overrides = re.findall(r'(\w+=(?:"[^"]*"|\S+))', overrides)
-    for item in overrides:
-        key, _, value = str(item).partition("=")
+        pairs = [(m[1], m[2]) for m in OVERRIDE.finditer(overrides)]
+    else:
+        pairs = [(k, v) for k, _, v in (str(item).partition("=") for item in overrides)]
+    for key, value in pairs:
         if key in PARAMETERS:
-            found[PARAMETERS[key]] = _coerce(PARAMETERS[key], value.strip().strip("\"'"))
+            found[PARAMETERS[key]] = _coerce(PARAMETERS[key], _unquote(value.strip()))
     return found
+
+
+def _unquote(value: str) -> str:
+    """samcli's unquoting: wrapping quotes off, then escaped spaces and quotes unescaped."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value.replace("\\ ", " ").replace('\\"', '"').replace("\\'", "'")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -652,6 +717,17 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
         print(f"error: cannot read the settings: {exc}", file=sys.stderr)
         return 2
-    findings = run(Clients(opts.region), opts)
+    from botocore.exceptions import NoRegionError
+
+    try:
+        clients = Clients(opts.region)
+    except NoRegionError:
+        print(
+            "error: no AWS region: pass --region, set it in samconfig.toml (region = ...) or "
+            "AWS_REGION, or configure your profile's",
+            file=sys.stderr,
+        )
+        return 2
+    findings = run(clients, opts)
     print(render(findings))
     return 1 if any(f.status == FAIL for f in findings) else 0

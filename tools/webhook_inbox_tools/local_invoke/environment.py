@@ -9,7 +9,9 @@ ignored, as SAM ignores them (a function's own undeclared entries are reported: 
 
 Beside them the process gets Lambda's own variables (region, function name, memory, handler,
 task root) and the caller's AWS SDK settings (credentials, profile, ``AWS_ENDPOINT_URL*``),
-which is how a local stack such as moto is reached; nothing else from the shell leaks in.
+which is how a local stack such as moto is reached; nothing else from the shell leaks in. A
+caller with no credentials at all gets the placeholders ``sam local`` gives (a local stack takes
+any key; without one botocore refuses to send anything).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ SDK_SETTINGS = (
     "HOME",  # where the SDK finds ~/.aws for a profile
 )
 SDK_PREFIXES = ("AWS_ENDPOINT_URL_",)
+# samcli.local.lambdafn.env_vars: what a function gets when the caller has no credentials.
+PLACEHOLDER_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "defaultkey",
+    "AWS_SECRET_ACCESS_KEY": "defaultsecret",
+}
 # Lambda's own PATH and locale, not the caller's: the function must not find local tools.
 BASE_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "en_US.UTF-8", "TZ": ":UTC"}
 
@@ -98,6 +105,16 @@ def function_variables(
     return values, ignored
 
 
+def caller_has_credentials(shell: Mapping[str, str]) -> bool:
+    """Whether the SDK could find credentials of the caller's: variables, a profile, its files."""
+    if shell.get("AWS_ACCESS_KEY_ID") or shell.get("AWS_PROFILE"):
+        return True
+    files = [shell.get("AWS_SHARED_CREDENTIALS_FILE"), shell.get("AWS_CONFIG_FILE")]
+    if shell.get("HOME"):
+        files += [f"{shell['HOME']}/.aws/credentials", f"{shell['HOME']}/.aws/config"]
+    return any(name and Path(name).is_file() for name in files)
+
+
 def process_environment(
     spec: FunctionSpec,
     variables: Mapping[str, str],
@@ -108,6 +125,8 @@ def process_environment(
 ) -> dict[str, str]:
     """Everything the child process gets: SDK settings, the function's variables, Lambda's."""
     env = dict(BASE_ENVIRONMENT)
+    if not caller_has_credentials(shell):
+        env.update(PLACEHOLDER_CREDENTIALS)
     env.update(
         {
             name: value

@@ -27,7 +27,10 @@ DEFAULT_TOLERANCE_S = 300
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _B64_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=")
-_UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
+# Canonical decimal only: no sign, no leading zero. The timestamp is signed as text, and with
+# leading zeros a template without a separator ("{id}{timestamp}") would let a replayer move
+# an id's trailing zeros into the timestamp: same signature, new deduplication key.
+_UNIX_SECONDS = re.compile(r"0|[1-9][0-9]{0,11}")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def _b64_digest(text: str) -> bytes:
 
 def _timestamp(text: str) -> int:
     if not _UNIX_SECONDS.fullmatch(text):
-        raise _fail("timestamp is not unix seconds")
+        raise _fail("timestamp is not unix seconds in canonical form")
     return int(text)
 
 
