@@ -138,6 +138,7 @@ def make_deliveries(n: int, now: int) -> list[Delivery]:
             # Already-serialised JSON, sent as is: the baseline does no client-side work.
             "payloads": [Jsonb(body.decode(), dumps=lambda text: text)],
             "enqueuing": True,
+            "lock_timeout": None,  # the session's (the claim bounds its own wait, see inbox.py)
         }
         made.append(Delivery(v2_event(PROVIDER, body, headers), params))
     return made

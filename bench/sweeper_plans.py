@@ -36,6 +36,9 @@ BATCH = 100
 PARAMS: dict[str, Any] = {
     "limit": BATCH,
     "stale_seconds": 900,
+    "stale_limit": BATCH,
+    # The stale rule's count, uncapped: every row waiting in SQS (the worst case it can cost).
+    "up_to": 10**9,
     "max_attempts": 5,
     "days": 30,
     "lease_seconds": 60,
@@ -43,12 +46,14 @@ PARAMS: dict[str, Any] = {
 STEPS = [
     ("inbox", "expire_leases"),
     ("inbox", "claim_due_for_enqueue"),
+    ("inbox", "stale_sent_exists"),
+    ("inbox", "count_sent_waiting"),
     ("outbox", "claim_messages"),
-    ("sweeper", "event_backlog"),
+    ("inbox", "event_backlog"),
     ("outbox", "backlog"),
-    ("sweeper", "purge_payloads"),
-    ("sweeper", "delete_expired_events"),
-    ("sweeper", "delete_published_outbox"),
+    ("inbox", "purge_payloads"),
+    ("inbox", "delete_expired_events"),
+    ("outbox", "delete_published"),
 ]
 
 # The re-enqueue as released before migration 0004: the baseline the fix is measured against.

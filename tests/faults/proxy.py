@@ -157,7 +157,14 @@ class FaultProxy:
         self._reaper.cancel()
         if self._server is not None:
             self._server.close()
-        return await self._close_links(reset=False)
+        closed = await self._close_links(reset=False)
+        # End every pump and delivery task here, not at garbage collection ("Task was destroyed
+        # but it is pending" on every test that used a proxy).
+        others = [t for t in asyncio.all_tasks(self._loop) if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        return closed
 
     async def _close_links(self, *, reset: bool) -> int:
         links = list(self._links)

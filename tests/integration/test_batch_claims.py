@@ -89,3 +89,27 @@ def test_overlapping_batches_racing_store_each_event_once_without_deadlock(
             "SELECT count(*), sum(delivery_count) FROM webhook_events"
         ).fetchone()
     assert counts == (59, sum(len(b) for b in batches))
+
+
+def test_a_batch_with_a_row_a_processor_holds_is_answered_and_its_new_events_stored(
+    database_url: str,
+) -> None:
+    # A processor's batch holds "held" locked until it commits; the redelivered batch that
+    # carries it and a new event must neither wait that out (a 503) nor lose the new event.
+    with psycopg.connect(database_url, autocommit=True) as setup:
+        _claim(setup, ["held"])
+    with (
+        psycopg.connect(database_url) as processor,
+        psycopg.connect(database_url, autocommit=True) as ingest,
+    ):
+        processor.execute("SELECT 1 FROM webhook_events WHERE event_id = 'held' FOR UPDATE")
+        claims = {c.event_id: c for c in _claim(ingest, ["held", "fresh"])}
+        processor.rollback()
+    assert claims["held"].is_new is False
+    assert claims["held"].counted is False  # answered from the stored row
+    assert claims["fresh"].is_new is True
+    with psycopg.connect(database_url) as check:
+        rows = check.execute(
+            "SELECT event_id, delivery_count FROM webhook_events ORDER BY 1"
+        ).fetchall()
+    assert rows == [("fresh", 1), ("held", 1)]

@@ -121,7 +121,9 @@ def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) ->
     assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
 
     conn.execute("UPDATE webhook_events SET available_at = now() WHERE id = %s", (row_id,))
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "failed")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+        (row_id, "failed", False)
+    ]
     assert [e.id for e in inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)] == [
         row_id
     ]
@@ -139,21 +141,27 @@ def test_terminal_rows_are_never_leased(conn: psycopg.Connection[Any]) -> None:
 
 def test_never_enqueued_rows_are_claimed_once_until_stale(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+        (row_id, "received", False)
+    ]
     assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
     conn.execute(
         "UPDATE webhook_events SET enqueued_at = now() - interval '10 minutes',"
         " available_at = now() - interval '10 minutes' WHERE id = %s",
         (row_id,),
     )
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+        (row_id, "received", True)
+    ]
 
 
 def test_a_cleared_stamp_makes_the_row_due_at_once(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
     inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300)
     inbox.clear_enqueued(conn, [row_id])
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [(row_id, "received")]
+    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+        (row_id, "received", False)
+    ]
 
 
 def test_a_claim_that_will_enqueue_is_stamped_and_not_due(conn: psycopg.Connection[Any]) -> None:

@@ -17,6 +17,8 @@ PARAMS: dict[str, Any] = {
     "lease_seconds": 60,
     "limit": 100,
     "stale_seconds": 300,
+    "stale_limit": 100,
+    "up_to": 10_100,
     "max_attempts": 5,
     "days": 30,
 }
@@ -56,6 +58,8 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
     ("group", "name", "index"),
     [
         ("inbox", "claim_due_for_enqueue", {"webhook_events_unsent_idx"}),
+        ("inbox", "stale_sent_exists", {"webhook_events_sent_idx"}),
+        ("inbox", "count_sent_waiting", {"webhook_events_sent_idx"}),
         # No row is processing here, so either index finds nothing equally fast.
         (
             "inbox",

@@ -36,7 +36,7 @@ def _sweep_buffers(conn: psycopg.Connection[Any]) -> tuple[int, int]:
     with conn.transaction(force_rollback=True):
         row = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + statement,  # type: ignore[operator]
-            {"limit": BATCH, "stale_seconds": 900},
+            {"limit": BATCH, "stale_seconds": 900, "stale_limit": BATCH},
         ).fetchone()
     assert row is not None
     plan = row[0][0]["Plan"]

@@ -6,6 +6,13 @@ order from concurrent sender threads that retry every non-2xx answer on a compre
 schedule, and meanwhile SIGKILLs processor workers, terminates database backends, restarts the
 database and lets the workers' SQS sends and outbox publishes fail. Then it stops the faults,
 lets the sweepers run, and checks with SQL that nothing was lost or applied twice.
+
+With ``fault_layer`` the workers reach PostgreSQL and the moto server through two fault proxies
+(``tests/faults/proxy.py``) that add latency, close idle connections, and follow a plan of
+longer faults one after the other: PostgreSQL blackholed, SQS hanging (both accept the
+connection and never answer), a database restart, and quiet periods (no deliveries until every
+idle connection was closed, then a short window in which nothing else is injected: every answer
+there is a first request after idle). Every non-2xx answer must then be a 503 with Retry-After.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 import psycopg
 
+from tests.faults.proxy import FaultProxy, pg_upstream, via_proxy
 from tests.reliability.infra import (
     DB_PASSWORD_MARKER,
     DedicatedPostgres,
@@ -56,6 +64,8 @@ SECRETS = (STANDARD_WEBHOOKS_SECRET, STRIPE_SECRET, DB_PASSWORD_MARKER)
 SVIX_SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
 COMPRESSION = 600.0
 RETRY_SCHEDULE_S = tuple(s / COMPRESSION for s in SVIX_SCHEDULE_S)
+# How long the sender waits for an answer before it counts the attempt failed (Svix: 15 s).
+PROVIDER_TIMEOUT_S = 15.0
 SUBSCRIPTION_STATUSES = ("trialing", "active", "past_due", "canceled", "unpaid")
 TERMINAL = ("processed", "ignored", "dead_letter")
 
@@ -101,6 +111,18 @@ class SoakSettings:
     db_restarts: int = 1
     db_down_s: float = 1.0
     drain_timeout_s: float = 120.0
+    # The fault layer (off: the workers connect directly, as before).
+    fault_layer: bool = False
+    latency_ms: float = 1.0  # per round trip, half each way
+    latency_jitter_ms: float = 0.5
+    idle_close_s: float = 3.0  # RDS Proxy's IdleClientTimeout, compressed
+    pg_blackholes: int = 0
+    pg_blackhole_s: float = 10.0
+    sqs_hangs: int = 0
+    sqs_hang_s: float = 10.0
+    quiet_periods: int = 0
+    after_idle_window_s: float = 3.0
+    plan_gap_s: float = 3.0  # between two planned faults
 
 
 @dataclass
@@ -125,6 +147,11 @@ class SoakReport:
     leaks: list[str] = field(default_factory=list)
     seconds: float = 0.0
     drain_seconds: float = 0.0
+    # Answers that break the 503-with-Retry-After rule, and the first requests after idle.
+    no_answer: int = 0
+    without_retry_after: int = 0
+    after_idle_answers: int = 0
+    idle_failures: int = 0
 
     def summary(self) -> str:
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items()))
@@ -138,6 +165,19 @@ class SoakReport:
             f"republished={self.republished} max_attempts={self.max_attempts} | "
             f"lost={self.lost} double-applied={self.double_applied} "
             f"| {self.seconds:.1f} s (drain {self.drain_seconds:.1f} s)"
+            + (self.fault_layer_summary() if self.settings.fault_layer else "")
+        )
+
+    def fault_layer_summary(self) -> str:
+        s = self.settings
+        failing = {code: n for code, n in sorted(self.statuses.items()) if not 200 <= code < 300}
+        return (
+            f" | fault layer: latency {s.latency_ms:g}±{s.latency_jitter_ms:g} ms, idle close "
+            f"{s.idle_close_s:g} s, pg blackhole {s.pg_blackholes}x{s.pg_blackhole_s:g} s, "
+            f"sqs hang {s.sqs_hangs}x{s.sqs_hang_s:g} s, quiet {s.quiet_periods}; "
+            f"non-2xx {failing} "
+            f"(without Retry-After {self.without_retry_after}, no answer {self.no_answer}); "
+            f"answers after idle {self.after_idle_answers}, failed {self.idle_failures}"
         )
 
 
@@ -355,26 +395,51 @@ def wait_for_ingest(ports: list[int], timeout_s: float = 30.0) -> None:
 class Sender:
     """Provider-side delivery: sign at send time, POST, retry non-2xx on the compressed schedule."""
 
-    def __init__(self, deliveries: list[Delivery], ports: list[int], report: SoakReport) -> None:
+    def __init__(
+        self,
+        deliveries: list[Delivery],
+        ports: list[int],
+        report: SoakReport,
+        *,
+        spread_over_s: float = 0.0,
+    ) -> None:
         from webhook_inbox.providers import load_config_text
 
         self.registry = load_config_text(json.dumps(SOAK_PROVIDERS))
         self.ports = ports
         self.report = report
         self.acked: set[tuple[str, str]] = set()
+        self.answered_at: list[float] = []  # wall-clock time of every answer
+        self.failed_at: list[float] = []  # ... and of every non-2xx one
         self._queue: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._outstanding = len(deliveries)
+        self._in_flight = 0
+        self._busy: Counter[int] = Counter()  # requests under way per ingest port
+        self._paused = threading.Event()
         self._done = threading.Event()
         now = time.monotonic()
-        for delivery in deliveries:
-            self._push(now, delivery)
+        # First copies spread evenly over spread_over_s (0: all due at once), so that traffic
+        # flows for as long as the fault plan runs.
+        step = spread_over_s / max(len(deliveries), 1)
+        for n, delivery in enumerate(deliveries):
+            self._push(now + n * step, delivery)
+
+    def pause_until_idle(self, timeout_s: float = 30.0) -> None:
+        """Stop starting deliveries and wait for the ones under way to be answered."""
+        self._paused.set()
+        deadline = time.monotonic() + timeout_s
+        while self._in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def resume(self) -> None:
+        self._paused.clear()
 
     def _push(self, due: float, delivery: Delivery) -> None:
         heapq.heappush(self._queue, (due, next(self._seq), delivery))
 
-    def _post(self, event: PlannedEvent) -> int:
+    def _post(self, event: PlannedEvent) -> tuple[int, str | None]:
         from webhook_inbox.providers import sign_delivery
 
         headers = sign_delivery(
@@ -382,25 +447,36 @@ class Sender:
             event.body,
             event_id=event.event_id if event.provider == "example" else None,
         ).headers
-        port = random.choice(self.ports)
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        port = self._pick_port()
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PROVIDER_TIMEOUT_S)
         try:
             connection.request(
                 "POST", f"/webhooks/{event.provider}", body=event.body, headers=headers
             )
             response = connection.getresponse()
             response.read()
-            return response.status
+            return response.status, response.getheader("Retry-After")
         except OSError:
-            return 0  # connection refused / reset / timed out: the provider retries
+            return 0, None  # connection refused / reset / timed out: the provider retries
         finally:
             connection.close()
+            with self._lock:
+                self._busy[port] -= 1
+
+    def _pick_port(self) -> int:
+        """An ingest worker serving no request if there is one, as API Gateway hands a request
+        to an idle Lambda environment (each worker serves one request at a time)."""
+        with self._lock:
+            fewest = min(self._busy[port] for port in self.ports)
+            port = random.choice([p for p in self.ports if self._busy[p] == fewest])
+            self._busy[port] += 1
+            return port
 
     def _send(self, delivery: Delivery) -> None:
         if delivery.copies > 1:
-            results: list[int] = []
+            answers: list[tuple[int, str | None]] = []
             threads = [
-                threading.Thread(target=lambda: results.append(self._post(delivery.event)))
+                threading.Thread(target=lambda: answers.append(self._post(delivery.event)))
                 for _ in range(delivery.copies)
             ]
             for thread in threads:
@@ -408,10 +484,21 @@ class Sender:
             for thread in threads:
                 thread.join()
         else:
-            results = [self._post(delivery.event)]
+            answers = [self._post(delivery.event)]
+        results = [status for status, _ in answers]
+        answered = time.time()
         with self._lock:
             self.report.deliveries += len(results)
             self.report.statuses.update(results)
+            for status, retry_after in answers:
+                self.answered_at.append(answered)
+                if 200 <= status < 300:
+                    continue
+                self.failed_at.append(answered)
+                if status == 0:
+                    self.report.no_answer += 1
+                elif status != 503 or not retry_after:
+                    self.report.without_retry_after += 1
             if any(200 <= s < 300 for s in results):
                 self.acked.add((delivery.event.provider, delivery.event.event_id))
                 self._outstanding -= 1
@@ -429,14 +516,19 @@ class Sender:
         while not self._done.is_set() and time.monotonic() < deadline:
             with self._lock:
                 item = self._queue[0] if self._queue else None
-                if item is not None and item[0] <= time.monotonic():
+                if item is not None and item[0] <= time.monotonic() and not self._paused.is_set():
                     heapq.heappop(self._queue)
+                    self._in_flight += 1
                 else:
                     item = None
             if item is None:
                 time.sleep(0.01)
                 continue
-            self._send(item[2])
+            try:
+                self._send(item[2])
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
 
     def run(self, threads: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -455,9 +547,54 @@ class Sender:
 # --- chaos ---------------------------------------------------------------------------------
 
 
+def fault_plan(settings: SoakSettings) -> list[tuple[str, float]]:
+    """The fault layer's long faults, in the order they run: (kind, seconds), interleaved."""
+    kinds = [
+        ("pg_blackhole", settings.pg_blackholes, settings.pg_blackhole_s),
+        (
+            "quiet",
+            settings.quiet_periods,
+            settings.idle_close_s + 1.5 + settings.after_idle_window_s,
+        ),
+        ("sqs_hang", settings.sqs_hangs, settings.sqs_hang_s),
+        ("db_restart", settings.db_restarts, settings.db_down_s + 2.0),
+    ]
+    plan: list[tuple[str, float]] = []
+    for round_ in range(max(count for _, count, _ in kinds)):
+        plan += [(kind, seconds) for kind, count, seconds in kinds if round_ < count]
+    return plan
+
+
+def plan_seconds(settings: SoakSettings) -> float:
+    return sum(seconds + settings.plan_gap_s for _, seconds in fault_plan(settings))
+
+
+@dataclass
+class FaultLayer:
+    """The proxies between the workers and PostgreSQL / moto."""
+
+    pg: FaultProxy
+    moto: FaultProxy
+
+    @classmethod
+    def start(cls, settings: SoakSettings, db_url: str, moto_port: int) -> FaultLayer:
+        layer = cls(FaultProxy(pg_upstream(db_url)).start(), FaultProxy(("127.0.0.1", moto_port)))
+        layer.moto.start()
+        for proxy in (layer.pg, layer.moto):
+            half = settings.latency_ms / 2
+            proxy.latency(up_ms=half, down_ms=half, jitter_ms=settings.latency_jitter_ms / 2)
+            proxy.idle_timeout_s = settings.idle_close_s
+        return layer
+
+    def stop(self) -> None:
+        self.pg.stop()
+        self.moto.stop()
+
+
 class Chaos:
     """Faults on a timer while the sender runs: SIGKILL a processor worker (and start a new
-    one, as Lambda would), terminate random backends, restart the database."""
+    one, as Lambda would), terminate random backends, restart the database. With the fault
+    layer, the database restarts run in the plan (:func:`fault_plan`) with its other faults."""
 
     def __init__(
         self,
@@ -469,6 +606,8 @@ class Chaos:
         workers: Workers,
         report: SoakReport,
         rng: random.Random,
+        layer: FaultLayer | None = None,
+        sender: Sender | None = None,
     ) -> None:
         self.settings = settings
         self.pg = pg
@@ -477,25 +616,80 @@ class Chaos:
         self.workers = workers
         self.report = report
         self.rng = rng
+        self.layer = layer
+        self.sender = sender
         self.stop = threading.Event()
         self.killed: list[str] = []
+        # (start, end) wall-clock windows right after a quiet period, with nothing injected.
+        self.after_idle_windows: list[tuple[float, float]] = []
+        self._quiet = threading.Event()  # the timer's faults hold off while set
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._plan = threading.Thread(target=self._run_plan, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        if self.layer is not None:
+            self._plan.start()
+
+    def wait_for_plan(self, timeout_s: float) -> None:
+        if self.layer is not None:
+            self._plan.join(timeout_s)
 
     def finish(self) -> None:
         self.stop.set()
         self._thread.join(60)
+        if self.layer is not None:
+            self._plan.join(60)
+
+    def _run_plan(self) -> None:
+        assert self.layer is not None
+        assert self.sender is not None
+        for kind, seconds in fault_plan(self.settings):
+            if self.stop.wait(self.settings.plan_gap_s):
+                return
+            if kind == "pg_blackhole":
+                self._blackhole(self.layer.pg, seconds)
+            elif kind == "sqs_hang":
+                self._blackhole(self.layer.moto, seconds)
+            elif kind == "db_restart":
+                self.pg.restart(self.settings.db_down_s)
+            else:
+                self._quiet_period()
+            self.report.faults[kind] += 1
+
+    def _blackhole(self, proxy: FaultProxy, seconds: float) -> None:
+        proxy.set_blackhole(True)
+        try:
+            self.stop.wait(seconds)
+        finally:
+            proxy.set_blackhole(False)
+
+    def _quiet_period(self) -> None:
+        """No deliveries until the proxies closed every idle connection, then a window in
+        which every answer is a first request after idle and nothing else is injected."""
+        assert self.sender is not None
+        self._quiet.set()
+        try:
+            self.sender.pause_until_idle()
+            self.stop.wait(self.settings.idle_close_s + 1.5)
+            opened = time.time()
+            self.sender.resume()
+            self.stop.wait(self.settings.after_idle_window_s)
+            self.after_idle_windows.append((opened, time.time()))
+        finally:
+            self.sender.resume()
+            self._quiet.clear()
 
     def _run(self) -> None:
         started = time.monotonic()
         next_kill = started + self.settings.kill_every_s
         next_terminate = started + self.settings.terminate_every_s
-        restarts_left = self.settings.db_restarts
+        restarts_left = 0 if self.layer is not None else self.settings.db_restarts
         next_restart = started + 4.0
         while not self.stop.wait(0.1):
             now = time.monotonic()
+            if self._quiet.is_set():
+                continue
             if now >= next_kill:
                 self._kill_processor()
                 next_kill = now + self.rng.uniform(0.5, 1.5) * self.settings.kill_every_s
@@ -796,6 +990,7 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
     url = pg.create_migrated_database(dbname)
     moto = MotoServer()
     workers: Workers | None = None
+    layer = FaultLayer.start(settings, url, moto.port) if settings.fault_layer else None
     try:
         sqs = moto.client("sqs")
         queue_url = sqs.create_queue(QueueName="processing", Attributes={"VisibilityTimeout": "8"})[
@@ -804,9 +999,10 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
         moto.client("events").create_event_bus(Name="soak-bus")
 
         (control_dir / "faults.on").touch()
+        # The workers' way to PostgreSQL and moto; the soak's own checks connect directly.
         env = worker_environment(
-            DATABASE_URL=url,
-            AWS_ENDPOINT_URL=moto.endpoint,
+            DATABASE_URL=via_proxy(url, layer.pg) if layer else url,
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{layer.moto.port}" if layer else moto.endpoint,
             AWS_DEFAULT_REGION="us-east-1",
             PROCESSING_QUEUE_URL=queue_url,
             PROVIDERS_CONFIG=json.dumps(SOAK_PROVIDERS),
@@ -835,6 +1031,8 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
             workers.start("sweeper")
         wait_for_ingest(workers.ingest_ports)
 
+        plan_s = plan_seconds(settings) if layer else 0.0
+        sender = Sender(deliveries, workers.ingest_ports, report, spread_over_s=plan_s)
         chaos = Chaos(
             settings=settings,
             pg=pg,
@@ -843,15 +1041,21 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
             workers=workers,
             report=report,
             rng=rng,
+            layer=layer,
+            sender=sender,
         )
-        sender = Sender(deliveries, workers.ingest_ports, report)
         chaos.start()
         try:
-            sender.run(settings.sender_threads, timeout_s=60 + settings.events / 10)
+            sender.run(settings.sender_threads, timeout_s=60 + plan_s + settings.events / 10)
+            chaos.wait_for_plan(plan_s + 30)
         finally:
             chaos.finish()
             (control_dir / "faults.on").unlink()
         report.acked = len(sender.acked)
+        if layer:
+            count_after_idle(chaos.after_idle_windows, sender, control_dir, report)
+            report.faults.update(pg_idle_closed=layer.pg.idle_closed)
+            report.faults.update(moto_idle_closed=layer.moto.idle_closed)
 
         drain_started = time.monotonic()
         with psycopg.connect(url, autocommit=True) as conn:
@@ -879,6 +1083,27 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
     finally:
         if workers is not None:
             workers.stop_all()
+        if layer is not None:
+            layer.stop()
         moto.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def count_after_idle(
+    windows: list[tuple[float, float]], sender: Sender, control_dir: Path, report: SoakReport
+) -> None:
+    """Answers and failures in the windows after the quiet periods: ingest's non-2xx answers
+    (the sender's) and the processors' batches handed back for a database failure."""
+
+    def inside(moment: float) -> bool:
+        return any(start <= moment <= end for start, end in windows)
+
+    handed_back = [
+        float(stamp)
+        for log in control_dir.glob("events-*.log")
+        for kind, stamp in (line.split() for line in log.read_text().splitlines() if line)
+        if kind == "batch_handed_back"
+    ]
+    report.after_idle_answers = sum(map(inside, sender.answered_at))
+    report.idle_failures = sum(map(inside, sender.failed_at)) + sum(map(inside, handed_back))

@@ -14,7 +14,13 @@ Faults are injected at the boto3 boundary: while the control directory holds ``f
 SendMessage / SendMessageBatch / PutEvents / PublishBatch calls fail with the given probability
 before they leave the process. Every injected fault is appended to ``faults-<pid>.log`` at once
 (a SIGKILLed worker keeps its count), and every entry EventBridge accepted to
-``published-<pid>.jsonl`` as the answer arrives.
+``published-<pid>.jsonl`` as the answer arrives. With the fault layer the network faults come
+from the soak's proxies instead; the workers only report what they saw, also in
+``faults-<pid>.log``: a kept connection found dead and its statement repeated
+(``stale_connection_retried``), an ingest answer later than the function's timeout
+(``lambda_timeout``, answered 500 as API Gateway would), and, with a timestamp in
+``events-<pid>.log``, every processor batch handed back whole for a database failure
+(``batch_handed_back``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,26 @@ class Control:
     def record(self, kind: str) -> None:
         with self._log.open("a") as log:
             log.write(kind + "\n")
+
+    def record_at(self, kind: str) -> None:
+        """An event with its wall-clock time (the soak matches it against its fault windows)."""
+        with (self.directory / f"events-{os.getpid()}.log").open("a") as log:
+            log.write(f"{kind} {time.time():.3f}\n")
+
+
+def watch_repeatable_statements(control: Control) -> None:
+    """Record each statement repeated on a fresh connection because the kept one had died."""
+    from webhook_inbox import db
+
+    original = db.run_repeatable
+
+    def recording(work: Any, **kwargs: Any) -> Any:
+        result, retried = original(work, **kwargs)
+        if retried:
+            control.record("stale_connection_retried")
+        return result, retried
+
+    db.run_repeatable = recording  # type: ignore[assignment]
 
 
 @dataclass
@@ -124,6 +150,8 @@ def run_ingest(control: Control) -> None:
 
     app = load_function("ingest")
     port = int(os.environ["SOAK_PORT"])
+    # The function's timeout (template: 8 s): a later answer is what API Gateway never sees.
+    timeout_s = float(os.environ.get("SOAK_INGEST_TIMEOUT_S", "8"))
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -131,10 +159,20 @@ def run_ingest(control: Control) -> None:
             body = self.rfile.read(length)
             provider = self.path.rstrip("/").rsplit("/", 1)[-1]
             event = v2_event(provider, body, dict(self.headers.items()))
+            started = time.monotonic()
             reply = app.handler(event, FakeLambdaContext())
+            if time.monotonic() - started > timeout_s:
+                control.record("lambda_timeout")
+                reply = {
+                    "statusCode": 500,
+                    "headers": {},
+                    "body": '{"message":"Internal Server Error"}',
+                }
             payload = reply["body"].encode()
             self.send_response(reply["statusCode"])
-            self.send_header("Content-Type", "application/json")
+            for name, value in reply.get("headers", {}).items():
+                if name.lower() not in {"content-length"}:
+                    self.send_header(name, value)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
@@ -169,6 +207,7 @@ def _sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> list[dict[st
 def run_processor(control: Control) -> None:
     """The SQS event source mapping around the processor function."""
     import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from webhook_inbox import processing
 
@@ -177,17 +216,36 @@ def run_processor(control: Control) -> None:
     processing.LEASE_MARGIN_SECONDS = float(os.environ.get("SOAK_LEASE_MARGIN_S", "2"))
     processing.MIN_LEASE_SECONDS = float(os.environ.get("SOAK_MIN_LEASE_S", "3"))
     app = load_function("processor")
+    batch = processing._process_rows
+
+    def recording_abandoned_batches(*args: Any, **kwargs: Any) -> Any:
+        from webhook_inbox.errors import StoreError
+
+        try:
+            return batch(*args, **kwargs)
+        except StoreError:
+            control.record_at("batch_handed_back")  # the whole batch goes back to SQS
+            raise
+
+    processing._process_rows = recording_abandoned_batches  # type: ignore[assignment]
     queue_url = os.environ["PROCESSING_QUEUE_URL"]
     timeout_s = float(os.environ.get("SOAK_FUNCTION_TIMEOUT_S", "5"))
     name = os.environ.get("SOAK_WORKER_NAME", f"processor-{os.getpid()}")
     sqs = boto3.client("sqs")
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    # The queue's ARN from its URL (…/<account>/<name>): no call that a hanging SQS could stall.
+    account, queue_name = queue_url.rstrip("/").rsplit("/", 2)[-2:]
+    queue_arn = f"arn:aws:sqs:us-east-1:{account}:{queue_name}"
     while not control.stopping():
-        messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
-        ).get("Messages", [])
+        # The event source mapping's own SQS calls: when SQS fails them (the fault layer hangs
+        # or cuts its connections), it tries again; undeleted messages come back visible.
+        try:
+            messages = sqs.receive_message(
+                QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+            ).get("Messages", [])
+        except (BotoCoreError, ClientError):
+            control.record("esm_sqs_error")
+            time.sleep(0.2)
+            continue
         if not messages:
             continue
         context = DeadlineContext(function_name=name, timeout_s=timeout_s)
@@ -200,13 +258,17 @@ def run_processor(control: Control) -> None:
             continue
         failed = {item["itemIdentifier"] for item in result.get("batchItemFailures", [])}
         done = [m for m in messages if m["MessageId"] not in failed]
-        if done:
+        if not done:
+            continue
+        try:
             sqs.delete_message_batch(
                 QueueUrl=queue_url,
                 Entries=[
                     {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
                 ],
             )
+        except (BotoCoreError, ClientError):
+            control.record("esm_sqs_error")
 
 
 def run_sweeper(control: Control) -> None:
@@ -245,6 +307,7 @@ def main() -> None:
     role = sys.argv[1]
     control = Control(os.environ["SOAK_CONTROL_DIR"])
     install_boto_faults(control)
+    watch_repeatable_statements(control)
     ROLES[role](control)
     json.dump({"role": role, "pid": os.getpid(), "exit": "clean"}, sys.stderr)
 

@@ -90,6 +90,18 @@ def reset() -> None:
         _clients.clear()
 
 
+def error_code(exc: BaseException) -> str:
+    """A short, bounded name for an AWS failure: the service's error code for a ``ClientError``
+    (``ThrottlingException``, ``AccessDeniedException``, …), else the exception's class
+    (``ReadTimeoutError``, ``EndpointConnectionError``, …). Never carries request data."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, Mapping):
+        code = response.get("Error", {}).get("Code")
+        if isinstance(code, str) and code:
+            return code[:64]
+    return type(exc).__name__
+
+
 def send_wakeup(sqs: Any, queue_url: str, row_id: int) -> str | None:
     """Ingest's single wake-up (one SendMessage); the error class instead of raising."""
     from botocore.exceptions import BotoCoreError, ClientError

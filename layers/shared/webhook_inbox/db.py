@@ -13,12 +13,27 @@ fresh connection.
 Where and how to connect is :class:`DatabaseSettings`, read when a connection is opened: in a
 function that is once per execution environment (again only after a dead connection); the
 tools and the tests, which share this module, may point it at another database between two.
+
+A database that accepts and never answers (RDS Proxy holding a statement through a failover, a
+path whose far end is gone while something in between still acknowledges) is bounded by nothing
+the server enforces: the statement timeout never starts, and TCP_USER_TIMEOUT cannot fire while
+the bytes are acknowledged. :func:`deadline` bounds the wait on our side: when a block has not
+finished in time, it shuts the connection's socket, and the waiting call fails at once.
+
+Credentials come from ``DATABASE_URL`` or the RDS-shaped secret ``DATABASE_SECRET_ARN``, cached
+five minutes (the last good value is kept while Secrets Manager cannot be read). When the
+database refuses a login — a rotation changed the password, or switched to the other user — the
+secret is re-read once and the connection tried again, at most once a minute, so a broken
+configuration cannot turn every request into a Secrets Manager call.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,8 +51,11 @@ from webhook_inbox import aws
 from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
+    SecretUnavailable,
     StoreConflict,
+    StoreCredentialsRejected,
     StoreError,
+    StoreLockTimeout,
     StoreUnavailable,
 )
 
@@ -50,6 +68,16 @@ DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 DEFAULT_LOCK_TIMEOUT_MS = 2000
 
 _SECRET_TTL_S = 300.0
+# A refused login re-reads the database secret at most this often (as for provider secrets).
+FORCED_SECRET_REFRESH_INTERVAL_S = 60.0
+
+# libpq reports a refused login as text only (no SQLSTATE reaches the client for a failed
+# startup): 28P01 "password authentication failed", 28000 "role … is not permitted to log in" /
+# "role … does not exist", and IAM authentication's "PAM authentication failed".
+_CREDENTIALS_REJECTED = re.compile(
+    r"password authentication failed|PAM authentication failed|"
+    r'role ".*" (?:is not permitted to log in|does not exist)'
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +108,15 @@ def translate() -> Iterator[None]:
         yield
     except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
         raise StoreConflict(type(exc).__name__) from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        # Connection refused/lost, admin shutdown, statement or lock timeout (QueryCanceled and
-        # LockNotAvailable are OperationalErrors): all transient from the caller's point of view.
+    except pg_errors.LockNotAvailable as exc:
+        raise StoreLockTimeout(type(exc).__name__) from exc
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
+            raise StoreCredentialsRejected(type(exc).__name__) from exc
+        # Connection refused/lost, admin shutdown, statement timeout (QueryCanceled is an
+        # OperationalError): all transient from the caller's point of view.
+        raise StoreUnavailable(type(exc).__name__) from exc
+    except psycopg.InterfaceError as exc:  # a connection closed or broken on our side
         raise StoreUnavailable(type(exc).__name__) from exc
     except psycopg.Error as exc:
         raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
@@ -173,7 +207,24 @@ def set_role_timeouts(
 # --- credentials -------------------------------------------------------------------------
 
 _secret_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+_secret_last_forced: dict[str, float] = {}
 _secret_lock = threading.Lock()
+
+
+def _fetch_secret(arn: str) -> dict[str, Any]:
+    from botocore.exceptions import BotoCoreError, ClientError  # deferred, as boto3 is
+
+    try:
+        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+    except (BotoCoreError, ClientError, KeyError) as exc:
+        raise SecretUnavailable(f"cannot read database secret: {aws.error_code(exc)}") from exc
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError("database secret is not JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError("database secret must be a JSON object")
+    return value
 
 
 def _read_secret(arn: str) -> dict[str, Any]:
@@ -181,15 +232,39 @@ def _read_secret(arn: str) -> dict[str, Any]:
         cached = _secret_cache.get(arn)
         if cached and time.monotonic() - cached[0] < _SECRET_TTL_S:
             return cached[1]
-        raw = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            raise ConfigurationError("database secret is not JSON") from None
-        if not isinstance(value, dict):
-            raise ConfigurationError("database secret must be a JSON object")
+            value = _fetch_secret(arn)
+        except SecretUnavailable:
+            if cached:  # keep connecting with the last good value while Secrets Manager is out
+                return cached[1]
+            raise
         _secret_cache[arn] = (time.monotonic(), value)
         return value
+
+
+def _reread_secret_after_refusal() -> bool:
+    """Re-read the database secret now (a login was refused); whether it changed.
+
+    At most once a minute per secret: a refusal that a re-read cannot cure (a disabled user, a
+    secret rotated wrongly) must not cost a Secrets Manager call per request.
+    """
+    configured = settings()
+    arn = configured.secret_arn
+    if configured.url or not arn:
+        return False
+    with _secret_lock:
+        now = time.monotonic()
+        last = _secret_last_forced.get(arn)
+        if last is not None and now - last < FORCED_SECRET_REFRESH_INTERVAL_S:
+            return False
+        _secret_last_forced[arn] = now
+        try:
+            value = _fetch_secret(arn)
+        except SecretUnavailable:
+            return False  # keep the cached value; the caller reports the refusal
+        cached = _secret_cache.get(arn)
+        _secret_cache[arn] = (now, value)
+        return cached is None or cached[1] != value
 
 
 def conninfo_from_rds_secret(secret: dict[str, Any], *, password: str | None = None) -> str:
@@ -254,6 +329,80 @@ def database_conninfo() -> str:
     return conninfo_from_rds_secret(secret)
 
 
+# --- deadlines ----------------------------------------------------------------------------
+
+
+class Deadline:
+    """One :func:`deadline` block: whether it ran out (and cut its connection)."""
+
+    def __init__(self, conn: psycopg.Connection[Any] | None) -> None:
+        self.conn = conn  # None: the process connection, whichever it is when time runs out
+        self.fired = False
+        self._finished = False
+        self._lock = threading.Lock()
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self.fired = True
+            _sever(self.conn if self.conn is not None else _connection)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._finished = True
+
+
+_deadlines: list[Deadline] = []
+
+
+def _sever(conn: psycopg.Connection[Any] | None) -> None:
+    """Shut the connection's socket (from another thread): every wait on it ends in an error.
+
+    shutdown() acts on the socket, not on our duplicate descriptor, and leaves libpq's own
+    descriptor open for it to close.
+    """
+    if conn is None or conn.closed:
+        return
+    with suppress(psycopg.Error, OSError):
+        duplicate = os.dup(conn.pgconn.socket)
+        with socket.socket(fileno=duplicate) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+@contextmanager
+def deadline(seconds: float, conn: psycopg.Connection[Any] | None = None) -> Iterator[Deadline]:
+    """Give the database work in the block ``seconds`` at most, on our side of the network.
+
+    On time, nothing happens. Late, the connection (``conn``, else the process connection) is
+    cut and the call waiting on it raises ``StoreUnavailable``; :func:`run_repeatable` does not
+    retry after that (the database is not answering; a fresh connection would wait as long).
+    """
+    watch = Deadline(conn)
+    timer = threading.Timer(max(seconds, 0.0), watch.fire)
+    timer.daemon = True
+    _deadlines.append(watch)
+    timer.start()
+    try:
+        yield watch
+    finally:
+        watch.finish()
+        timer.cancel()
+        _deadlines.remove(watch)
+
+
+def deadline_passed() -> bool:
+    """Whether a :func:`deadline` around the current work has run out."""
+    return any(watch.fired for watch in _deadlines)
+
+
+def answer_deadline_s() -> float:
+    """How long one statement may go unanswered: the server's statement timeout, plus a second
+    for the server to report it."""
+    statement_ms, _ = session_timeouts_ms()
+    return statement_ms / 1000 + 1.0
+
+
 # --- the process-wide connection ---------------------------------------------------------
 
 _connection: psycopg.Connection[Any] | None = None
@@ -271,8 +420,18 @@ def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connectio
             with translate():
                 conn.rollback()
         return conn
-    _connection, _proven = connect(database_conninfo(), application_name=application_name), False
+    _connection, _proven = _open(application_name), False
     return _connection
+
+
+def _open(application_name: str) -> psycopg.Connection[Any]:
+    """A new connection; a refused login re-reads a rotated secret and tries once more."""
+    try:
+        return connect(database_conninfo(), application_name=application_name)
+    except StoreCredentialsRejected:
+        if not _reread_secret_after_refusal():
+            raise
+    return connect(database_conninfo(), application_name=application_name)
 
 
 def run_repeatable(
@@ -286,30 +445,33 @@ def run_repeatable(
 
     Never retried: a failure on a connection that has not answered a statement yet (the
     database itself is in trouble, and a retry would double the wait), a failure that left the
-    connection usable (a timeout, a constraint), and any statement inside a transaction (what
-    the transaction did before is lost with the connection, so repeating the last statement
-    would not redo it).
+    connection usable (a timeout, a constraint), a connection cut by a :func:`deadline` (the
+    database did not answer), and any statement inside a transaction (what the transaction did
+    before is lost with the connection, so repeating the last statement would not redo it).
+    Both attempts together have :func:`answer_deadline_s`.
     """
     global _proven  # noqa: PLW0603 - see _proven
-    conn = get_connection(application_name)
-    kept = _proven
-    repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    if repeatable:
-        conn.autocommit = True
-    try:
-        result = work(conn)
-    except StoreUnavailable:
-        if not (kept and repeatable and conn.broken):
-            raise
-    else:
+    # Both attempts together get one statement's answer deadline (:func:`deadline`).
+    with deadline(answer_deadline_s()):
+        conn = get_connection(application_name)
+        kept = _proven
+        repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if repeatable:
+            conn.autocommit = True
+        try:
+            result = work(conn)
+        except StoreUnavailable:
+            if not (kept and repeatable and conn.broken) or deadline_passed():
+                raise
+        else:
+            _proven = True
+            return result, False
+        discard_connection()
+        fresh = get_connection(application_name)
+        fresh.autocommit = True
+        result = work(fresh)
         _proven = True
-        return result, False
-    discard_connection()
-    fresh = get_connection(application_name)
-    fresh.autocommit = True
-    result = work(fresh)
-    _proven = True
-    return result, True
+        return result, True
 
 
 def discard_connection() -> None:
@@ -325,4 +487,6 @@ def discard_connection() -> None:
 def reset_for_tests() -> None:
     """Forget cached connection and secrets (tests switch databases between cases)."""
     discard_connection()
-    _secret_cache.clear()
+    with _secret_lock:
+        _secret_cache.clear()
+        _secret_last_forced.clear()

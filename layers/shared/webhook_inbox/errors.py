@@ -27,6 +27,16 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached or did not answer in time; retrying later may succeed."""
 
 
+class StoreCredentialsRejected(StoreUnavailable):
+    """The database refused the login (wrong password, unknown or disabled user): after a
+    rotation, the cached database secret may be out of date."""
+
+
+class StoreLockTimeout(StoreUnavailable):
+    """A statement waited for a lock longer than its lock timeout (another transaction holds
+    the row or table)."""
+
+
 class StoreConflict(StoreError):
     """A transaction lost a race (serialization failure, deadlock); retrying may succeed."""
 
@@ -103,4 +113,5 @@ class SignatureMismatch(AuthenticationFailed):
 
 
 class SecretUnavailable(WebhookInboxError):
-    """A provider secret could not be read (Secrets Manager down, throttled, or missing)."""
+    """A secret (a provider's or the database's) could not be read from Secrets Manager: down,
+    hanging, throttled, access denied, or missing. Retrying later may succeed."""

@@ -16,15 +16,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from webhook_inbox.db import translated
-from webhook_inbox.errors import LeaseLost, StoreError
+from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
 from webhook_inbox.queries import query
 
 STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
 TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
+# The error kind expire_leases records: the attempt ended without an outcome (a crash, a kill).
+LEASE_EXPIRED = "lease_expired"
 
 
 def _q(name: str) -> Any:
@@ -48,6 +51,7 @@ class ClaimResult:
     status: str
     delivery_count: int
     is_new: bool
+    counted: bool = True  # false: a duplicate answered without waiting to count it
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class LeasedEvent:
     attempts: int
     received_at: datetime
     lease_expires_at: datetime
+    error_kind: str | None = None  # the previous attempt's (None: first attempt, or it succeeded)
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,11 @@ class StatusSummary:
     oldest_received_at: datetime | None
 
 
-@translated
+# How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
+# count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
+CLAIM_LOCK_WAIT_MS = 500
+
+
 def claim_events(
     conn: Connection[Any],
     *,
@@ -84,28 +93,25 @@ def claim_events(
 
     ``enqueuing``: the caller sends the wake-ups right after this commits, so new rows record
     ``enqueued_at`` now; the caller must :func:`clear_enqueued` the rows it could not send.
+
+    On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
+    lock: a row locked that long exists (the conflict found it; a plain read confirms it is
+    committed), so the duplicate is answered from it, uncounted (``counted`` false). The
+    statement's new rows rolled back with it, so the keys not stored yet are claimed again.
     """
     first_of_key: dict[str, NewEvent] = {}
     for event in events:
         first_of_key.setdefault(event.event_id, event)
-    distinct = list(first_of_key.values())
-    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
-        cur.execute(
-            _q("claim_events"),
-            {
-                "provider": provider,
-                "event_ids": [e.event_id for e in distinct],
-                "delivery_ids": [e.delivery_id for e in distinct],
-                "event_types": [e.event_type for e in distinct],
-                "payloads": [Jsonb(e.payload) for e in distinct],
-                "body_sha256": body_sha256,
-                "enqueuing": enqueuing,
-            },
-        )
-        rows = cur.fetchall()
-    if len(rows) != len(distinct):  # cannot happen: DO UPDATE … RETURNING yields every row
-        raise StoreError(f"claim returned {len(rows)} rows for {len(distinct)} events")
-    return rows
+    try:
+        return _claim(conn, provider, list(first_of_key.values()), body_sha256, enqueuing)
+    except StoreLockTimeout:
+        stored = _stored_claims(conn, provider, list(first_of_key))
+    missing = [e for key, e in first_of_key.items() if key not in {c.event_id for c in stored}]
+    if not missing:
+        return stored
+    # A missing key's conflict was an insert of the same key, still uncommitted: if it still
+    # is, the lock timeout propagates (503, the sender retries).
+    return stored + _claim(conn, provider, missing, body_sha256, enqueuing)
 
 
 def claim_event(
@@ -128,6 +134,46 @@ def claim_event(
         enqueuing=enqueuing,
     )
     return claim
+
+
+@translated
+def _claim(
+    conn: Connection[Any],
+    provider: str,
+    events: Sequence[NewEvent],
+    body_sha256: bytes,
+    enqueuing: bool,
+) -> list[ClaimResult]:
+    # In autocommit the statement is its own transaction, so the lock wait applies to it alone;
+    # inside a caller's transaction it would outlast the claim, and the session's applies.
+    alone = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(
+            _q("claim_events"),
+            {
+                "provider": provider,
+                "event_ids": [e.event_id for e in events],
+                "delivery_ids": [e.delivery_id for e in events],
+                "event_types": [e.event_type for e in events],
+                "payloads": [Jsonb(e.payload) for e in events],
+                "body_sha256": body_sha256,
+                "enqueuing": enqueuing,
+                "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
+            },
+        )
+        rows = cur.fetchall()
+    if len(rows) != len(events):  # cannot happen: DO UPDATE … RETURNING yields every row
+        raise StoreError(f"claim returned {len(rows)} rows for {len(events)} events")
+    return rows
+
+
+@translated
+def _stored_claims(
+    conn: Connection[Any], provider: str, event_ids: Sequence[str]
+) -> list[ClaimResult]:
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(_q("stored_claims"), {"provider": provider, "event_ids": list(event_ids)})
+        return cur.fetchall()
 
 
 @translated
@@ -268,17 +314,37 @@ def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> li
 
 @translated
 def claim_due_for_enqueue(
-    conn: Connection[Any], *, limit: int, stale_seconds: float
-) -> list[tuple[int, str]]:
-    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them.
+    conn: Connection[Any], *, limit: int, stale_seconds: float, stale_limit: int | None = None
+) -> list[tuple[int, str, bool]]:
+    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them as
+    ``(id, status, stale)``: stale rows were sent before, over ``stale_seconds`` ago.
 
-    Run it in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the rows
-    whose send failed.
+    At most ``stale_limit`` (default: ``limit``) stale rows. Run it in its own (autocommit)
+    transaction, then send, then :func:`clear_enqueued` the rows whose send failed.
     """
     rows = conn.execute(
-        _q("claim_due_for_enqueue"), {"limit": limit, "stale_seconds": stale_seconds}
+        _q("claim_due_for_enqueue"),
+        {
+            "limit": limit,
+            "stale_seconds": stale_seconds,
+            "stale_limit": limit if stale_limit is None else stale_limit,
+        },
     ).fetchall()
-    return [(int(r[0]), str(r[1])) for r in rows]
+    return [(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+
+
+@translated
+def stale_sent_exists(conn: Connection[Any], *, stale_seconds: float) -> bool:
+    """Whether a row was sent to the queue over ``stale_seconds`` ago and is still waiting."""
+    row = conn.execute(_q("stale_sent_exists"), {"stale_seconds": stale_seconds}).fetchone()
+    return bool(row and row[0])
+
+
+@translated
+def count_sent_waiting(conn: Connection[Any], *, up_to: int) -> int:
+    """How many rows were sent to the queue and wait for a processor, counted up to ``up_to``."""
+    row = conn.execute(_q("count_sent_waiting"), {"up_to": up_to}).fetchone()
+    return int(row[0]) if row else 0
 
 
 @translated

@@ -263,6 +263,9 @@ def _accept(
         (_ACCEPTED, "accepted", "Accepted") if new else (_DUPLICATE, "duplicate", "Duplicate")
     )
     outcome.reply = scheme.acknowledge(payload, new=bool(new)) or outcome.reply
+    if not new and not all(c.counted for c in claims):
+        # A processor's batch held the row: answered from the stored row, without the count.
+        outcome.detail = "delivery not counted: the event is being processed"
     wake = new
     if retried:
         # The first attempt may have stored rows (and stamped enqueued_at) before the
@@ -280,7 +283,8 @@ def _accept(
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
         outcome.extra_metrics.append("EnqueueFailed")
     try:
-        inbox.clear_enqueued(conn, unsent)
+        with db.deadline(db.answer_deadline_s()):
+            inbox.clear_enqueued(conn, unsent)
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = f"{outcome.detail or ''}; clear_enqueued failed: {exc}".lstrip("; ")
@@ -342,8 +346,11 @@ def handle(
         outcome.outcome, outcome.metric = "unavailable", "StoreUnavailable"
         outcome.detail = str(exc)
     except SecretUnavailable as exc:
+        # A provider's secret or the database's: retrying later may succeed (503), and the
+        # metric is what the SecretUnavailable alarm watches.
         outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.detail = "unavailable", str(exc)
+        outcome.outcome, outcome.metric = "unavailable", "SecretUnavailable"
+        outcome.detail = str(exc)
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)

@@ -8,6 +8,9 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    and its attempt count stand whatever happens next). Ids that come back unleased are terminal,
    leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
    SQS — owns retries.
+   A row whose previous attempt ended in an expired lease (``lease_expired``: the worker was
+   killed, most often because a handler of its batch ran the invocation out of time) is a
+   suspect: its lease is handed back at once, and it runs after the rest (step 4).
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
    ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
    pipeline mode, one batched mark, no savepoints), which commits only if every event went
@@ -15,13 +18,18 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
    (backoff with jitter), ``dead_letter`` (permanent error or attempts spent) or, without a
    handler, ``ignored``.
-4. After the commit, failed events whose retry is due within SQS's 900 s ``DelaySeconds`` limit are
-   sent back to the queue with that delay; longer delays are left to the sweeper.
+4. Suspects, one at a time, fewest attempts first: each leased just before its handler runs and
+   committed on its own, so an invocation killed by one suspect charges that one only; the
+   suspects after it were never leased (the killed batch's other rows had their attempt
+   charged once, when nothing could tell them apart; repeated, they would all have been
+   dead-lettered).
+5. After the commits, failed events whose retry is due within SQS's 900 s ``DelaySeconds`` limit
+   are sent back to the queue with that delay; longer delays are left to the sweeper.
 
 SQS must redeliver a record (it becomes a batch item failure) only when the database could not
 record its outcome: the connection broke or the commit failed (nothing of the batch committed but
-the leases, which expire), the invocation ran out of time before reaching it, or its retry
-wake-up could not be sent.
+the leases, which expire), the invocation ran out of time before reaching it (a suspect left
+unstarted included), or its retry wake-up could not be sent.
 """
 
 from __future__ import annotations
@@ -56,6 +64,10 @@ metrics = Metrics()
 LEASE_MARGIN_SECONDS = 30.0
 MIN_LEASE_SECONDS = 30.0
 SQS_MAX_DELAY_SECONDS = 900
+# The batch's database work ends this long before the invocation would, to answer SQS in time
+# (never sooner than MIN_DEADLINE_S, even when the context reports no time left).
+ANSWER_MARGIN_S = 1.0
+MIN_DEADLINE_S = 1.0
 # How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
 # a concurrent lease) clear before the second and last attempt to lease a skipped received row.
 LOCKED_ROW_RETRY_S = 0.2
@@ -132,13 +144,17 @@ def process_messages(
     if not row_id_of:
         return BatchOutcome([], [])
 
+    # A database that stops answering must not keep the batch past the invocation's end: SQS
+    # would see a timeout instead of the batch handed back (db.deadline cuts the connection).
+    answer_within_s = max(remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
     try:
-        redeliver_rows, results = _process_rows(
-            sorted(set(row_id_of.values())),
-            owner=owner,
-            remaining_ms=remaining_ms,
-            settings=settings,
-        )
+        with db.deadline(answer_within_s):
+            redeliver_rows, results = _process_rows(
+                sorted(set(row_id_of.values())),
+                owner=owner,
+                remaining_ms=remaining_ms,
+                settings=settings,
+            )
     except StoreError as exc:
         # The connection broke, or a statement outside any handler (lease, commit) failed:
         # nothing of the batch committed except the leases, which expire. Let SQS redeliver.
@@ -190,6 +206,7 @@ def _process_rows(
     not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
     with db.translate():
         skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
+    leased, suspects = _set_suspects_aside(conn, leased, owner=owner)
 
     fast = passes.fast(conn, leased, owner=owner, remaining_ms=remaining_ms)
     results = fast.results
@@ -203,12 +220,61 @@ def _process_rows(
             conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
 
+    alone, not_run = _run_suspects_alone(
+        conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
+    )
+    results += alone
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
         _release_unfinished(conn, unfinished, owner=owner)
-    redeliver = set(unfinished) | skipped_while_locked
+    redeliver = set(unfinished) | skipped_while_locked | not_run
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver, results
+
+
+def _set_suspects_aside(
+    conn: psycopg.Connection[Any], leased: list[LeasedEvent], *, owner: str
+) -> tuple[list[LeasedEvent], list[LeasedEvent]]:
+    """Split off the rows whose last lease expired and hand their leases back (attempt
+    included) until each runs alone; returns (the batch, the suspects in the order to run)."""
+    suspects = [event for event in leased if event.error_kind == inbox.LEASE_EXPIRED]
+    if not suspects:
+        return leased, []
+    inbox.release_leases(conn, [event.id for event in suspects], owner=owner)
+    logger.info("suspects run one by one", extra={"suspects": len(suspects)})
+    suspect_ids = {event.id for event in suspects}
+    batch = [event for event in leased if event.id not in suspect_ids]
+    return batch, sorted(suspects, key=lambda event: (event.attempts, event.id))
+
+
+def _run_suspects_alone(
+    conn: psycopg.Connection[Any],
+    suspects: list[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> tuple[list[EventResult], set[int]]:
+    """Lease, run and commit each suspect on its own; returns its results and the rows it did
+    not run (no time left, or not leased), whose messages SQS must deliver again."""
+    results: list[EventResult] = []
+    not_run: set[int] = set()
+    for suspect in suspects:
+        if remaining_ms() < passes.STOP_MARGIN_MS:
+            not_run.add(suspect.id)
+            continue
+        leased = inbox.lease_events(
+            conn, [suspect.id], owner=owner, lease_seconds=lease_seconds_for(remaining_ms())
+        )
+        if not leased:
+            # Locked at that instant (a duplicate's claim), or taken by another worker since
+            # the release: the redelivered message finds out which (and is acknowledged then).
+            not_run.add(suspect.id)
+            continue
+        results += passes.careful(
+            conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings
+        )
+    return results, not_run
 
 
 def _lease_briefly_locked(

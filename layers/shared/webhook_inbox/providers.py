@@ -88,7 +88,7 @@ class _ManagedSecrets:
             secrets = aws.client("secretsmanager")  # boto3 is imported on this first use
             raw: str = secrets.get_secret_value(SecretId=arn)["SecretString"]
         except (BotoCoreError, ClientError, KeyError) as exc:
-            raise SecretUnavailable(f"cannot read provider secret: {type(exc).__name__}") from exc
+            raise SecretUnavailable(f"cannot read provider secret: {aws.error_code(exc)}") from exc
         if json_key is None:
             return raw
         try:

@@ -1,8 +1,9 @@
 """The sweeper's run: five steps in bounded batches, inside the Lambda's time budget.
 
 1. expired leases → failed (due now) or dead_letter;
-2. received rows never enqueued (or whose message must have been lost) and failed rows now due →
-   the processing queue, ``{"id": <row id>}`` in SendMessageBatch calls of ten;
+2. received rows never enqueued and failed rows now due → the processing queue, ``{"id": <row
+   id>}`` in SendMessageBatch calls of ten; rows sent over 15 minutes ago and still waiting,
+   only as many (oldest first) as the queue lacks messages for its waiting rows;
 3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
 4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
 5. retention: payloads, then old keys and published outbox rows (``inbox.purge_payloads``,
@@ -34,6 +35,12 @@ from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
 
 MAX_REPORTED_ERRORS = 5
+# What the processing queue holds: waiting, received and not yet deleted, sent with a delay.
+QUEUE_DEPTH_ATTRIBUTES = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -56,9 +63,12 @@ class SweeperConfig:
     enqueue_batch: int = 100
     outbox_batch: int = 50
     retention_batch: int = 500
-    # A row enqueued this long ago and still untouched lost its message (the processor's SQS
-    # visibility timeout and redrive are far shorter); sending it again is harmless.
+    # A row enqueued this long ago and still untouched may have lost its message (the
+    # processor's SQS visibility timeout and redrive are far shorter) - or may still be waiting in
+    # a long queue. It is sent again only if the queue holds fewer messages than rows waiting.
     reenqueue_stale_seconds: float = 900.0
+    # At most this many such re-sends per run (bounds the count that decides them, too).
+    stale_resend_cap: int = 10_000
     # Stop starting batches when less than this is left; the backlog measurement, one indexed
     # query, still runs down to the smaller reserve.
     safety_margin_ms: int = 10_000
@@ -154,6 +164,7 @@ class Sweep:
         self._rng = rng
         self._sqs_down = False  # a whole SendMessageBatch call failed: stop sending this run
         self._cut_short = False  # the current batch stopped part-way because time ran out
+        self._stale_allowance: int | None = None  # stale re-sends left this run (None: not asked)
         self.report = SweepReport()
 
     def run(self) -> SweepReport:
@@ -218,11 +229,16 @@ class Sweep:
         # skips the stamped rows, and no row lock is held while SQS hands a message to a
         # processor (whose lease would skip a locked row). A crash before the send leaves a
         # stamp that the stale rule re-sends later.
+        stale_limit = self._stale_resends_allowed()
         with self._conn.transaction():
             rows = inbox.claim_due_for_enqueue(
-                self._conn, limit=limit, stale_seconds=self._config.reenqueue_stale_seconds
+                self._conn,
+                limit=limit,
+                stale_seconds=self._config.reenqueue_stale_seconds,
+                stale_limit=stale_limit,
             )
-        sent, unsent = self._send([row_id for row_id, _ in rows])
+        self._stale_allowance = stale_limit - sum(1 for _, _, stale in rows if stale)
+        sent, unsent = self._send([row_id for row_id, _, _ in rows])
         if unsent:
             with self._conn.transaction():
                 inbox.clear_enqueued(self._conn, unsent)
@@ -231,6 +247,39 @@ class Sweep:
         # means more may be waiting; one that sent nothing means SQS is refusing (or time is
         # up), and looping would only pick the same rows again.
         return len(rows) == limit and bool(sent) and not self._sqs_down
+
+    def _stale_resends_allowed(self) -> int:
+        """How many rows sent long ago may be sent again this run: those the queue lacks.
+
+        Every row stamped as sent and still waiting should have a message in the queue. When
+        the queue holds fewer messages than there are such rows, at least the difference were
+        lost (a crash between stamp and send, a purge, the DLQ); when it holds as many, the old
+        rows are just waiting their turn, and another message each would only lengthen the
+        queue. Asked once per run, and only if some row is old enough to be a candidate.
+        """
+        if self._stale_allowance is not None:
+            return self._stale_allowance
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self._stale_allowance = 0
+        stale_seconds = self._config.reenqueue_stale_seconds
+        with self._conn.transaction():
+            if not inbox.stale_sent_exists(self._conn, stale_seconds=stale_seconds):
+                return 0
+        try:
+            attributes = self._sqs.get_queue_attributes(
+                QueueUrl=self._config.queue_url, AttributeNames=list(QUEUE_DEPTH_ATTRIBUTES)
+            )["Attributes"]
+        except (BotoCoreError, ClientError) as exc:
+            self.report.note_error("reenqueue", aws_error_text(exc))
+            return 0  # without the queue's depth, nothing is provably lost: wait for next run
+        held = sum(int(attributes.get(name, 0)) for name in QUEUE_DEPTH_ATTRIBUTES)
+        with self._conn.transaction():
+            waiting = inbox.count_sent_waiting(
+                self._conn, up_to=held + self._config.stale_resend_cap
+            )
+        self._stale_allowance = max(0, waiting - held)
+        return self._stale_allowance
 
     def _send(self, ids: Sequence[int]) -> tuple[list[int], list[int]]:
         if self._sqs_down:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.faults.proxy import FaultProxy
 from tests.integration.ingest.conftest import IngestHarness, row_count
+
+INGEST_TIMEOUT_S = 8.0  # template: IngestFunction Timeout
 
 
 def _deliver_new(harness: IngestHarness) -> int:
@@ -80,3 +84,30 @@ def test_a_database_that_refuses_connections_is_a_prompt_503_not_a_retry_loop(
     assert time.monotonic() - started < 3
     assert pg_proxy.refused == 1  # the one retry on a fresh connection, nothing more
     assert row_count(conn) == 1
+
+
+def test_a_database_that_accepts_and_never_answers_is_a_503_before_the_function_times_out(
+    harness: IngestHarness,
+    faulty_database_url: str,
+    pg_proxy: FaultProxy,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What RDS Proxy holding a statement through a failover, or a path whose far end is gone
+    # while something in between still acknowledges, look like: the server-side statement
+    # timeout never starts and TCP_USER_TIMEOUT cannot fire.
+    monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "2000")
+    assert _deliver_new(harness) == 202
+    pg_proxy.set_blackhole(True)
+    answer: list[int] = []
+    started = time.monotonic()
+    worker = threading.Thread(target=lambda: answer.append(_deliver_new(harness)), daemon=True)
+    worker.start()
+    worker.join(INGEST_TIMEOUT_S)
+    elapsed = time.monotonic() - started
+    pg_proxy.set_blackhole(False)
+    worker.join(30)
+
+    assert elapsed < INGEST_TIMEOUT_S, "Lambda would have killed ingest (API Gateway: 500)"
+    assert answer == [503]
+    assert elapsed < 2.0 + 1.5  # the statement timeout, plus the second the server had
+    assert _deliver_new(harness) == 202  # and back at once when the database answers again

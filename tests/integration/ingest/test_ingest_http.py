@@ -523,7 +523,7 @@ def test_sqs_failure_after_commit_is_202_and_the_row_stays_not_enqueued(
     assert status == ("received",)
     # Cleared, so the very next sweep sends it.
     assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
-        (row["id"], "received")
+        (row["id"], "received", False)
     ]
 
 
@@ -549,7 +549,7 @@ def test_sqs_and_database_failing_after_commit_is_202_and_the_stale_rule_recover
         (row["id"],),
     )
     assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
-        (row["id"], "received")
+        (row["id"], "received", True)
     ]
 
 

@@ -79,7 +79,10 @@ IAM_ACTION_OF_API = {
 
 # Which function emits each metric (the project's metric contract, namespace WebhookInbox).
 METRIC_OWNERS = {
-    "IngestFunction": {"Accepted", "Duplicate", "Rejected", "StoreUnavailable", "EnqueueFailed"},
+    "IngestFunction": {
+        "Accepted", "Duplicate", "Rejected", "StoreUnavailable", "SecretUnavailable",
+        "EnqueueFailed",
+    },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency",
     },

@@ -10,17 +10,33 @@
 -- key once (a second copy in one statement would be an error). A caller about to send the
 -- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
 -- clears it (clear_enqueued), and if it crashes in between, the sweeper's stale rule re-sends.
+-- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
+-- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
+-- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
+-- reads the rows without a lock (stored_claims).
+WITH lock_wait AS MATERIALIZED (
+    SELECT set_config('lock_timeout',
+                      coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+)
 INSERT INTO webhook_events AS e
     (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
 SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
        CASE WHEN %(enqueuing)s THEN now() END
-  FROM unnest(%(event_ids)s::text[], %(delivery_ids)s::text[], %(event_types)s::text[],
+  FROM lock_wait,
+       unnest(%(event_ids)s::text[], %(delivery_ids)s::text[], %(event_types)s::text[],
               %(payloads)s::jsonb[]) AS c (event_id, delivery_id, event_type, payload)
  ORDER BY c.event_id
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
         last_delivery_at = now()
 RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+
+-- name: stored_claims
+-- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
+-- without waiting (deliveries not counted).
+SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
@@ -39,6 +55,7 @@ UPDATE webhook_events
 -- name: lease_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
 -- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
+-- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
 UPDATE webhook_events AS e
    SET status = 'processing',
        lease_owner = %(owner)s,
@@ -55,7 +72,7 @@ UPDATE webhook_events AS e
          ORDER BY id
            FOR UPDATE SKIP LOCKED))
 RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, e.attempts,
-          e.received_at, e.lease_expires_at
+          e.received_at, e.lease_expires_at, e.error_kind
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
@@ -114,8 +131,10 @@ RETURNING e.id, e.status
 -- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
 -- caller clears the stamp of rows it failed to send (clear_enqueued).
 -- Two index-ordered reads (0004), never the backlog waiting in SQS: rows never sent
--- (webhook_events_unsent_idx) first, then rows sent so long ago that the message must have been
--- lost (webhook_events_sent_idx). Each reads about as many index entries as it returns.
+-- (webhook_events_unsent_idx) first, then at most stale_limit rows sent long ago
+-- (webhook_events_sent_idx), oldest first. A row sent long ago may simply still be waiting in a
+-- long queue, so the caller allows only as many of those as the queue lacks messages
+-- (count_sent_waiting). Each read touches about as many index entries as it returns.
 WITH unsent AS (
     SELECT id, 0 AS rank, available_at AS since
       FROM webhook_events
@@ -130,16 +149,37 @@ WITH unsent AS (
      WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
        AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
      ORDER BY greatest(enqueued_at, available_at)
-     LIMIT %(limit)s
+     LIMIT least(%(limit)s, %(stale_limit)s)
        FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT id, rank FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS candidates
+     ORDER BY rank, since
+     LIMIT %(limit)s
+), stamped AS (
+    UPDATE webhook_events
+       SET enqueued_at = now()
+     WHERE id = ANY(ARRAY(SELECT id FROM due))
+    RETURNING id, status
 )
-UPDATE webhook_events
-   SET enqueued_at = now()
- WHERE id = ANY(ARRAY(
-        SELECT id FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS due
-         ORDER BY rank, since
-         LIMIT %(limit)s))
-RETURNING id, status
+SELECT stamped.id, stamped.status, due.rank = 1 AS stale
+  FROM stamped JOIN due USING (id)
+
+-- name: stale_sent_exists
+-- Whether any row was sent to the processing queue so long ago that its message may be lost (the
+-- first entry of webhook_events_sent_idx): only then is the queue's depth worth asking for.
+SELECT EXISTS (
+    SELECT 1 FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s))
+
+-- name: count_sent_waiting
+-- Rows sent to the processing queue and still waiting for a processor (each should have a message
+-- there), counted up to a cap: the caller compares them with the messages SQS holds. An index-only
+-- count of webhook_events_sent_idx, stopped at the cap.
+SELECT count(*)
+  FROM (SELECT 1 FROM webhook_events
+         WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+         LIMIT %(up_to)s) AS waiting
 
 -- name: status_summary
 -- Counts and oldest received_at per status (served by webhook_events_status_received_idx).

@@ -1,0 +1,110 @@
+"""A handler that runs its invocation out of time charges no one but itself.
+
+Issue 14, suspected item 3 (confirmed): when one handler keeps an invocation busy until Lambda
+kills it, nothing of the batch commits and every lease of the batch expires; the sweeper turns
+each into a failed attempt. SQS and the sweeper bring the same batch back, the same handler
+hangs again, and after MAX_ATTEMPTS rounds every event of the batch was dead-lettered although
+only one ever failed. Now a row whose last attempt ended in an expired lease is a suspect: the
+processor hands its lease back at once and runs suspects one at a time, each leased just before
+its handler starts and committed on its own, fewest attempts first. A kill then charges only
+the event that was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import ModuleType
+from typing import Any
+
+import psycopg
+
+from tests.integration.processor.helpers import invoke, row, sqs_event_for, store_event
+from webhook_inbox import db, inbox
+from webhook_inbox.inbox import LeasedEvent
+
+MAX_ATTEMPTS = 3  # the processor fixture's
+
+
+class InvocationKilled(BaseException):
+    """What Lambda does at the timeout: the invocation stops where it is, nothing more runs
+    (a BaseException, so no ``except Exception`` in the processor can handle it)."""
+
+
+def _hangs(_conn: psycopg.Connection[Any], _event: LeasedEvent) -> None:
+    raise InvocationKilled
+
+
+def _customers(conn: psycopg.Connection[Any], count: int) -> list[int]:
+    return [
+        store_event(
+            conn, event_type="customer.created", payload={"data": {"object": {"id": f"cus_{n}"}}}
+        )
+        for n in range(count)
+    ]
+
+
+def _invoke_until_killed(processor: ModuleType, ids: list[int]) -> None:
+    """One invocation; if the culprit's handler kills it, the environment goes with it."""
+    with contextlib.suppress(InvocationKilled):
+        invoke(processor, sqs_event_for(ids))
+    db.discard_connection()  # the execution environment is gone with its connection
+
+
+def _leases_run_out_and_the_sweeper_recovers_them(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "UPDATE webhook_events SET lease_expires_at = now() - interval '1 second'"
+        " WHERE status = 'processing'"
+    )
+    inbox.expire_leases(conn, max_attempts=MAX_ATTEMPTS, limit=100)
+
+
+def _open(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
+    terminal = {"processed", "dead_letter", "ignored"}
+    return [i for i in ids if row(conn, i)["status"] not in terminal]
+
+
+def test_a_handler_that_keeps_timing_out_dead_letters_alone(
+    processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    registry[("stripe", "invoice.paid")] = _hangs
+    healthy = _customers(conn, 4)
+    culprit = store_event(conn, event_type="invoice.paid", payload={})
+    batch = [*healthy[:2], culprit, *healthy[2:]]  # the culprit in the middle of its batch
+
+    rounds = 0
+    while _open(conn, batch) and rounds < MAX_ATTEMPTS + 2:
+        rounds += 1
+        # SQS redelivers the batch (or the sweeper re-sends its rows); the culprit hangs again.
+        _invoke_until_killed(processor, _open(conn, batch))
+        _leases_run_out_and_the_sweeper_recovers_them(conn)
+
+    # Before: all five dead-lettered after three rounds, the healthy ones with 3 attempts each.
+    assert {i: row(conn, i)["status"] for i in healthy} == dict.fromkeys(healthy, "processed")
+    assert row(conn, culprit)["status"] == "dead_letter"
+    assert row(conn, culprit)["attempts"] == MAX_ATTEMPTS
+    assert max(row(conn, i)["attempts"] for i in healthy) <= 2
+    customers = {r[0] for r in conn.execute("SELECT customer_id FROM customers").fetchall()}
+    assert customers == {f"cus_{n}" for n in range(4)}
+
+
+def test_suspects_run_after_the_rest_of_their_batch_has_committed(
+    processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    registry[("stripe", "invoice.paid")] = _hangs
+    (suspect_mate,) = _customers(conn, 1)
+    culprit = store_event(conn, event_type="invoice.paid", payload={})
+    fresh = store_event(
+        conn, event_type="customer.created", payload={"data": {"object": {"id": "cus_fresh"}}}
+    )
+    # A first round killed by the culprit: both it and its batch-mate come back as suspects.
+    _invoke_until_killed(processor, [culprit, suspect_mate])
+    _leases_run_out_and_the_sweeper_recovers_them(conn)
+    assert row(conn, suspect_mate)["error_kind"] == "lease_expired"
+
+    # They arrive again together with an event never tried: the fresh one commits first, then
+    # the suspects one by one (the batch-mate, then the culprit, which hangs again).
+    _invoke_until_killed(processor, [culprit, suspect_mate, fresh])
+
+    assert row(conn, fresh)["status"] == "processed"
+    assert row(conn, suspect_mate)["status"] == "processed"
+    assert (row(conn, culprit)["status"], row(conn, culprit)["attempts"]) == ("processing", 2)
