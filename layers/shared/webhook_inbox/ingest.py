@@ -5,8 +5,9 @@ claim (one round trip, autocommit, enqueued_at stamped) → SendMessage ``{"id":
 (a failed send clears the stamp so the next sweep sends the row).
 
 Errors become HTTP answers in exactly one place, :func:`handle`. Every authentication failure
-gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. Logs carry
-provider, event id and type, outcome and duration, never the body or a secret.
+gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. The outcome
+carries provider, event id and type, outcome and duration for the entry point's log line, never
+the body or a secret.
 """
 
 from __future__ import annotations

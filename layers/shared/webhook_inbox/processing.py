@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, inbox, passes
+from webhook_inbox import aws, db, inbox, observability, passes
 from webhook_inbox.errors import (
     StoreError,
 )
@@ -46,7 +46,8 @@ from webhook_inbox.wakeups import parse_body
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-logger = Logger()
+logger = observability.lean_logger()
+# Gathered during a batch; the entry point puts them into its one summary line per batch.
 metrics = Metrics()
 
 # A lease must outlive the invocation that holds it: remaining time plus a margin for the commit
@@ -182,10 +183,6 @@ def _process_rows(
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
     leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
-    logger.info(
-        "batch leased",
-        extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
-    )
     leased_ids = {event.id for event in leased}
     not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
     with db.translate():

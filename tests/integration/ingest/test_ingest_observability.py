@@ -88,11 +88,18 @@ def test_no_payload_or_secret_reaches_logs_or_metrics(
     accepted = [r for r in deliveries if r["outcome"] == "accepted"]
     assert all(r["event_id"].startswith("evt_") and r["provider"] == "acme" for r in accepted)
     assert all("duration_ms" in r for r in deliveries)
-    # Metrics (EMF on stdout): bounded dimensions only, and the reason on Rejected.
-    emf = [json.loads(line) for line in out.out.splitlines() if '"_aws"' in line]
-    names = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] for m in emf}
-    assert {"Accepted", "Duplicate", "Rejected", "StoreUnavailable"} <= names
-    for document in emf:
-        dimensions = set(document["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
-        assert dimensions <= {"provider", "reason", "service"}
+    # Metrics: each delivery line is also its EMF document (no second line): the metric's
+    # dimension values are the line's own fields, bounded ones only, the reason on Rejected.
+    assert '"_aws"' not in out.out, "no EMF document apart from its delivery line"
+    names = set()
+    for document in deliveries:
+        (directive,) = document["_aws"]["CloudWatchMetrics"]
+        (metric,) = directive["Metrics"]
+        names.add(metric["Name"])
+        (dimensions,) = directive["Dimensions"]
+        assert set(dimensions) <= {"provider", "reason", "service"}
+        assert all(isinstance(document[name], str) for name in dimensions)
+        assert ("reason" in dimensions) == (metric["Name"] == "Rejected")
         assert document.get("provider") in {None, "acme", "acme-timestamped"}
+        assert document[metric["Name"]] == [1.0]
+    assert {"Accepted", "Duplicate", "Rejected", "StoreUnavailable"} <= names
