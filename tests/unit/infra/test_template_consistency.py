@@ -404,3 +404,47 @@ def test_functions_reach_a_database_the_stack_creates_only_through_its_proxy() -
     anywhere = resources["FunctionToPostgresEgress"]
     condition = conditions[anywhere["Condition"]]
     assert {"Fn::Not": [{"Condition": "CreateDatabase"}]} in condition["Fn::And"]
+
+
+# --- logs and memory (issue 18: what a million webhooks cost) --------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTION_NAMES)
+def test_every_function_logs_json_with_the_stacks_levels_into_its_own_group(name: str) -> None:
+    """JSON format: Lambda reads each line's level and timestamp, and SystemLogLevel can drop its
+    own per-invocation lines; the application level follows LogLevel (Powertools' spelling)."""
+    config = FUNCTIONS[name]["LoggingConfig"]
+    assert config["LogFormat"] == "JSON"
+    assert config["SystemLogLevel"] == {"Ref": "SystemLogLevel"}
+    assert config["ApplicationLogLevel"] == {
+        "Fn::FindInMap": ["ApplicationLogLevels", {"Ref": "LogLevel"}, "Lambda"]
+    }
+    assert set(config["LogGroup"]["Ref"].split()) <= set(load_template()["Resources"])
+
+
+def test_every_log_level_maps_to_a_lambda_application_log_level() -> None:
+    template = load_template()
+    mapping = template["Mappings"]["ApplicationLogLevels"]
+    allowed = template["Parameters"]["LogLevel"]["AllowedValues"]
+    assert set(mapping) == set(allowed)
+    lambda_levels = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+    assert {entry["Lambda"] for entry in mapping.values()} <= lambda_levels
+    assert template["Parameters"]["SystemLogLevel"]["Default"] == "WARN"
+
+
+@pytest.mark.parametrize(
+    ("name", "parameter"),
+    [
+        ("IngestFunction", "IngestMemorySize"),
+        ("ProcessorFunction", "ProcessorMemorySize"),
+        ("SweeperFunction", "SweeperMemorySize"),
+    ],
+)
+def test_memory_is_a_parameter_per_function_documented_in_the_benchmarks(
+    name: str, parameter: str
+) -> None:
+    assert FUNCTIONS[name]["MemorySize"] == {"Ref": parameter}
+    spec = load_template()["Parameters"][parameter]
+    assert spec["MinValue"] == 128
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert parameter in benchmarks, f"docs/benchmarks.md should say how {parameter} was chosen"
