@@ -264,7 +264,9 @@ class Stage:
                 (ROOT / "events" / "providers.local.json").read_text()
             )["stripe"]
             body = stripe_body(f"evt_{uuid.uuid4().hex}", now)
-            event = v2_event("stripe", body, providers.sign_delivery(provider, body, timestamp=now))
+            event = v2_event(
+                "stripe", body, providers.sign_delivery(provider, body, timestamp=now).headers
+            )
         else:
             event = {"Records": [sqs_record(row_id) for row_id in self.stored_events(10)]}
         path.write_text(json.dumps(event))

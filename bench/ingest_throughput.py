@@ -128,15 +128,15 @@ def make_deliveries(n: int, now: int) -> list[Delivery]:
     for _ in range(n):
         event_id = f"evt_{uuid.uuid4().hex}"
         body = stripe_body(event_id, now)
-        headers = providers.sign_delivery(provider, body, timestamp=now)
+        headers = providers.sign_delivery(provider, body, timestamp=now).headers
         params = {
             "provider": PROVIDER,
-            "event_id": event_id,
-            "delivery_id": None,
-            "event_type": "customer.created",
+            "event_ids": [event_id],
+            "delivery_ids": [None],
+            "event_types": ["customer.created"],
             "body_sha256": hashlib.sha256(body).digest(),
             # Already-serialised JSON, sent as is: the baseline does no client-side work.
-            "payload": Jsonb(body.decode(), dumps=lambda text: text),
+            "payloads": [Jsonb(body.decode(), dumps=lambda text: text)],
             "enqueuing": True,
         }
         made.append(Delivery(v2_event(PROVIDER, body, headers), params))
@@ -192,7 +192,7 @@ class Bench:
         self.app.sqs_client = lambda: self.sqs  # the boto3 boundary
         self.now = int(time.time())
         self.connections = PerThreadConnections()
-        self.claim_sql = query("inbox", "claim_event")
+        self.claim_sql = query("inbox", "claim_events")
 
     def handler_run(self, deliveries: list[Delivery], concurrency: int, expect: int) -> Run:
         context = FakeLambdaContext()

@@ -121,7 +121,7 @@ def write_fixtures() -> None:
     acme = load_config_text(sample_config_text())["acme"]
     for filename, (shape, event_id) in FIXTURES.items():
         body = fixture_body(event_id)
-        headers = sign_delivery(acme, body, event_id=event_id)
+        headers = sign_delivery(acme, body, event_id=event_id).headers
         event = SHAPES[shape]("acme", body, headers)
         # Stable request ids so regenerating does not churn the files.
         event["requestContext"]["requestId"] = f"fixture-{shape}"

@@ -44,7 +44,7 @@ def test_dev_runs_the_pipeline_and_stops_cleanly_on_ctrl_c(dev: DevProcess) -> N
         {"id": event_id, "object": "event", "type": "customer.created", "created": int(time.time()),
          "data": {"object": {"id": "cus_e2e", "object": "customer"}}}
     ).encode()  # fmt: skip
-    headers = providers.sign_delivery(stripe, body)
+    headers = providers.sign_delivery(stripe, body).headers
     url = f"http://127.0.0.1:{port}/webhooks/stripe"
 
     assert post(url, headers, body) == 202

@@ -114,7 +114,7 @@ def _stripe_delivery() -> tuple[dict[str, str], bytes]:
         {"id": f"evt_{uuid.uuid4().hex[:12]}", "object": "event", "type": "customer.created",
          "created": int(time.time()), "data": {"object": {"id": f"cus_{uuid.uuid4().hex[:8]}"}}}
     ).encode()  # fmt: skip
-    return providers.sign_delivery(stripe, body), body
+    return providers.sign_delivery(stripe, body).headers, body
 
 
 def test_twenty_concurrent_senders_and_an_idle_keep_alive_client_all_get_answers(

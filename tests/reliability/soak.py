@@ -381,7 +381,7 @@ class Sender:
             self.registry[event.provider],
             event.body,
             event_id=event.event_id if event.provider == "example" else None,
-        )
+        ).headers
         port = random.choice(self.ports)
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:

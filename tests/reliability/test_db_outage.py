@@ -72,7 +72,7 @@ def _delivery(n: int) -> tuple[bytes, dict[str, str]]:
     ).encode()
     headers = providers.sign_delivery(
         providers.registry()["example"], body, event_id=f"msg_outage_{n}"
-    )
+    ).headers
     return body, headers
 
 

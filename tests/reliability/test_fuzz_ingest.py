@@ -230,7 +230,7 @@ def test_a_mutated_authentic_delivery_is_never_stored_unless_what_was_signed_is_
         event_id=f"msg_fuzz_{n}",
         timestamp=timestamp,
         event_type="issues" if provider == "github" else "orders/create",
-    )
+    ).headers
     fuzz_ingest.signed.add(hashlib.sha256(body).digest())
     body, headers, framing = _mutate(mutation, body, dict(headers), data)
     target = framing.get("provider", provider)
@@ -272,7 +272,7 @@ def test_an_unsigned_header_postgres_cannot_store_is_a_400_not_a_500(
     body = _body(provider, 1, "")
     headers = providers.sign_delivery(
         providers.registry()[provider], body, event_id="msg_1", event_type="orders/create"
-    )
+    ).headers
     headers[header] = value
     reply = fuzz_ingest.invoke(SHAPES["v1"](provider, body, headers))
     assert reply["statusCode"] == 400

@@ -119,7 +119,7 @@ def _run_ingest(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         body = _body(f"evt_log_{n}", name)
         headers = providers.sign_delivery(
             registry[name], body, event_id=f"msg_log_{n}", event_type="orders/create"
-        )
+        ).headers
         for _ in range(2):  # accepted, then a duplicate
             app.handler(v2_event(name, body, headers), FakeLambdaContext())
         wrong = {
@@ -128,11 +128,11 @@ def _run_ingest(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         app.handler(v2_event(name, body, wrong), FakeLambdaContext())
         stale = providers.sign_delivery(
             registry[name], body, event_id=f"msg_log_{n}", timestamp=int(time.time()) - 3600
-        )
+        ).headers
         app.handler(v2_event(name, body, stale), FakeLambdaContext())
         not_json = MARKER.encode() + b" {"
         app.handler(
-            v2_event(name, not_json, providers.sign_delivery(registry[name], not_json)),
+            v2_event(name, not_json, providers.sign_delivery(registry[name], not_json).headers),
             FakeLambdaContext(),
         )
     app.handler(v2_event("nobody", _body("x", "x"), {}), FakeLambdaContext())

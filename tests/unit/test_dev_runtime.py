@@ -25,7 +25,11 @@ def test_json_bodies_pass_as_text_and_headers_are_lowercased_and_joined() -> Non
     event = _event("application/json; charset=utf-8", b'{"a":1}')
     assert event["body"] == '{"a":1}'
     assert event["isBase64Encoded"] is False
-    assert event["headers"] == {"content-type": "application/json; charset=utf-8", "x-dup": "1,2"}
+    assert event["headers"] == {
+        "content-type": "application/json; charset=utf-8",
+        "x-dup": "1,2",
+        "x-forwarded-proto": "https",  # API Gateway adds it
+    }
 
 
 def test_other_bodies_arrive_base64_encoded_as_http_apis_send_them() -> None:

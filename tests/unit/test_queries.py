@@ -21,7 +21,7 @@ def test_unknown_query_is_a_clear_error() -> None:
 
 @pytest.mark.parametrize(
     ("group", "name"),
-    [("inbox", "claim_event"), ("inbox", "lease_events"), ("outbox", "claim_messages")],
+    [("inbox", "claim_events"), ("inbox", "lease_events"), ("outbox", "claim_messages")],
 )
 def test_packaged_queries_load(group: str, name: str) -> None:
     assert query(group, name).as_string(None).strip()

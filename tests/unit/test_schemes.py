@@ -20,6 +20,7 @@ from slack_sdk.signature import SignatureVerifier
 from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, ConfigurationError, SignatureMismatch
 from webhook_inbox.providers import load_config_text, parse_config, sign_delivery
+from webhook_inbox.schemes import Delivery
 
 SW_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SW_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
@@ -44,25 +45,25 @@ def lower(headers: dict[str, str]) -> dict[str, str]:
 
 def test_standard_webhooks_known_answer_signs_and_verifies() -> None:
     scheme = schemes.StandardWebhooks()
-    headers = scheme.sign(SW_SECRET, SW_BODY, event_id=SW_ID, timestamp=SW_TS)
+    headers = scheme.sign(SW_SECRET, SW_BODY, event_id=SW_ID, timestamp=SW_TS).headers
     assert headers["webhook-signature"] == SW_SIGNATURE
-    verified = scheme.verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+    verified = scheme.verify(Delivery(headers, SW_BODY), [SW_SECRET], now=SW_TS, tolerance=300)
     assert verified.signed_id == SW_ID
 
 
 def test_github_known_answer_signs_and_verifies() -> None:
     scheme = schemes.GitHub()
-    headers = lower(scheme.sign(GH_SECRET, GH_BODY, event_id=None, timestamp=0))
+    headers = lower(scheme.sign(GH_SECRET, GH_BODY, event_id=None, timestamp=0).headers)
     assert headers["x-hub-signature-256"] == f"sha256={GH_HEX}"
-    scheme.verify(headers, GH_BODY, [GH_SECRET], now=0, tolerance=300)
+    scheme.verify(Delivery(headers, GH_BODY), [GH_SECRET], now=0, tolerance=300)
 
 
 def test_shopify_signature_is_base64_hmac_of_the_body() -> None:
     secret, body = "hush", b'{"id":1}'
     expected = base64.b64encode(hmac.new(b"hush", body, hashlib.sha256).digest()).decode()
-    headers = lower(schemes.Shopify().sign(secret, body, event_id="w1", timestamp=0))
+    headers = lower(schemes.Shopify().sign(secret, body, event_id="w1", timestamp=0).headers)
     assert headers["x-shopify-hmac-sha256"] == expected
-    schemes.Shopify().verify(headers, body, [secret], now=0, tolerance=300)
+    schemes.Shopify().verify(Delivery(headers, body), [secret], now=0, tolerance=300)
 
 
 # --- official libraries as oracles --------------------------------------------------------
@@ -75,8 +76,8 @@ def test_standardwebhooks_library_and_ours_agree_both_ways() -> None:
         "msg_1", datetime.fromtimestamp(now, tz=UTC), body.decode()
     )
     headers = {"webhook-id": "msg_1", "webhook-timestamp": str(now), "webhook-signature": theirs}
-    schemes.StandardWebhooks().verify(headers, body, [SW_SECRET], now=now, tolerance=300)
-    ours = schemes.StandardWebhooks().sign(SW_SECRET, body, event_id="msg_2", timestamp=now)
+    schemes.StandardWebhooks().verify(Delivery(headers, body), [SW_SECRET], now=now, tolerance=300)
+    ours = schemes.StandardWebhooks().sign(SW_SECRET, body, event_id="msg_2", timestamp=now).headers
     standardwebhooks.Webhook(SW_SECRET).verify(body, ours)
 
 
@@ -88,10 +89,12 @@ def test_svix_library_and_ours_agree_both_ways_with_svix_headers() -> None:
     )
     headers = {"svix-id": "msg_s", "svix-timestamp": str(now), "svix-signature": theirs}
     assert (
-        schemes.StandardWebhooks().verify(headers, body, [SW_SECRET], now=now, tolerance=300)
+        schemes.StandardWebhooks().verify(
+            Delivery(headers, body), [SW_SECRET], now=now, tolerance=300
+        )
     ).signed_id == "msg_s"
     svix_scheme = schemes.StandardWebhooks({"header_prefix": "svix"})
-    ours = svix_scheme.sign(SW_SECRET, body, event_id="msg_t", timestamp=now)
+    ours = svix_scheme.sign(SW_SECRET, body, event_id="msg_t", timestamp=now).headers
     assert set(ours) == {"svix-id", "svix-timestamp", "svix-signature"}
     svix.webhooks.Webhook(SW_SECRET).verify(body, ours)
 
@@ -103,9 +106,9 @@ def test_stripe_library_and_ours_agree_both_ways() -> None:
         body.decode(), STRIPE_SECRET, timestamp=now
     )
     schemes.Stripe().verify(
-        {"stripe-signature": theirs}, body, [STRIPE_SECRET], now=now, tolerance=300
+        Delivery({"stripe-signature": theirs}, body), [STRIPE_SECRET], now=now, tolerance=300
     )
-    ours = schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now)
+    ours = schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now).headers
     assert stripe.WebhookSignature.verify_header(
         body, ours["Stripe-Signature"], STRIPE_SECRET, tolerance=300
     )
@@ -118,8 +121,8 @@ def test_slack_sdk_and_ours_agree_both_ways() -> None:
     theirs = verifier.generate_signature(timestamp=str(now), body=body)
     assert theirs is not None
     headers = {"x-slack-request-timestamp": str(now), "x-slack-signature": theirs}
-    schemes.Slack().verify(headers, body, [SLACK_SECRET], now=now, tolerance=300)
-    ours = schemes.Slack().sign(SLACK_SECRET, body, event_id=None, timestamp=now)
+    schemes.Slack().verify(Delivery(headers, body), [SLACK_SECRET], now=now, tolerance=300)
+    ours = schemes.Slack().sign(SLACK_SECRET, body, event_id=None, timestamp=now).headers
     assert verifier.is_valid_request(body, ours)
 
 
@@ -142,13 +145,17 @@ def test_slack_sdk_and_ours_agree_both_ways() -> None:
 def test_standard_webhooks_rejects_malformed_signature_headers(header: str) -> None:
     headers = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TS), "webhook-signature": header}
     with pytest.raises(AuthenticationFailed):
-        schemes.StandardWebhooks().verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+        schemes.StandardWebhooks().verify(
+            Delivery(headers, SW_BODY), [SW_SECRET], now=SW_TS, tolerance=300
+        )
 
 
 def test_standard_webhooks_accepts_any_v1_entry_and_ignores_other_versions() -> None:
     header = f"v1a,AAAA v1,{base64.b64encode(b'x' * 32).decode()} {SW_SIGNATURE}"
     headers = {"webhook-id": SW_ID, "webhook-timestamp": str(SW_TS), "webhook-signature": header}
-    schemes.StandardWebhooks().verify(headers, SW_BODY, [SW_SECRET], now=SW_TS, tolerance=300)
+    schemes.StandardWebhooks().verify(
+        Delivery(headers, SW_BODY), [SW_SECRET], now=SW_TS, tolerance=300
+    )
 
 
 @pytest.mark.parametrize(
@@ -166,27 +173,33 @@ def test_standard_webhooks_accepts_any_v1_entry_and_ignores_other_versions() -> 
 def test_stripe_rejects_malformed_signature_headers(header: str) -> None:
     with pytest.raises(AuthenticationFailed):
         schemes.Stripe().verify(
-            {"stripe-signature": header}, b"{}", [STRIPE_SECRET], now=1, tolerance=300
+            Delivery({"stripe-signature": header}, b"{}"), [STRIPE_SECRET], now=1, tolerance=300
         )
 
 
 def test_wrong_secret_is_a_mismatch_not_a_format_error() -> None:
-    headers = lower(schemes.GitHub().sign("right", b"{}", event_id=None, timestamp=0))
+    headers = lower(schemes.GitHub().sign("right", b"{}", event_id=None, timestamp=0).headers)
     with pytest.raises(SignatureMismatch):
-        schemes.GitHub().verify(headers, b"{}", ["wrong"], now=0, tolerance=300)
+        schemes.GitHub().verify(Delivery(headers, b"{}"), ["wrong"], now=0, tolerance=300)
 
 
 @pytest.mark.parametrize("offset", [-300, 300, -301, 301])
 def test_tolerance_is_inclusive_and_applies_both_ways(offset: int) -> None:
     now = 1_700_000_000
     body = b'{"id":"evt","type":"t"}'
-    headers = lower(schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now))
+    headers = lower(
+        schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now).headers
+    )
     verify_at = now - offset  # the delivery's timestamp is `offset` seconds from our clock
     if abs(offset) <= 300:
-        schemes.Stripe().verify(headers, body, [STRIPE_SECRET], now=verify_at, tolerance=300)
+        schemes.Stripe().verify(
+            Delivery(headers, body), [STRIPE_SECRET], now=verify_at, tolerance=300
+        )
     else:
         with pytest.raises(AuthenticationFailed) as info:
-            schemes.Stripe().verify(headers, body, [STRIPE_SECRET], now=verify_at, tolerance=300)
+            schemes.Stripe().verify(
+                Delivery(headers, body), [STRIPE_SECRET], now=verify_at, tolerance=300
+            )
         assert info.value.reason == "stale"
 
 
@@ -202,24 +215,24 @@ def test_generic_hmac_signs_the_configured_template() -> None:
         }
     )
     body = b'{"type":"a"}'
-    headers = scheme.sign("k", body, event_id="e1", timestamp=42)
+    headers = scheme.sign("k", body, event_id="e1", timestamp=42).headers
     digest = hmac.new(b"k", b"e1:42:" + body, hashlib.sha256).digest()
     assert headers == {
         "X-Sig": "v1=" + base64.b64encode(digest).decode(),
         "X-Ts": "42",
         "X-Id": "e1",
     }
-    verified = scheme.verify(lower(headers), body, ["k"], now=42, tolerance=10)
-    identity = scheme.identify(lower(headers), json.loads(body), verified, body)
+    verified = scheme.verify(Delivery(lower(headers), body), ["k"], now=42, tolerance=10)
+    (identity,) = scheme.identify(Delivery(headers, body), json.loads(body), verified)
     assert (identity.event_id, identity.event_type, identity.delivery_id) == ("e1", "a", None)
 
 
 def test_generic_hmac_unsigned_id_header_is_informational_only() -> None:
     scheme = schemes.GenericHmac({"signature_header": "X-Sig", "id_header": "X-Id"})
     body = b'{"type":"a"}'
-    headers = lower(scheme.sign("k", body, event_id="e1", timestamp=0))
-    verified = scheme.verify(headers, body, ["k"], now=0, tolerance=10)
-    identity = scheme.identify(headers, json.loads(body), verified, body)
+    headers = lower(scheme.sign("k", body, event_id="e1", timestamp=0).headers)
+    verified = scheme.verify(Delivery(headers, body), ["k"], now=0, tolerance=10)
+    (identity,) = scheme.identify(Delivery(headers, body), json.loads(body), verified)
     assert identity.event_id == "sha256:" + hashlib.sha256(b"a\x00" + body).hexdigest()
     assert identity.delivery_id == "e1"
 
@@ -227,9 +240,11 @@ def test_generic_hmac_unsigned_id_header_is_informational_only() -> None:
 def test_github_type_is_event_header_refined_by_action_and_id_is_the_body_digest() -> None:
     body = b'{"action":"opened","issue":{"number":1}}'
     headers = lower(
-        schemes.GitHub().sign("s", body, event_id="d-1", timestamp=0, event_type="issues")
+        schemes.GitHub().sign("s", body, event_id="d-1", timestamp=0, event_type="issues").headers
     )
-    identity = schemes.GitHub().identify(headers, json.loads(body), schemes.Verified(), body)
+    (identity,) = schemes.GitHub().identify(
+        Delivery(headers, body), json.loads(body), schemes.Verified()
+    )
     assert identity.event_type == "issues.opened"
     assert identity.event_id == "sha256:" + hashlib.sha256(b"issues.opened\x00" + body).hexdigest()
     assert identity.delivery_id == "d-1"
@@ -237,8 +252,8 @@ def test_github_type_is_event_header_refined_by_action_and_id_is_the_body_digest
 
 def test_slack_url_verification_is_answered_not_stored() -> None:
     payload: dict[str, Any] = {"type": "url_verification", "challenge": "abc", "token": "t"}
-    identity = schemes.Slack().identify({}, payload, schemes.Verified(), b"")
-    assert identity.reply == {"challenge": "abc"}
+    reply = schemes.Slack().identify(Delivery({}, b""), payload, schemes.Verified())
+    assert reply == schemes.Reply('{"challenge":"abc"}', 200, "application/json")
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -291,5 +306,16 @@ secrets = [{ value = "dev-only" }]
 options = { signature_header = "X-Sig", id_path = "id" }
 """
     registry = load_config_text(text, toml=True)
-    headers = sign_delivery(registry["acme"], b'{"id":"1","type":"t"}')
+    headers = sign_delivery(registry["acme"], b'{"id":"1","type":"t"}').headers
     assert headers["X-Sig"] == hmac.new(b"dev-only", b'{"id":"1","type":"t"}', "sha256").hexdigest()
+
+
+def test_content_digest_id_ignores_spacing_order_and_the_named_fields() -> None:
+    one = json.loads('{"a": 1, "attemptNumber": 0, "b": {"y": 2, "x": "é"}}')
+    two = json.loads('{"b":{"x":"é","y":2},"attemptNumber":3,"a":1}')
+    key = schemes.content_digest_id("t", one, without=("attemptNumber",))
+    assert key == schemes.content_digest_id("t", two, without=("attemptNumber",))
+    assert key.startswith("sha256:") and len(key) == 7 + 64
+    assert key != schemes.content_digest_id("u", one, without=("attemptNumber",))
+    assert key != schemes.content_digest_id("t", one, without=())
+    assert key != schemes.content_digest_id("t", {**one, "a": 2}, without=("attemptNumber",))

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, ConfigurationError
+from webhook_inbox.schemes import Delivery
 
 SECRET = "generic-template-secret"
 BODY = b'{"type":"thing.happened","n":1}'
@@ -67,7 +68,7 @@ def expected_signature(head: str) -> str:
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("event_id", HOSTILE_IDS)
 def test_signing_renders_each_value_literally(template: str, event_id: str) -> None:
-    headers = scheme_for(template).sign(SECRET, BODY, event_id=event_id, timestamp=NOW)
+    headers = scheme_for(template).sign(SECRET, BODY, event_id=event_id, timestamp=NOW).headers
     assert headers["X-Sig"] == expected_signature(TEMPLATES[template](event_id, str(NOW)))
 
 
@@ -85,10 +86,10 @@ def test_signed_head_is_the_literal_left_to_right_rendering(
     template: str, event_id: str, timestamp: int
 ) -> None:
     scheme = scheme_for(template)
-    headers = scheme.sign(SECRET, BODY, event_id=event_id, timestamp=timestamp)
+    headers = scheme.sign(SECRET, BODY, event_id=event_id, timestamp=timestamp).headers
     assert headers["X-Sig"] == expected_signature(TEMPLATES[template](event_id, str(timestamp)))
     # And what was signed verifies (the round trip uses the same rendering).
-    verified = scheme.verify(lower(headers), BODY, [SECRET], now=timestamp, tolerance=300)
+    verified = scheme.verify(Delivery(lower(headers), BODY), [SECRET], now=timestamp, tolerance=300)
     assert verified.signed_id == event_id
 
 
@@ -121,11 +122,13 @@ def test_signed_head_is_the_literal_left_to_right_rendering(
 def test_a_captured_signature_does_not_verify_under_a_mutated_id(template, mutate) -> None:  # type: ignore[no-untyped-def]
     scheme = scheme_for(template)
     captured_id = f"evt_{NOW}"  # a sender whose ids carry the timestamp's digits
-    headers = lower(scheme.sign(SECRET, BODY, event_id=captured_id, timestamp=NOW))
+    headers = lower(scheme.sign(SECRET, BODY, event_id=captured_id, timestamp=NOW).headers)
     forged_id = mutate(captured_id, str(NOW))
     assert forged_id != captured_id
     with pytest.raises(AuthenticationFailed):
-        scheme.verify({**headers, "x-id": forged_id}, BODY, [SECRET], now=NOW, tolerance=300)
+        scheme.verify(
+            Delivery({**headers, "x-id": forged_id}, BODY), [SECRET], now=NOW, tolerance=300
+        )
 
 
 @pytest.mark.parametrize("template", ["{id}.{tiemstamp}.{body}", "{ID}.{body}", "{type}{body}"])
@@ -138,7 +141,7 @@ def test_an_unknown_placeholder_is_a_configuration_error(template: str) -> None:
 
 def test_literal_braces_that_are_not_placeholders_are_signed_as_written() -> None:
     scheme = scheme_for("{{id}}-{body}")
-    headers = scheme.sign(SECRET, BODY, event_id="e1", timestamp=NOW)
+    headers = scheme.sign(SECRET, BODY, event_id="e1", timestamp=NOW).headers
     assert headers["X-Sig"] == expected_signature("{e1}-")
 
 
@@ -151,7 +154,7 @@ def test_base64_encoding_uses_the_same_rendering() -> None:
             "encoding": "base64",
         }
     )
-    headers = scheme.sign(SECRET, BODY, event_id="a{timestamp}", timestamp=NOW)
+    headers = scheme.sign(SECRET, BODY, event_id="a{timestamp}", timestamp=NOW).headers
     mac = hmac.new(SECRET.encode(), b"a{timestamp}." + BODY, hashlib.sha256).digest()
     assert headers["X-Sig"] == base64.b64encode(mac).decode()
     assert json.loads(BODY)["type"] == "thing.happened"

@@ -32,8 +32,19 @@ def _q(name: str) -> Any:
 
 
 @dataclass(frozen=True)
+class NewEvent:
+    """One authentic event to store: its key, type, informational delivery id and payload."""
+
+    event_id: str
+    event_type: str
+    payload: Any
+    delivery_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ClaimResult:
     id: int
+    event_id: str
     status: str
     delivery_count: int
     is_new: bool
@@ -60,6 +71,43 @@ class StatusSummary:
 
 
 @translated
+def claim_events(
+    conn: Connection[Any],
+    *,
+    provider: str,
+    events: Sequence[NewEvent],
+    body_sha256: bytes,
+    enqueuing: bool = False,
+) -> list[ClaimResult]:
+    """Store each authentic event of one delivery once; a duplicate only bumps its delivery
+    count. One result per distinct key (a key given twice in ``events`` counts once).
+
+    ``enqueuing``: the caller sends the wake-ups right after this commits, so new rows record
+    ``enqueued_at`` now; the caller must :func:`clear_enqueued` the rows it could not send.
+    """
+    first_of_key: dict[str, NewEvent] = {}
+    for event in events:
+        first_of_key.setdefault(event.event_id, event)
+    distinct = list(first_of_key.values())
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(
+            _q("claim_events"),
+            {
+                "provider": provider,
+                "event_ids": [e.event_id for e in distinct],
+                "delivery_ids": [e.delivery_id for e in distinct],
+                "event_types": [e.event_type for e in distinct],
+                "payloads": [Jsonb(e.payload) for e in distinct],
+                "body_sha256": body_sha256,
+                "enqueuing": enqueuing,
+            },
+        )
+        rows = cur.fetchall()
+    if len(rows) != len(distinct):  # cannot happen: DO UPDATE … RETURNING yields every row
+        raise StoreError(f"claim returned {len(rows)} rows for {len(distinct)} events")
+    return rows
+
+
 def claim_event(
     conn: Connection[Any],
     *,
@@ -71,28 +119,15 @@ def claim_event(
     delivery_id: str | None = None,
     enqueuing: bool = False,
 ) -> ClaimResult:
-    """Store an authentic event once; a duplicate only bumps its delivery count.
-
-    ``enqueuing``: the caller sends the wake-up right after this commits, so a new row records
-    ``enqueued_at`` now; the caller must :func:`clear_enqueued` it if the send fails.
-    """
-    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
-        cur.execute(
-            _q("claim_event"),
-            {
-                "provider": provider,
-                "event_id": event_id,
-                "delivery_id": delivery_id,
-                "event_type": event_type,
-                "body_sha256": body_sha256,
-                "payload": Jsonb(payload),
-                "enqueuing": enqueuing,
-            },
-        )
-        row = cur.fetchone()
-    if row is None:  # cannot happen: INSERT … ON CONFLICT DO UPDATE … RETURNING yields a row
-        raise StoreError("claim returned no row")
-    return row
+    """:func:`claim_events` for a delivery that carries one event."""
+    (claim,) = claim_events(
+        conn,
+        provider=provider,
+        events=[NewEvent(event_id, event_type, payload, delivery_id)],
+        body_sha256=body_sha256,
+        enqueuing=enqueuing,
+    )
+    return claim
 
 
 @translated

@@ -1,8 +1,9 @@
-"""The ingest pipeline: HTTP event → verified, validated, claimed and enqueued inbox row.
+"""The ingest pipeline: HTTP event → verified, validated, claimed and enqueued inbox rows.
 
-decode the event shape → body size limit → provider lookup → signature → JSON validation →
-claim (one round trip, autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` → reply
-(a failed send clears the stamp so the next sweep sends the row).
+decode the event shape → body size limit → provider lookup → signature → body parsing →
+identify (one event, a batch of events, or a handshake to answer) → claim (one round trip,
+autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` per new row → reply (a failed
+send clears the stamp so the next sweep sends the row).
 
 Errors become HTTP answers in exactly one place, :func:`handle`. Every authentication failure
 gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. The outcome
@@ -14,13 +15,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from webhook_inbox import aws, db, inbox
 from webhook_inbox.config import env, env_int
@@ -36,37 +36,38 @@ from webhook_inbox.errors import (
     UnknownProvider,
 )
 from webhook_inbox.providers import Registry, registry
-from webhook_inbox.schemes import Identity
+from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
-MAX_JSON_DEPTH = 64
+# A batch delivery (SendGrid, HubSpot) stores every event it carries, but ingest sends at most
+# this many wake-ups itself (ten SendMessageBatch calls); the sweeper sends the rest within a
+# sweep, so a large batch cannot run ingest out of its time.
+MAX_WAKEUPS_PER_DELIVERY = 100
 _PROVIDER_PATH = re.compile(r"/webhooks/([^/]+)/?$")
 
 # The clock, as a module attribute so tests can freeze it at a tolerance boundary.
 current_time: Callable[[], float] = time.time
 
 _GENERIC_BODIES = {
-    401: {"error": "unauthorized"},
-    404: {"error": "unknown provider"},
-    413: {"error": "payload too large"},
-    500: {"error": "internal error"},
-    503: {"error": "temporarily unavailable, retry later"},
+    401: Reply.json({"error": "unauthorized"}, 401),
+    404: Reply.json({"error": "unknown provider"}, 404),
+    413: Reply.json({"error": "payload too large"}, 413),
+    500: Reply.json({"error": "internal error"}, 500),
+    503: Reply.json({"error": "temporarily unavailable, retry later"}, 503),
 }
-
-
-@dataclass(frozen=True)
-class Delivery:
-    provider_name: str
-    headers: dict[str, str]
-    body: bytes
+_ACCEPTED = Reply.json({"status": "accepted"}, 202)
+_DUPLICATE = Reply.json({"status": "duplicate"}, 200)
 
 
 @dataclass
 class Outcome:
-    """What happened to one delivery: the HTTP reply plus the facts for logs and metrics."""
+    """What happened to one delivery: the HTTP reply plus the facts for logs and metrics.
 
-    status: int
-    reply: dict[str, Any]
+    ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
+    batch (``events`` counts them, ``new_events`` those stored for the first time).
+    """
+
+    reply: Reply
     outcome: str  # accepted | duplicate | rejected | handshake | unavailable | error
     metric: str | None
     reason: str | None = None
@@ -76,19 +77,25 @@ class Outcome:
     event_type: str | None = None
     delivery_id: str | None = None
     row_id: int | None = None
+    events: int = 0
+    new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
     extra_metrics: list[str] = field(default_factory=list)
 
+    @property
+    def status(self) -> int:
+        return self.reply.status
+
     def response(self) -> dict[str, Any]:
         """A proxy response valid for REST v1, HTTP API v2 and Function URLs alike."""
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": self.reply.content_type}
         if self.status == 503:
             headers["Retry-After"] = "5"
         return {
             "statusCode": self.status,
             "headers": headers,
-            "body": json.dumps(self.reply, separators=(",", ":")),
+            "body": self.reply.body,
             "isBase64Encoded": False,
         }
 
@@ -128,10 +135,39 @@ def _provider_name(event: Mapping[str, Any]) -> str:
     return match.group(1) if match else ""
 
 
-def decode_event(event: Any, limit: int) -> Delivery:
-    """Raw body bytes, headers and provider name from any of the three event shapes.
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
-    The size limit is enforced before any parsing (and before decoding base64)."""
+
+def _request_line(event: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[str, str]:
+    """The method and the URL the sender called, as far as the event tells them.
+
+    HTTP API (v2) and Function URL events carry the raw path and query string; a REST API (v1)
+    event carries the stage-prefixed path and only the decoded query parameters, re-encoded
+    here. A custom domain or a base path mapping changes what the sender called, which is why
+    URL-signed providers take a ``public_url`` (docs/providers.md).
+    """
+    context = event.get("requestContext")
+    context = context if isinstance(context, Mapping) else {}
+    http = context.get("http")
+    http = http if isinstance(http, Mapping) else {}
+    method = _text(http.get("method")) or _text(event.get("httpMethod")) or "POST"
+    host = _text(context.get("domainName")) or headers.get("host", "")
+    proto = headers.get("x-forwarded-proto", "https").split(",", 1)[0].strip() or "https"
+    if "rawPath" in event:  # v2 and Function URLs
+        path, query = _text(event.get("rawPath")), _text(event.get("rawQueryString"))
+    else:  # v1: requestContext.path includes the stage on the execute-api domain
+        path = _text(context.get("path")) or _text(event.get("path"))
+        params = event.get("multiValueQueryStringParameters")
+        query = urlencode(params, doseq=True) if isinstance(params, Mapping) else ""
+    url = f"{proto}://{host}{path}" + (f"?{query}" if query else "")
+    return method.upper(), url
+
+
+def decode_event(event: Any, limit: int) -> tuple[str, Delivery]:
+    """The provider name and the delivery (raw body bytes, headers, method and URL) from any of
+    the three event shapes. The size limit is enforced before any parsing (and before decoding
+    base64)."""
     if not isinstance(event, Mapping):
         raise InvalidPayload("not an HTTP event")
     body = event.get("body") or ""
@@ -153,133 +189,89 @@ def decode_event(event: Any, limit: int) -> Delivery:
             raise InvalidPayload("body is not valid text") from None
     if len(raw) > limit:
         raise PayloadTooLarge("body over the limit")
-    return Delivery(_provider_name(event), _headers(event), raw)
-
-
-def parse_payload(body: bytes) -> dict[str, Any]:
-    """The signed body as a JSON object that PostgreSQL's jsonb will accept, else 400."""
-    try:
-        text = body.decode("utf-8")  # strict: json.loads(bytes) would guess UTF-16/32
-    except UnicodeDecodeError:
-        raise InvalidPayload("body is not UTF-8") from None
-    try:
-        payload = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise InvalidPayload("JSON nested too deeply") from None
-    except ValueError:
-        raise InvalidPayload("body is not valid JSON") from None
-    if not isinstance(payload, dict):
-        raise InvalidPayload("JSON body must be an object")
-    # Cheap guards first: without enough brackets the tree cannot be deep, and without a \u
-    # escape no string can hold NUL or a lone surrogate (strict UTF-8 and JSON exclude them).
-    deep_possible = body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH
-    escapes = b"\\u" in body
-    if deep_possible or escapes:
-        _check_tree(payload, check_strings=escapes)
-    return payload
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 1e999: jsonb has no infinity
-        raise ValueError("number out of range")
-    return value
-
-
-def _bad_string(value: str) -> bool:
-    if "\x00" in value:
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _check_tree(payload: Any, *, check_strings: bool) -> None:
-    """Depth, and strings PostgreSQL's jsonb rejects (NUL, lone surrogates)."""
-    stack: list[tuple[Any, int]] = [(payload, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > MAX_JSON_DEPTH:
-                raise InvalidPayload(f"JSON nested deeper than {MAX_JSON_DEPTH}")
-            for key, value in node.items():
-                if check_strings and _bad_string(key):
-                    raise InvalidPayload("JSON string holds NUL or a lone surrogate")
-                stack.append((value, depth + 1))
-        elif isinstance(node, list):
-            if depth > MAX_JSON_DEPTH:
-                raise InvalidPayload(f"JSON nested deeper than {MAX_JSON_DEPTH}")
-            stack.extend((value, depth + 1) for value in node)
-        elif isinstance(node, str) and check_strings and _bad_string(node):
-            raise InvalidPayload("JSON string holds NUL or a lone surrogate")
+    headers = _headers(event)
+    method, url = _request_line(event, headers)
+    return _provider_name(event), Delivery(headers, raw, method, url)
 
 
 # --- the pipeline ------------------------------------------------------------------------
 
 
-def _enqueue(sqs_client: Callable[[], Any], row_id: int) -> str | None:
-    """Send the wake-up message; returns an error description instead of raising."""
+def _send_wakeups(sqs_client: Callable[[], Any], row_ids: Sequence[int]) -> tuple[list[int], str]:
+    """Send the wake-ups for ``row_ids``: (the ids not sent, why) — never raises."""
     queue_url = env("PROCESSING_QUEUE_URL")
     if not queue_url:
-        return "PROCESSING_QUEUE_URL is not set"
-    return aws.send_wakeup(sqs_client(), queue_url, row_id)
+        return list(row_ids), "PROCESSING_QUEUE_URL is not set"
+    if len(row_ids) == 1:  # the common case: one SendMessage
+        error = aws.send_wakeup(sqs_client(), queue_url, row_ids[0])
+        return ([], "") if error is None else (list(row_ids), error)
+    now, later = row_ids[:MAX_WAKEUPS_PER_DELIVERY], list(row_ids[MAX_WAKEUPS_PER_DELIVERY:])
+    sent = aws.send_wakeups(sqs_client(), queue_url, now, stop_after_failure=True)
+    errors = sorted({type(e).__name__ for e in sent.errors} | {code for _, code in sent.rejected})
+    return sent.unsent + later, ", ".join(errors)
 
 
 def _accept(
     outcome: Outcome,
     *,
     provider: str,
-    identity: Identity,
-    payload: dict[str, Any],
+    scheme: Scheme,
+    identities: Sequence[Identity],
+    payload: Any,
     body: bytes,
     sqs_client: Callable[[], Any],
 ) -> None:
-    # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
-    # kept connection turns out to have been closed while the function was frozen.
-    claim, retried = db.run_repeatable(
-        lambda conn: inbox.claim_event(
-            conn,
-            provider=provider,
+    events = [
+        inbox.NewEvent(
             event_id=identity.event_id,
             event_type=identity.event_type,
-            body_sha256=hashlib.sha256(body).digest(),
-            payload=payload,
+            payload=payload if identity.payload is None else identity.payload,
             delivery_id=identity.delivery_id,
+        )
+        for identity in identities
+    ]
+    # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
+    # kept connection turns out to have been closed while the function was frozen.
+    claims, retried = db.run_repeatable(
+        lambda conn: inbox.claim_events(
+            conn,
+            provider=provider,
+            events=events,
+            body_sha256=hashlib.sha256(body).digest(),
             # Stamp enqueued_at in the claim itself: the happy path is one round trip.
             enqueuing=bool(env("PROCESSING_QUEUE_URL")),
         ),
         application_name="webhook-inbox-ingest",
     )
     conn = db.get_connection("webhook-inbox-ingest")
-    outcome.row_id = claim.id
-    if retried and not claim.is_new and claim.status == "received":
-        # The first attempt may have stored the row (and stamped enqueued_at) before the
-        # connection dropped: send the wake-up anyway. A second wake-up is harmless.
-        _enqueue(sqs_client, claim.id)
-    if not claim.is_new:
-        outcome.status, outcome.reply = 200, {"status": "duplicate"}
-        outcome.outcome, outcome.metric = "duplicate", "Duplicate"
+    first = next(c for c in claims if c.event_id == identities[0].event_id)
+    new = [c.id for c in claims if c.is_new]
+    outcome.row_id, outcome.events, outcome.new_events = first.id, len(claims), len(new)
+    outcome.reply, outcome.outcome, outcome.metric = (
+        (_ACCEPTED, "accepted", "Accepted") if new else (_DUPLICATE, "duplicate", "Duplicate")
+    )
+    outcome.reply = scheme.acknowledge(payload, new=bool(new)) or outcome.reply
+    wake = new
+    if retried:
+        # The first attempt may have stored rows (and stamped enqueued_at) before the
+        # connection dropped, so they look like duplicates now: wake them too. A second
+        # wake-up is harmless.
+        wake = new + [c.id for c in claims if not c.is_new and c.status == "received"]
+    if not wake:
         return
-    outcome.status, outcome.reply = 202, {"status": "accepted"}
-    outcome.outcome, outcome.metric = "accepted", "Accepted"
-    error = _enqueue(sqs_client, claim.id)
-    if error is None:
+    unsent, error = _send_wakeups(sqs_client, wake)
+    if not unsent:
         return
-    # The row is durable: still 202. Clearing the stamp lets the next sweep send it; if even
-    # that fails, the sweeper's stale rule re-sends the row later.
-    outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
-    outcome.extra_metrics.append("EnqueueFailed")
+    # The rows are durable: still 2xx. Clearing the stamp lets the next sweep send them; if even
+    # that fails, the sweeper's stale rule re-sends the rows later.
+    if error:
+        outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
+        outcome.extra_metrics.append("EnqueueFailed")
     try:
-        inbox.clear_enqueued(conn, [claim.id])
+        inbox.clear_enqueued(conn, unsent)
     except StoreError as exc:
         db.discard_connection()
-        outcome.detail += f"; clear_enqueued failed: {exc}"
+        outcome.detail = f"{outcome.detail or ''}; clear_enqueued failed: {exc}".lstrip("; ")
 
 
 def handle(
@@ -290,45 +282,47 @@ def handle(
 ) -> Outcome:
     """Run one delivery through the pipeline; never raises for anything a request can cause."""
     started = time.perf_counter()
-    outcome = Outcome(500, _GENERIC_BODIES[500], "error", None)
+    outcome = Outcome(_GENERIC_BODIES[500], "error", None)
     try:
-        delivery = decode_event(event, max_body_bytes())
-        provider = (providers or registry()).get(delivery.provider_name)
+        provider_name, delivery = decode_event(event, max_body_bytes())
+        provider = (providers or registry()).get(provider_name)
         if provider is None:
             raise UnknownProvider("no such provider")
         outcome.provider = provider.name
-        verified = provider.verify(delivery.headers, delivery.body, now=int(current_time()))
-        payload = parse_payload(delivery.body)
-        identity = provider.identify(delivery.headers, payload, verified, delivery.body)
-        outcome.event_type, outcome.delivery_id = identity.event_type, identity.delivery_id
-        if identity.reply is not None:
-            outcome.status, outcome.reply = 200, identity.reply
-            outcome.outcome, outcome.metric = "handshake", None
+        delivery = provider.as_called(delivery)
+        verified = provider.verify(delivery, now=int(current_time()))
+        scheme = provider.scheme
+        payload = scheme.parse(delivery) if verified.payload is None else verified.payload
+        found = scheme.identify(delivery, payload, verified)
+        if isinstance(found, Reply):
+            outcome.reply, outcome.outcome = found, "handshake"
+        elif not found:
+            raise InvalidPayload("the delivery carries no event")
         else:
-            outcome.event_id = identity.event_id
+            outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
+            outcome.delivery_id = found[0].delivery_id
             _accept(
                 outcome,
                 provider=provider.name,
-                identity=identity,
+                scheme=scheme,
+                identities=found,
                 payload=payload,
                 body=delivery.body,
                 sqs_client=sqs_client,
             )
     except RequestRejected as exc:
-        outcome.status = exc.status
-        outcome.reply = _GENERIC_BODIES.get(exc.status) or {
-            "error": "invalid payload",
-            "detail": exc.detail,
-        }
+        outcome.reply = _GENERIC_BODIES.get(exc.status) or Reply.json(
+            {"error": "invalid payload", "detail": exc.detail}, exc.status
+        )
         outcome.outcome, outcome.metric = "rejected", "Rejected"
         outcome.reason, outcome.detail = exc.reason, exc.detail
     except (StoreUnavailable, StoreConflict) as exc:
         db.discard_connection()
-        outcome.status, outcome.reply = 503, _GENERIC_BODIES[503]
+        outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.metric = "unavailable", "StoreUnavailable"
         outcome.detail = str(exc)
     except SecretUnavailable as exc:
-        outcome.status, outcome.reply = 503, _GENERIC_BODIES[503]
+        outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.detail = "unavailable", str(exc)
     except StoreError as exc:
         db.discard_connection()

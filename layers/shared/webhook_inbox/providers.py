@@ -21,6 +21,7 @@ at most once a minute per secret, so bad traffic cannot hammer Secrets Manager.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from webhook_inbox import aws, schemes
 from webhook_inbox.config import env
@@ -39,7 +41,7 @@ SECRET_TTL_S = 300.0
 FORCED_REFRESH_INTERVAL_S = 60.0
 MAX_TOLERANCE_S = 86_400
 
-_PROVIDER_KEYS = frozenset({"scheme", "secrets", "tolerance_seconds", "options"})
+_PROVIDER_KEYS = frozenset({"scheme", "secrets", "tolerance_seconds", "options", "public_url"})
 
 
 # --- secrets -----------------------------------------------------------------------------
@@ -149,6 +151,8 @@ class Provider:
     secret_refs: tuple[SecretRef, ...]
     tolerance_seconds: int = schemes.DEFAULT_TOLERANCE_S
     options: Mapping[str, Any] = field(default_factory=dict)
+    # The URL the provider is told to call, for schemes that sign it (custom domains, stages).
+    public_url: str | None = None
 
     def secrets(self) -> list[str]:
         values = []
@@ -164,11 +168,20 @@ class Provider:
             values.append(value)
         return values
 
-    def verify(self, headers: schemes.Headers, body: bytes, *, now: int) -> schemes.Verified:
+    def as_called(self, delivery: schemes.Delivery) -> schemes.Delivery:
+        """``delivery`` with the URL the provider called: ``public_url`` (plus the request's
+        query string) when configured, else the URL ingest rebuilt from the event."""
+        if not self.public_url:
+            return delivery
+        _, _, query = delivery.url.partition("?")
+        url = f"{self.public_url}?{query}" if query else self.public_url
+        return dataclasses.replace(delivery, url=url)
+
+    def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
         """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
         try:
             return self.scheme.verify(
-                headers, body, self.secrets(), now=now, tolerance=self.tolerance_seconds
+                delivery, self.secrets(), now=now, tolerance=self.tolerance_seconds
             )
         except SignatureMismatch:
             managed = [r for r in self.secret_refs if r.kind == "secret_arn"]
@@ -176,17 +189,8 @@ class Provider:
             if not any(refreshed):
                 raise
         return self.scheme.verify(
-            headers, body, self.secrets(), now=now, tolerance=self.tolerance_seconds
+            delivery, self.secrets(), now=now, tolerance=self.tolerance_seconds
         )
-
-    def identify(
-        self,
-        headers: schemes.Headers,
-        payload: Mapping[str, Any],
-        verified: schemes.Verified,
-        body: bytes,
-    ) -> schemes.Identity:
-        return self.scheme.identify(headers, payload, verified, body)
 
 
 def _parse_provider(name: str, raw: Any) -> Provider:
@@ -215,14 +219,34 @@ def _parse_provider(name: str, raw: Any) -> Provider:
     for ref in refs:
         if ref.kind == "value":
             scheme.check_secret(ref.ref)
-    tolerance = raw.get("tolerance_seconds", schemes.DEFAULT_TOLERANCE_S)
+    tolerance = raw.get("tolerance_seconds", scheme.default_tolerance_s)
     if (
         not isinstance(tolerance, int)
         or isinstance(tolerance, bool)
         or not 1 <= tolerance <= MAX_TOLERANCE_S
     ):
         raise ConfigurationError(f"{where}: tolerance_seconds must be 1..{MAX_TOLERANCE_S}")
-    return Provider(name, scheme, refs, tolerance, dict(options))
+    public_url = _public_url(raw.get("public_url"), where)
+    return Provider(name, scheme, refs, tolerance, dict(options), public_url)
+
+
+def _public_url(raw: Any, where: str) -> str | None:
+    """An absolute http(s) URL without query or fragment (the request's query is appended)."""
+    if raw is None:
+        return None
+    parts = urlsplit(raw) if isinstance(raw, str) else None
+    if (
+        parts is None
+        or parts.scheme not in {"https", "http"}
+        or not parts.netloc
+        or parts.query
+        or parts.fragment
+    ):
+        raise ConfigurationError(
+            f"{where}: public_url is an absolute http(s) URL without query string or fragment, "
+            "e.g. https://hooks.example.com/webhooks/NAME"
+        )
+    return str(raw)
 
 
 @dataclass(frozen=True)
@@ -299,27 +323,32 @@ def sign_delivery(
     event_id: str | None = None,
     timestamp: int | None = None,
     event_type: str | None = None,
-) -> dict[str, str]:
-    """Headers that make ``body`` an authentic delivery from ``provider`` (signed with its
-    first secret), as the provider itself would send them, plus ``Content-Type``.
+    url: str = "",
+) -> schemes.Signed:
+    """``body`` as an authentic delivery from ``provider`` (signed with its first secret), as
+    the provider itself would send it: its headers (with a ``Content-Type``), body and URL.
 
-    ``event_id`` fills the id header for schemes that have one (a random one is made where the
-    scheme signs it); ``timestamp`` defaults to now; ``event_type`` fills the type header for
-    schemes that carry the type outside the body (GitHub ``X-GitHub-Event``, Shopify
+    ``url`` is where it will be sent (``public_url`` wins when configured; URL-signed schemes
+    sign it); ``event_id`` fills the id header for schemes that have one (a random one is made
+    where the scheme signs it); ``timestamp`` defaults to now; ``event_type`` fills the type
+    header for schemes that carry the type outside the body (GitHub ``X-GitHub-Event``, Shopify
     ``X-Shopify-Topic``, a generic ``type_header``).
     """
-    secret = provider.secrets()[0]
-    headers = {"Content-Type": "application/json"}
-    headers.update(
-        provider.scheme.sign(
-            secret,
-            body,
-            event_id=event_id,
-            timestamp=int(time.time()) if timestamp is None else timestamp,
-            event_type=event_type,
-        )
+    content_type = (
+        "application/x-www-form-urlencoded"
+        if (provider.scheme.body_format == "form")
+        else "application/json"
     )
-    return headers
+    signed = provider.scheme.sign(
+        provider.secrets()[0],
+        body,
+        timestamp=int(time.time()) if timestamp is None else timestamp,
+        event_id=event_id,
+        event_type=event_type,
+        url=provider.public_url or url,
+    )
+    headers = {"Content-Type": content_type, **signed.headers}
+    return dataclasses.replace(signed, headers=headers)
 
 
 def reset_for_tests() -> None:

@@ -95,7 +95,7 @@ class IngestHarness:
 
     def sign(self, provider: str, body: bytes, **kwargs: Any) -> dict[str, str]:
         kwargs.setdefault("timestamp", self.now)
-        return providers.sign_delivery(providers.registry()[provider], body, **kwargs)
+        return providers.sign_delivery(providers.registry()[provider], body, **kwargs).headers
 
     def queued(self) -> list[dict[str, Any]]:
         """Drain the processing queue (bounded) and return the message bodies."""

@@ -110,7 +110,7 @@ def shopify_ours(now: int) -> Signed:
     body = json.dumps({"id": int(uuid.uuid4().int % 10**12), "total": "1.00"}).encode()
     headers = providers.sign_delivery(
         providers.registry()["shopify"], body, event_id=_uid(), event_type="orders/create"
-    )
+    ).headers
     digest_key = "sha256:" + hashlib.sha256(b"orders/create\x00" + body).hexdigest()
     return Signed("shopify", body, headers, digest_key)
 
@@ -120,7 +120,7 @@ def acme_timestamped_ours(now: int) -> Signed:
     body = b'{"type":"thing.happened","value":1}'
     headers = providers.sign_delivery(
         providers.registry()["acme-timestamped"], body, event_id=event_id, timestamp=now
-    )
+    ).headers
     return Signed(
         "acme-timestamped", body, headers, event_id, "X-Webhook-Id", "X-Webhook-Timestamp"
     )

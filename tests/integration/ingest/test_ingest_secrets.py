@@ -72,7 +72,7 @@ def test_json_key_secret_verifies(harness: IngestHarness, managed: dict[str, Any
     body = b'{"id":1}'
     headers = providers.sign_delivery(
         providers.registry()["shopify"], body, event_type="orders/create"
-    )
+    ).headers
     assert harness.deliver("shopify", body, headers).status == 202
 
 

@@ -10,11 +10,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from webhook_inbox import providers
+from webhook_inbox import providers, schemes
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
@@ -75,17 +76,38 @@ def _read_body(name: str) -> bytes:
         raise ConfigurationError(f"cannot read {name}: {exc.strerror}") from None
 
 
-def signed_request(args: argparse.Namespace) -> tuple[providers.Provider, dict[str, str], bytes]:
+@dataclass(frozen=True)
+class SignedRequest:
+    provider: providers.Provider
+    signed: schemes.Signed
+    url: str  # where to send it
+    # Whether the body is the file's bytes (a scheme may sign inside the body: Mailgun).
+    body_from_file: bool
+
+
+def signed_request(args: argparse.Namespace) -> SignedRequest:
     provider = resolve_provider(load_registry(args.providers), args.provider)
     body = _read_body(args.body_file)
-    headers = providers.sign_delivery(
+    target = webhook_url(args.url, provider.name)
+    signed = providers.sign_delivery(
         provider,
         body,
         event_id=args.event_id,
         timestamp=args.timestamp if args.timestamp is not None else int(time.time()),
         event_type=args.event_type,
+        url=target,
     )
-    return provider, headers, body
+    url = destination(provider, target, signed)
+    return SignedRequest(provider, signed, url, signed.body == body and args.body_file != "-")
+
+
+def destination(provider: providers.Provider, target: str, signed: schemes.Signed) -> str:
+    """Where to send ``signed``: the URL it was signed for, or — when the provider's
+    ``public_url`` names the URL it signs — ``target`` with the signed URL's query string
+    (Twilio's bodySHA256, say), as a reverse proxy in front of ingest would pass it on."""
+    if not provider.public_url:
+        return signed.url
+    return urlunsplit(urlsplit(target)._replace(query=urlsplit(signed.url).query))
 
 
 def webhook_url(base: str, provider: str) -> str:
@@ -99,7 +121,7 @@ def curl_command(url: str, headers: dict[str, str], body: bytes, body_file: str 
     """A ready-to-paste curl that sends exactly these bytes (from the file when there is one)."""
     lines = [f"curl -sS -i -X POST {shlex.quote(url)}"]
     lines += [f"-H {shlex.quote(f'{name}: {value}')}" for name, value in headers.items()]
-    if body_file and body_file != "-":
+    if body_file:
         lines.append(f"--data-binary {shlex.quote('@' + body_file)}")
     else:
         lines.append(f"--data-binary {shlex.quote(body.decode('utf-8'))}")
@@ -107,14 +129,17 @@ def curl_command(url: str, headers: dict[str, str], body: bytes, body_file: str 
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
-    provider, headers, body = signed_request(args)
+    request = signed_request(args)
+    provider, signed, url = request.provider, request.signed, request.url
     path = f"/webhooks/{provider.name}"
+    where = urlsplit(url)
     if args.format == "headers":
-        for name, value in headers.items():
+        for name, value in signed.headers.items():
             print(f"{name}: {value}")
     elif args.format == "curl":
         try:
-            print(curl_command(webhook_url(args.url, provider.name), headers, body, args.body_file))
+            body_file = args.body_file if request.body_from_file else None
+            print(curl_command(url, signed.headers, signed.body, body_file))
         except UnicodeDecodeError:
             raise ConfigurationError(
                 "a binary body from stdin cannot be inlined; pass a file"
@@ -123,36 +148,51 @@ def cmd_sign(args: argparse.Namespace) -> int:
         render.print_json(
             http_to_apigw_v2(
                 method="POST",
-                path=path,
-                query="",
-                headers=headers.items(),
-                body=body,
+                path=where.path,
+                query=where.query,
+                headers=[("host", where.netloc), *signed.headers.items()],
+                body=signed.body,
                 source_ip="127.0.0.1",
                 route_key="POST /webhooks/{provider}",
                 path_parameters={"provider": provider.name},
+                proto=where.scheme,
             )
         )
     elif args.format == "apigw-v1":
+        stage = where.path.removesuffix(path).strip("/") or "prod"
         render.print_json(
             http_to_apigw_v1(
                 path=path,
-                headers=headers.items(),
-                body=body,
+                headers=signed.headers.items(),
+                body=signed.body,
                 resource="/webhooks/{provider}",
                 path_parameters={"provider": provider.name},
+                stage=stage,
+                domain_name=where.netloc,
+                query=parse_qs(where.query, keep_blank_values=True) or None,
             )
         )
     else:
-        render.print_json({"provider": provider.name, "path": path, "headers": headers})
+        document: dict[str, Any] = {
+            "provider": provider.name,
+            "url": url,
+            "path": path,
+            "headers": signed.headers,
+        }
+        if not request.body_from_file:
+            document["body"] = signed.body.decode("utf-8", errors="replace")
+        render.print_json(document)
     return 0
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    provider, headers, body = signed_request(args)
-    url = webhook_url(args.url, provider.name)
+    signed_as = signed_request(args)
+    url, signed = signed_as.url, signed_as.signed
     if urlsplit(url).scheme not in {"http", "https"}:
         raise ConfigurationError(f"{url!r} is not an http(s) URL")
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - scheme checked above
+    request = urllib.request.Request(  # noqa: S310 - scheme checked above
+        url, data=signed.body, headers=signed.headers, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=args.timeout) as reply:  # noqa: S310
             status, answer = reply.status, reply.read()

@@ -28,16 +28,19 @@ def http_to_apigw_v2(
     source_ip: str,
     route_key: str,
     path_parameters: dict[str, str],
+    proto: str = "https",
 ) -> dict[str, Any]:
     """The event an HTTP API gives a Lambda integration for this request.
 
-    Header names are lower-cased and repeated headers joined with commas, as API Gateway does;
-    a non-text body arrives base64-encoded with ``isBase64Encoded`` set.
+    Header names are lower-cased and repeated headers joined with commas, as API Gateway does,
+    which also adds ``x-forwarded-proto`` (the scheme the client used); a non-text body arrives
+    base64-encoded with ``isBase64Encoded`` set.
     """
     merged: dict[str, str] = {}
     for name, value in headers:
         key = name.lower()
         merged[key] = f"{merged[key]},{value}" if key in merged else value
+    merged.setdefault("x-forwarded-proto", proto)
     as_text = _is_text(merged.get("content-type", ""))
     if as_text:
         try:
@@ -98,11 +101,14 @@ def http_to_apigw_v1(
     resource: str,
     path_parameters: dict[str, str],
     stage: str = "prod",
+    domain_name: str = "localhost",
+    query: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The event a REST API (payload format 1.0) proxy integration gives the function.
 
     Header names keep the sender's case; the body is text unless it is not UTF-8 (a REST API
-    base64-encodes only bodies matching its ``binaryMediaTypes``).
+    base64-encodes only bodies matching its ``binaryMediaTypes``); query parameters arrive
+    decoded; ``requestContext.path`` carries the stage, as on the execute-api domain.
     """
     single: dict[str, str] = {}
     multi: dict[str, list[str]] = {}
@@ -119,8 +125,8 @@ def http_to_apigw_v1(
         "httpMethod": "POST",
         "headers": single,
         "multiValueHeaders": multi,
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} if query else None,
+        "multiValueQueryStringParameters": query or None,
         "pathParameters": path_parameters,
         "stageVariables": None,
         "requestContext": {
@@ -128,6 +134,7 @@ def http_to_apigw_v1(
             "httpMethod": "POST",
             "path": f"/{stage}{path}",
             "stage": stage,
+            "domainName": domain_name,
             "requestId": str(uuid.uuid4()),
             "requestTimeEpoch": int(time.time() * 1000),
             "identity": {"sourceIp": "127.0.0.1", "userAgent": "webhook-inbox-sign"},

@@ -124,6 +124,7 @@ class IngestGateway:
                     source_ip=self.client_address[0],
                     route_key="POST /webhooks/{provider}",
                     path_parameters={"provider": match[1]},
+                    proto="http",
                 )
                 started = time.monotonic()
                 status, headers, out = gateway.invoke(event)

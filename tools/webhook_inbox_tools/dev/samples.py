@@ -17,7 +17,7 @@ from typing import Any
 
 from webhook_inbox import providers
 from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
-from webhook_inbox_tools.cli.signing import curl_command
+from webhook_inbox_tools.cli.signing import curl_command, destination
 
 # (body, event type, event id for the id header where the scheme has one)
 Builder = Callable[[int], tuple[dict[str, Any], str, str | None]]
@@ -135,11 +135,13 @@ def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sampl
     for provider in _representatives(registry):
         payload, event_type, event_id = _builder(provider)(now)
         body = json.dumps(payload, separators=(",", ":")).encode()
-        headers = providers.sign_delivery(
-            provider, body, event_id=event_id, timestamp=now, event_type=event_type
+        target = f"{base_url}/webhooks/{provider.name}"
+        signed = providers.sign_delivery(
+            provider, body, event_id=event_id, timestamp=now, event_type=event_type, url=target
         )
         handler = HANDLERS.get((provider.name, event_type))
         outcome = f"processed by {handler.__name__}" if handler else "no handler: ignored"
-        curl = curl_command(f"{base_url}/webhooks/{provider.name}", headers, body, None)
+        url = destination(provider, target, signed)
+        curl = curl_command(url, signed.headers, signed.body, None)
         samples.append(Sample(provider.name, provider.scheme.name, event_type, outcome, curl))
     return samples

@@ -6,9 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from webhook_inbox.errors import (
@@ -31,25 +32,77 @@ _UNIX_SECONDS = re.compile(r"[0-9]{1,12}")
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One HTTP request as the sender made it: what every scheme verifies and identifies.
+
+    ``headers`` are looked up by lower-cased name (the constructor lower-cases them: API Gateway
+    v2 already does, v1 keeps the sender's case). ``url`` is the URL the sender called, query
+    string included, for the schemes that sign it (Twilio, Square, HubSpot); ingest builds it
+    from the provider's ``public_url`` or, without one, from the API Gateway event.
+    """
+
+    headers: Mapping[str, str]
+    body: bytes
+    method: str = "POST"
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", {k.lower(): v for k, v in self.headers.items()})
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A delivery as a sender would make it: header names in the sender's case, the body and
+    the URL (some schemes put the signature in the body, Mailgun, or the body's digest in the
+    URL, Twilio's JSON webhooks)."""
+
+    headers: dict[str, str]
+    body: bytes
+    url: str
+
+
+@dataclass(frozen=True)
 class Verified:
-    """What a valid signature proved: the signed id (if the scheme signs one), the timestamp."""
+    """What a valid signature proved: the signed id (if the scheme signs one), the timestamp.
+
+    ``secret`` is the secret that matched, for handshakes whose answer is keyed with it (Zoom);
+    ``payload`` the body as the scheme already parsed it to verify (a signature or a timestamp
+    inside the body), so ingest does not parse it twice.
+    """
 
     signed_id: str | None = None
     timestamp: int | None = None
+    secret: str | None = field(default=None, repr=False)
+    payload: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Where the event sits: the deduplication key, its type, the informational delivery id.
+    """Where one event sits: the deduplication key, its type, the informational delivery id.
 
-    ``reply`` short-circuits storage for protocol handshakes (Slack's url_verification): the
-    handler answers 200 with it and stores nothing.
+    ``payload`` is what is stored for the event; None stores the delivery's whole body. A
+    delivery that carries several events (a SendGrid or HubSpot batch) yields one Identity each,
+    with that event's own object as its payload.
     """
 
     event_id: str
     event_type: str
     delivery_id: str | None = None
-    reply: dict[str, Any] | None = None
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A protocol handshake (Slack's url_verification, Discord's PING, Zoom's url_validation,
+    Twitch's challenge): answered as given, only after the signature verified, never stored."""
+
+    body: str = ""
+    status: int = 200
+    content_type: str = "application/json"
+
+    @classmethod
+    def json(cls, document: Any, status: int = 200) -> Reply:
+        return cls(json.dumps(document, separators=(",", ":")), status)
 
 
 # --- strict decoding helpers -------------------------------------------------------------
@@ -101,14 +154,24 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return mac.digest()
 
 
-def _any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
-    # Compare every pair without short-circuiting on the secret list, so timing says nothing
-    # about which secret (if any) matched.
-    matched = False
-    for want in expected:
+def _match_index(expected: Sequence[bytes], presented: Sequence[bytes]) -> int | None:
+    """The index of the first expected digest (one per secret) that any presented one equals.
+
+    Every pair is compared, without short-circuiting on the secret list, so timing says nothing
+    about which secret (if any) matched.
+    """
+    found = None
+    for index, want in enumerate(expected):
+        matched = False
         for got in presented:
             matched |= hmac.compare_digest(want, got)
-    return matched
+        if matched and found is None:
+            found = index
+    return found
+
+
+def _any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
+    return _match_index(expected, presented) is not None
 
 
 def body_digest_id(event_type: str, body: bytes) -> str:
@@ -119,6 +182,16 @@ def body_digest_id(event_type: str, body: bytes) -> str:
     separator cannot occur inside it and the encoding is unambiguous.
     """
     return "sha256:" + hashlib.sha256(event_type.encode() + b"\x00" + body).hexdigest()
+
+
+def content_digest_id(event_type: str, event: Mapping[str, Any], *, without: Sequence[str]) -> str:
+    """The deduplication key of a signed event whose every copy differs in a few fields (a
+    delivery timestamp, an attempt counter): :func:`body_digest_id` over the event in canonical
+    JSON (sorted keys, no whitespace) with those top-level fields left out. Canonical JSON is
+    deterministic for equal values, so equal events get equal keys however they were spaced."""
+    kept = {key: value for key, value in event.items() if key not in without}
+    canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return body_digest_id(event_type, canonical.encode())
 
 
 def json_path(payload: Mapping[str, Any], path: str) -> Any:
@@ -167,11 +240,23 @@ def _optional_header(headers: Headers, *names: str) -> str | None:
 
 
 class Scheme:
-    """One provider signing convention. Subclasses set ``name`` and implement the four hooks."""
+    """One provider signing convention. Subclasses set ``name`` and implement the hooks.
+
+    Ingest calls them in this order: :meth:`verify` over the raw bytes, :meth:`parse` (unless
+    verification already parsed the body), then :meth:`identify`. ``body_format`` names what a
+    delivery's body is: ``json`` (one JSON object), ``json-array`` (a batch of event objects) or
+    ``form`` (``application/x-www-form-urlencoded``, stored as a JSON object).
+    """
 
     name: ClassVar[str]
     # Whether deliveries carry a signed timestamp (and so a tolerance applies).
     uses_timestamp: bool = True
+    # The provider's own tolerance, where it documents one tighter or looser than 300 s.
+    default_tolerance_s: ClassVar[int] = DEFAULT_TOLERANCE_S
+    # Whether the scheme signs the URL the sender called (the provider then needs public_url
+    # wherever the URL rebuilt from the API Gateway event differs from it).
+    signs_url: ClassVar[bool] = False
+    body_format: ClassVar[str] = "json"
     option_names: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -187,22 +272,37 @@ class Scheme:
             raise ConfigurationError(f"{self.name}: empty secret")
 
     def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         raise NotImplementedError
+
+    def parse(self, delivery: Delivery) -> Any:
+        """The verified body as the JSON value to store (400 when it is not one)."""
+        from webhook_inbox import bodies
+
+        return bodies.parse(self.body_format, delivery.body)
+
+    def identify(
+        self, delivery: Delivery, payload: Any, verified: Verified
+    ) -> Sequence[Identity] | Reply:
+        """The events a verified delivery carries (usually one), or the handshake to answer."""
+        raise NotImplementedError
+
+    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
+        """The answer to a stored delivery, when the provider needs another than ingest's 202
+        (new) / 200 (duplicate) JSON: some count only 200 as success, some want 204 or a body of
+        their own. None keeps ingest's."""
+        return None
 
     def sign(
         self,
         secret: str,
         body: bytes,
         *,
-        event_id: str | None,
         timestamp: int,
+        event_id: str | None = None,
         event_type: str | None = None,
-    ) -> dict[str, str]:
-        raise NotImplementedError
-
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
+        url: str = "",
+    ) -> Signed:
+        """The delivery the provider would send for ``body`` (to ``url``, for URL-signed ones)."""
         raise NotImplementedError

@@ -15,17 +15,19 @@ from webhook_inbox.errors import (
 from webhook_inbox.schemes.base import (
     MAX_ID_CHARS,
     MAX_TYPE_CHARS,
-    Headers,
+    Delivery,
     Identity,
+    Reply,
     Scheme,
+    Signed,
     Verified,
-    _any_match,
     _b64_digest,
     _check_fresh,
     _fail,
     _header,
     _hex_digest,
     _mac,
+    _match_index,
     _optional_header,
     _timestamp,
     body_digest_id,
@@ -121,8 +123,9 @@ class GenericHmac(Scheme):
         return "".join(rendered).encode()
 
     def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
+        headers, body = delivery.headers, delivery.body
         value = _header(headers, self.signature_header)
         if not value.startswith(self.prefix):
             raise _fail(f"signature lacks the {self.prefix} prefix")
@@ -134,21 +137,23 @@ class GenericHmac(Scheme):
             timestamp = _timestamp(timestamp_text)
         msg_id = _header(headers, self.id_header) if self.signs_id and self.id_header else ""
         head = self._head(msg_id, timestamp_text)
-        if not _any_match([_mac(s.encode(), head, body) for s in secrets], presented):
+        matched = _match_index([_mac(s.encode(), head, body) for s in secrets], presented)
+        if matched is None:
             raise SignatureMismatch("signature did not match")
         if timestamp is not None:
             _check_fresh(timestamp, now, tolerance)
-        return Verified(signed_id=msg_id or None, timestamp=timestamp)
+        return Verified(signed_id=msg_id or None, timestamp=timestamp, secret=secrets[matched])
 
     def sign(
         self,
         secret: str,
         body: bytes,
         *,
-        event_id: str | None,
         timestamp: int,
+        event_id: str | None = None,
         event_type: str | None = None,
-    ) -> dict[str, str]:
+        url: str = "",
+    ) -> Signed:
         msg_id = event_id or (f"evt_{_random.token_urlsafe(12)}" if self.signs_id else "")
         mac = _mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
         digest = mac.hex() if self.encoding == "hex" else base64.b64encode(mac).decode()
@@ -161,11 +166,12 @@ class GenericHmac(Scheme):
             headers[opts["id_header"]] = msg_id
         if self.type_header and event_type:
             headers[opts["type_header"]] = event_type
-        return headers
+        return Signed(headers, body, url)
 
     def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
+        self, delivery: Delivery, payload: Any, verified: Verified
+    ) -> list[Identity] | Reply:
+        headers = delivery.headers
         if self.type_header:
             raw_type = headers.get(self.type_header)
         else:
@@ -177,10 +183,10 @@ class GenericHmac(Scheme):
         elif self.id_path:
             event_id = bounded_text(json_path(payload, self.id_path), "event id", MAX_ID_CHARS)
         else:
-            event_id = body_digest_id(event_type, body)
+            event_id = body_digest_id(event_type, delivery.body)
         if not self.signs_id and self.id_header:
             delivery_id = _optional_header(headers, self.id_header)
-        return Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)
+        return [Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)]
 
 
 class _Preset(GenericHmac):
@@ -217,26 +223,32 @@ class GitHub(_Preset):
         secret: str,
         body: bytes,
         *,
-        event_id: str | None,
         timestamp: int,
+        event_id: str | None = None,
         event_type: str | None = None,
-    ) -> dict[str, str]:
+        url: str = "",
+    ) -> Signed:
         # X-GitHub-Event carries the event without its action ("issues", not "issues.opened").
         event = event_type.split(".", 1)[0] if event_type else None
-        return super().sign(secret, body, event_id=event_id, timestamp=timestamp, event_type=event)
+        return super().sign(
+            secret, body, timestamp=timestamp, event_id=event_id, event_type=event, url=url
+        )
 
     def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
+        self, delivery: Delivery, payload: Any, verified: Verified
+    ) -> list[Identity] | Reply:
+        headers = delivery.headers
         event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
         action = payload.get("action")
         if isinstance(action, str) and action:
             event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
-        return Identity(
-            event_id=body_digest_id(event, body),
-            event_type=event,
-            delivery_id=_optional_header(headers, "x-github-delivery"),
-        )
+        return [
+            Identity(
+                event_id=body_digest_id(event, delivery.body),
+                event_type=event,
+                delivery_id=_optional_header(headers, "x-github-delivery"),
+            )
+        ]
 
 
 class Shopify(_Preset):
@@ -251,15 +263,19 @@ class Shopify(_Preset):
     }
 
     def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
+        self, delivery: Delivery, payload: Any, verified: Verified
+    ) -> list[Identity] | Reply:
+        headers = delivery.headers
         topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
-        return Identity(
-            event_id=body_digest_id(topic, body),
-            event_type=topic,
-            # Older Shopify documentation names the id header X-Shopify-Event-Id.
-            delivery_id=_optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id"),
-        )
+        # Older Shopify documentation names the id header X-Shopify-Event-Id.
+        delivery_id = _optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id")
+        return [
+            Identity(
+                event_id=body_digest_id(topic, delivery.body),
+                event_type=topic,
+                delivery_id=delivery_id,
+            )
+        ]
 
 
 class Slack(_Preset):
@@ -278,14 +294,16 @@ class Slack(_Preset):
     }
 
     def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
+        self, delivery: Delivery, payload: Any, verified: Verified
+    ) -> list[Identity] | Reply:
         if payload.get("type") == "url_verification":
             challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
-            return Identity("", "url_verification", reply={"challenge": challenge})
+            return Reply.json({"challenge": challenge})
         event = payload.get("event")
         inner_type = event.get("type") if isinstance(event, Mapping) else None
-        return Identity(
-            event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-            event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
-        )
+        return [
+            Identity(
+                event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
+                event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
+            )
+        ]

@@ -16,9 +16,11 @@ from webhook_inbox.schemes.base import (
     MAX_ID_CHARS,
     MAX_SIGNATURES_PER_HEADER,
     MAX_TYPE_CHARS,
+    Delivery,
     Headers,
     Identity,
     Scheme,
+    Signed,
     Verified,
     _any_match,
     _b64_digest,
@@ -68,8 +70,9 @@ class StandardWebhooks(Scheme):
         return "webhook"
 
     def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
+        headers, body = delivery.headers, delivery.body
         prefix = self._names(headers)
         msg_id = _header(headers, f"{prefix}-id")
         timestamp_text = _header(headers, f"{prefix}-timestamp")
@@ -98,23 +101,25 @@ class StandardWebhooks(Scheme):
         secret: str,
         body: bytes,
         *,
-        event_id: str | None,
         timestamp: int,
+        event_id: str | None = None,
         event_type: str | None = None,
-    ) -> dict[str, str]:
+        url: str = "",
+    ) -> Signed:
         msg_id = event_id or f"msg_{_random.token_urlsafe(18)}"
         mac = _mac(self.key(secret), f"{msg_id}.{timestamp}.".encode(), body)
         p = self.sign_prefix
-        return {
+        headers = {
             f"{p}-id": msg_id,
             f"{p}-timestamp": str(timestamp),
             f"{p}-signature": "v1," + base64.b64encode(mac).decode(),
         }
+        return Signed(headers, body, url)
 
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        return Identity(
-            event_id=bounded_text(verified.signed_id, "webhook-id", MAX_ID_CHARS),
-            event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
-        )
+    def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
+        return [
+            Identity(
+                event_id=bounded_text(verified.signed_id, "webhook-id", MAX_ID_CHARS),
+                event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
+            )
+        ]

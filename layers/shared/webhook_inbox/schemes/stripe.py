@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from webhook_inbox.errors import (
@@ -12,9 +12,10 @@ from webhook_inbox.schemes.base import (
     MAX_ID_CHARS,
     MAX_SIGNATURES_PER_HEADER,
     MAX_TYPE_CHARS,
-    Headers,
+    Delivery,
     Identity,
     Scheme,
+    Signed,
     Verified,
     _any_match,
     _check_fresh,
@@ -33,9 +34,9 @@ class Stripe(Scheme):
     name = "stripe"
 
     def verify(
-        self, headers: Headers, body: bytes, secrets: Sequence[str], *, now: int, tolerance: int
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        items = _header(headers, "stripe-signature").split(",")
+        items = _header(delivery.headers, "stripe-signature").split(",")
         if len(items) > MAX_SIGNATURES_PER_HEADER + 2:
             raise _fail("too many signature items")
         timestamps: list[str] = []
@@ -54,7 +55,7 @@ class Stripe(Scheme):
         timestamp = _timestamp(timestamps[0])
         if not presented:
             raise _fail("no v1 signature")
-        expected = [_mac(s.encode(), f"{timestamps[0]}.".encode(), body) for s in secrets]
+        expected = [_mac(s.encode(), f"{timestamps[0]}.".encode(), delivery.body) for s in secrets]
         if not _any_match(expected, presented):
             raise SignatureMismatch("no v1 signature matched")
         _check_fresh(timestamp, now, tolerance)
@@ -65,17 +66,18 @@ class Stripe(Scheme):
         secret: str,
         body: bytes,
         *,
-        event_id: str | None,
         timestamp: int,
+        event_id: str | None = None,
         event_type: str | None = None,
-    ) -> dict[str, str]:
+        url: str = "",
+    ) -> Signed:
         mac = _mac(secret.encode(), f"{timestamp}.".encode(), body)
-        return {"Stripe-Signature": f"t={timestamp},v1={mac.hex()}"}
+        return Signed({"Stripe-Signature": f"t={timestamp},v1={mac.hex()}"}, body, url)
 
-    def identify(
-        self, headers: Headers, payload: Mapping[str, Any], verified: Verified, body: bytes
-    ) -> Identity:
-        return Identity(
-            event_id=bounded_text(payload.get("id"), "event id", MAX_ID_CHARS),
-            event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
-        )
+    def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
+        return [
+            Identity(
+                event_id=bounded_text(payload.get("id"), "event id", MAX_ID_CHARS),
+                event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
+            )
+        ]

@@ -1,20 +1,26 @@
 -- Every statement on webhook_events (the inbox), run by webhook_inbox/inbox.py and nothing else.
 -- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
--- name: claim_event
--- One round trip for new and duplicate deliveries alike. DO UPDATE (not DO NOTHING) so that a
--- duplicate returns the stored row even when the first insert committed after our snapshot;
--- xmax = 0 only on a freshly inserted tuple. A caller about to send the wake-up itself records
--- enqueued_at now (no second round trip); if the send then fails it clears it (clear_enqueued),
--- and if it crashes in between, the sweeper's stale rule re-sends the row.
+-- name: claim_events
+-- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
+-- new and duplicate alike. DO UPDATE (not DO NOTHING) so that a duplicate returns the stored
+-- row even when the first insert committed after our snapshot; xmax = 0 only on a freshly
+-- inserted tuple. Rows are inserted in key order, so two concurrent deliveries of overlapping
+-- batches take their row locks in the same order and cannot deadlock; the caller passes each
+-- key once (a second copy in one statement would be an error). A caller about to send the
+-- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
+-- clears it (clear_enqueued), and if it crashes in between, the sweeper's stale rule re-sends.
 INSERT INTO webhook_events AS e
     (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
-VALUES (%(provider)s, %(event_id)s, %(delivery_id)s, %(event_type)s, %(body_sha256)s, %(payload)s,
-        CASE WHEN %(enqueuing)s THEN now() END)
+SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
+       CASE WHEN %(enqueuing)s THEN now() END
+  FROM unnest(%(event_ids)s::text[], %(delivery_ids)s::text[], %(event_types)s::text[],
+              %(payloads)s::jsonb[]) AS c (event_id, delivery_id, event_type, payload)
+ ORDER BY c.event_id
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
         last_delivery_at = now()
-RETURNING e.id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
