@@ -99,7 +99,7 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
         events = []
         for _ in range(20):
             body = stripe_body(_stripe_id(), now)
-            events.append(v2_event("stripe", body, providers.sign_delivery(stripe, body)))
+            events.append(v2_event("stripe", body, providers.sign_delivery(stripe, body).headers))
         for event in events + events[:2]:
             assert ingest_app.handler(event, FakeLambdaContext())["statusCode"] in {200, 202}
         ingest_lines = _take(captured, capsys)
