@@ -2,6 +2,9 @@
 
 - :func:`load_template` parses the SAM template with CloudFormation's short tags (``!Ref``…).
 - :func:`resolve` evaluates intrinsic functions for a chosen set of parameter values.
+- :func:`translated_template` is the template as ``sam deploy`` hands it to CloudFormation (SAM's
+  own translator, offline); :func:`dangling_references` lists what a chosen deployment of either
+  would refer to without creating it.
 - :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
   (deferred imports inside functions included), which is the code that function can run.
 - :func:`env_reads`, :func:`string_constants`, :func:`boto3_usage` scan that code's AST.
@@ -10,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +55,27 @@ _CfnLoader.add_multi_constructor("!", _construct_intrinsic)
 def load_template() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.load(TEMPLATE_PATH.read_text(), Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
     return loaded
+
+
+@functools.cache
+def translated_template() -> dict[str, Any]:
+    """template.yaml translated by SAM (the AWS::Serverless-2016-10-31 transform), as CloudFormation
+    receives it. Local code paths stand in for the S3 locations ``sam package`` would upload."""
+    import boto3
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    template = copy.deepcopy(load_template())
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if isinstance(properties.get(key), str):
+                properties[key] = f"s3://bucket/{properties[key].strip('/')}"
+    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name="us-east-1"))
+    translated: dict[str, Any] = translator.translate(
+        template, parameter_values={}, get_managed_policy_map=lambda: {}
+    )
+    return translated
 
 
 def resources_of_type(kind: str) -> dict[str, dict[str, Any]]:
@@ -214,6 +239,66 @@ class Resolver:
                 out = out.replace("${" + name + "}", str(replacement))
             return out
         return {key: self.resolve(arg)}
+
+
+def references(value: Any, resolver: Resolver) -> set[str]:  # noqa: PLR0911 - one per intrinsic
+    """Logical names a template value refers to (``Ref``, ``Fn::GetAtt``, ``${Name}`` or
+    ``${Name.Attribute}`` in ``Fn::Sub``), following only the ``Fn::If`` branches the resolver's
+    conditions take; parameters and pseudo parameters included."""
+    found: set[str] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= references(item, resolver)
+        return found
+    if not isinstance(value, dict):
+        return found
+    if len(value) == 1:
+        ((key, arg),) = value.items()
+        if key == "Ref":
+            return {str(arg)}
+        if key == "Fn::GetAtt":
+            return {str(arg[0] if isinstance(arg, list) else str(arg).split(".", 1)[0])}
+        if key == "Fn::If":
+            name, when_true, when_false = arg
+            return references(when_true if resolver.condition(name) else when_false, resolver)
+        if key == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else arg
+            found |= references(list(variables.values()), resolver)
+            return found | {
+                name.split(".", 1)[0]
+                for name in _sub_names(text)
+                if name not in variables and not name.startswith("!")
+            }
+    for item in value.values():
+        found |= references(item, resolver)
+    return found
+
+
+def dangling_references(template: Mapping[str, Any], resolver: Resolver) -> list[str]:
+    """``resource -> target`` for every reference (DependsOn included) from a resource or output
+    that these parameters create to a resource they do not: CloudFormation refuses such a
+    template before it creates anything."""
+
+    def exists(res: Mapping[str, Any]) -> bool:
+        return "Condition" not in res or resolver.condition(res["Condition"])
+
+    resources = {name: res for name, res in template["Resources"].items() if exists(res)}
+    known = set(resources) | set(template.get("Parameters", {}))
+    dangling = []
+    for name, res in resources.items():
+        depends = res.get("DependsOn", [])
+        targets = references(res.get("Properties", {}), resolver)
+        targets |= set([depends] if isinstance(depends, str) else depends)
+        dangling += [f"{name} -> {t}" for t in sorted(targets) if not _known(t, known)]
+    for name, output in template.get("Outputs", {}).items():
+        if exists(output):
+            targets = references(output["Value"], resolver)
+            dangling += [f"output {name} -> {t}" for t in sorted(targets) if not _known(t, known)]
+    return dangling
+
+
+def _known(target: str, known: set[str]) -> bool:
+    return target.startswith("AWS::") or target in known
 
 
 def _sub_names(text: str) -> list[str]:
