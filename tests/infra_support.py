@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,68 @@ def translated_template() -> dict[str, Any]:
         template, parameter_values={}, get_managed_policy_map=lambda: {}
     )
     return translated
+
+
+@dataclass(frozen=True)
+class MetricFilter:
+    """One AWS::Logs::MetricFilter transformation: which log group's lines it counts, and how."""
+
+    name: str  # the resource
+    log_group: str  # the log group resource it is attached to
+    pattern: str
+    namespace: str
+    metric: str
+    dimensions: Mapping[str, str]  # dimension name -> the line's field ($.x)
+
+    def matches(self, line: Mapping[str, Any]) -> bool:
+        return filter_pattern_matches(self.pattern, line)
+
+    def dimension_values(self, line: Mapping[str, Any]) -> dict[str, Any]:
+        return {key: line.get(field.removeprefix("$.")) for key, field in self.dimensions.items()}
+
+
+def metric_filters() -> list[MetricFilter]:
+    found = []
+    for name, res in resources_of_type("AWS::Logs::MetricFilter").items():
+        props = res["Properties"]
+        for transformation in props["MetricTransformations"]:
+            found.append(
+                MetricFilter(
+                    name=name,
+                    log_group=props["LogGroupName"]["Ref"],
+                    pattern=props["FilterPattern"],
+                    namespace=transformation["MetricNamespace"],
+                    metric=transformation["MetricName"],
+                    dimensions={d["Key"]: d["Value"] for d in transformation.get("Dimensions", [])},
+                )
+            )
+    return found
+
+
+_TERM = re.compile(
+    r"^\$\.(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*"
+    r'(?:=\s*"(?P<text>[^"]*)"|IS\s+(?P<constant>TRUE|FALSE))$'
+)
+
+
+def filter_pattern_matches(pattern: str, line: Mapping[str, Any]) -> bool:
+    """CloudWatch Logs' JSON filter pattern semantics for the subset the template uses:
+    ``{ $.field = "text" && $.flag IS TRUE }``. Anything else raises, so a new pattern needs
+    this evaluator (and its test) to learn it first."""
+    body = pattern.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"not a JSON filter pattern: {pattern!r}")
+    for term in body[1:-1].split("&&"):
+        match = _TERM.match(term.strip())
+        if match is None:
+            raise ValueError(f"unsupported term {term.strip()!r} in {pattern!r}")
+        value = line.get(match["field"])
+        if match["constant"] is not None:
+            if value is not (match["constant"] == "TRUE"):
+                return False
+        elif value != match["text"]:
+            return False
+    return True
 
 
 def resources_of_type(kind: str) -> dict[str, dict[str, Any]]:
@@ -441,6 +504,27 @@ def string_constants(paths: Iterable[Path]) -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 found.add(node.value)
+    return found
+
+
+_METRIC_NAME = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]*)+$|^[A-Z][a-z]{3,}$")
+
+
+def emf_metric_names(paths: Iterable[Path]) -> set[str]:
+    """Metric-like names (``CamelCase``) in the modules that add EMF metrics (a call to
+    ``add_metric`` or ``single_metric``): a superset of what the code can emit as EMF."""
+    found: set[str] = set()
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        calls = {_callee_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        if calls & {"add_metric", "single_metric"}:
+            found |= {
+                n.value
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)
+                and _METRIC_NAME.match(n.value)
+            }
     return found
 
 

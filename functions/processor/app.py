@@ -34,23 +34,23 @@ _METRIC_OF = {
 
 
 def observe(result: EventResult) -> None:
-    """One compact line per state transition (true once committed): the event's ids, outcome and
-    attempt, and for anything but ``processed`` its type, duration and cause. The Lambda context
-    is not repeated: the batch's summary line carries the request id once."""
+    """One compact line per state transition (true once committed), its message the outcome:
+    the event's row id, provider, event id and attempt, and for anything but ``processed`` its
+    type, duration and cause. The Lambda context is not repeated: the batch's summary line
+    carries the request id once."""
     event = result.event
     if result.latency is not None:
         # Whole milliseconds: the dashboard's average and maximum need no finer grain.
         latency_ms = round(result.latency.total_seconds() * 1000)
         metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
     fields: dict[str, Any] = {
-        "outcome": result.outcome,
-        "event_row_id": event.id,
+        "row_id": event.id,
         "provider": event.provider,
-        "provider_event_id": event.event_id,
+        "event_id": event.event_id,
         "attempt": event.attempts,
     }
     if result.outcome == "processed":
-        logger.info("event", extra=fields)
+        logger.info(result.outcome, extra=fields)
         return
     fields.update(event_type=event.event_type, duration_ms=round(result.duration_ms, 1))
     if result.error_kind:
@@ -58,9 +58,9 @@ def observe(result: EventResult) -> None:
     if result.retry_delay_s is not None:
         fields["retry_in_s"] = round(result.retry_delay_s, 3)
     if result.outcome == "ignored":
-        logger.info("event", extra=fields)
+        logger.info(result.outcome, extra=fields)
     else:
-        logger.warning("event", extra=fields)
+        logger.warning(result.outcome, extra=fields)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -61,15 +61,17 @@ _DUPLICATE = Reply.json({"status": "duplicate"}, 200)
 
 @dataclass
 class Outcome:
-    """What happened to one delivery: the HTTP reply plus the facts for logs and metrics.
+    """What happened to one delivery: the HTTP reply plus the facts for its log line, from which
+    the template's metric filters count it (``outcome``, ``reason``, ``enqueue_failed``).
 
     ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
-    batch (``events`` counts them, ``new_events`` those stored for the first time).
+    batch (``events`` counts them, ``new_events`` those stored for the first time). ``reason``
+    says why for a rejection (signature, stale, schema, …) and for ``unavailable``: ``store``
+    (the database) or ``secret`` (Secrets Manager).
     """
 
     reply: Reply
     outcome: str  # accepted | duplicate | rejected | handshake | unavailable | error
-    metric: str | None
     reason: str | None = None
     detail: str | None = None
     provider: str | None = None  # only a configured provider name (a bounded dimension)
@@ -81,7 +83,6 @@ class Outcome:
     new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
-    extra_metrics: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -247,9 +248,7 @@ def _accept(
     first = next(c for c in claims if c.event_id == identities[0].event_id)
     new = [c.id for c in claims if c.is_new]
     outcome.row_id, outcome.events, outcome.new_events = first.id, len(claims), len(new)
-    outcome.reply, outcome.outcome, outcome.metric = (
-        (_ACCEPTED, "accepted", "Accepted") if new else (_DUPLICATE, "duplicate", "Duplicate")
-    )
+    outcome.reply, outcome.outcome = (_ACCEPTED, "accepted") if new else (_DUPLICATE, "duplicate")
     outcome.reply = scheme.acknowledge(payload, new=bool(new)) or outcome.reply
     wake = new
     if retried:
@@ -266,7 +265,6 @@ def _accept(
     # that fails, the sweeper's stale rule re-sends the rows later.
     if error:
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
-        outcome.extra_metrics.append("EnqueueFailed")
     try:
         inbox.clear_enqueued(conn, unsent)
     except StoreError as exc:
@@ -282,7 +280,7 @@ def handle(
 ) -> Outcome:
     """Run one delivery through the pipeline; never raises for anything a request can cause."""
     started = time.perf_counter()
-    outcome = Outcome(_GENERIC_BODIES[500], "error", None)
+    outcome = Outcome(_GENERIC_BODIES[500], "error")
     try:
         provider_name, delivery = decode_event(event, max_body_bytes())
         provider = (providers or registry()).get(provider_name)
@@ -314,16 +312,14 @@ def handle(
         outcome.reply = _GENERIC_BODIES.get(exc.status) or Reply.json(
             {"error": "invalid payload", "detail": exc.detail}, exc.status
         )
-        outcome.outcome, outcome.metric = "rejected", "Rejected"
-        outcome.reason, outcome.detail = exc.reason, exc.detail
+        outcome.outcome, outcome.reason, outcome.detail = "rejected", exc.reason, exc.detail
     except (StoreUnavailable, StoreConflict) as exc:
         db.discard_connection()
         outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.metric = "unavailable", "StoreUnavailable"
-        outcome.detail = str(exc)
+        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
     except SecretUnavailable as exc:
         outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.detail = "unavailable", str(exc)
+        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "secret", str(exc)
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)

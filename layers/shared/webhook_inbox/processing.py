@@ -88,7 +88,7 @@ def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     for exc in result.errors:
         logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
     for row_id, code in result.rejected:
-        logger.warning("retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code})
+        logger.warning("retry wake-up rejected", extra={"row_id": row_id, "error_kind": code})
     return set(result.sent)
 
 
@@ -252,14 +252,14 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     found = inbox.statuses_of(conn, row_ids)
     for row_id in row_ids:
         if row_id not in found:
-            logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
+            logger.warning("unknown inbox id acknowledged", extra={"row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
         elif found[row_id][1]:
-            logger.info("event locked elsewhere, redelivered", extra={"event_row_id": row_id})
+            logger.info("event locked elsewhere, redelivered", extra={"row_id": row_id})
         else:
             logger.info(
                 "event not claimable, acknowledged",
-                extra={"event_row_id": row_id, "status": found[row_id][0]},
+                extra={"row_id": row_id, "status": found[row_id][0]},
             )
     return {row_id for row_id, (_, claimable) in found.items() if claimable}
 

@@ -23,12 +23,14 @@ from tests.infra_support import (
     ROOT,
     Resolver,
     boto3_usage,
+    emf_metric_names,
     env_reads,
     function_dir,
     function_entry,
     imports_module,
     is_placeholder,
     load_template,
+    metric_filters,
     module_closure,
     parameter_defaults,
     policy_actions,
@@ -74,7 +76,8 @@ IAM_ACTION_OF_API = {
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
 
-# Which function emits each metric (the project's metric contract, namespace WebhookInbox).
+# Which function's work each metric counts (the project's metric contract, namespace
+# WebhookInbox): as EMF in its code, or by a metric filter on its log group.
 METRIC_OWNERS = {
     "IngestFunction": {"Accepted", "Duplicate", "Rejected", "StoreUnavailable", "EnqueueFailed"},
     "ProcessorFunction": {
@@ -83,7 +86,7 @@ METRIC_OWNERS = {
     "SweeperFunction": {
         "LeasesExpired", "Reenqueued", "OutboxPublished", "OutboxFailed", "OutboxDead",
         "BacklogCount", "OldestUnprocessedAgeSeconds", "OldestOutboxAgeSeconds",
-        "DeadLetteredEvents",
+        "DeadLetteredEvents", "EnqueueFailed", "DeadLettered",
     },
 }  # fmt: skip
 
@@ -320,15 +323,57 @@ def metrics_used_by_template() -> set[tuple[str, str]]:
     return set(QUERY_METRIC.findall(text))
 
 
-def test_alarms_and_dashboard_use_metrics_the_functions_emit() -> None:
+def log_group_of(function: str) -> str:
+    return str(FUNCTIONS[function]["LoggingConfig"]["LogGroup"]["Ref"])
+
+
+def produced_metrics() -> dict[str, set[str]]:
+    """metric -> how it is produced: ``emf:<Function>`` or ``filter:<Function>``."""
+    found: dict[str, set[str]] = {}
+    for function in FUNCTION_NAMES:
+        for metric in emf_metric_names(closure(function)):
+            found.setdefault(metric, set()).add(f"emf:{function}")
+    groups = {log_group_of(f): f for f in FUNCTION_NAMES}
+    for metric_filter in metric_filters():
+        assert metric_filter.namespace == "WebhookInbox", metric_filter
+        function = groups[metric_filter.log_group]
+        found.setdefault(metric_filter.metric, set()).add(f"filter:{function}")
+    return found
+
+
+def test_every_metric_an_alarm_or_widget_uses_is_produced_by_emf_or_a_metric_filter() -> None:
     used = metrics_used_by_template()
     assert {namespace for _, namespace in used} == {"WebhookInbox"}
-    owners = {metric: fn for fn, metrics in METRIC_OWNERS.items() for metric in metrics}
-    unknown = {metric for metric, _ in used} - set(owners)
-    assert unknown == set(), f"the template queries metrics nobody emits: {sorted(unknown)}"
+    produced = produced_metrics()
+    owners = {metric for metrics in METRIC_OWNERS.values() for metric in metrics}
+    unknown = {metric for metric, _ in used} - owners
+    assert unknown == set(), f"the template queries metrics outside the contract: {unknown}"
     for metric, _ in used:
-        emitters = [fn for fn in METRIC_OWNERS if metric in string_constants(closure(fn))]
-        assert emitters or placeholder(owners[metric]), f"no function emits {metric}"
+        assert produced.get(metric), f"neither EMF in the code nor a metric filter makes {metric}"
+        makers = {how.split(":", 1)[1] for how in produced[metric]}
+        assert makers <= {fn for fn, metrics in METRIC_OWNERS.items() if metric in metrics}, (
+            metric,
+            produced[metric],
+        )
+
+
+def test_no_function_counts_a_metric_both_as_emf_and_through_a_metric_filter() -> None:
+    """Ingest's counters moved to metric filters: an EMF copy left behind would count twice."""
+    for metric, ways in produced_metrics().items():
+        for function in FUNCTION_NAMES:
+            assert not {f"emf:{function}", f"filter:{function}"} <= ways, (metric, function)
+    filtered = {f.metric for f in metric_filters() if f.log_group == log_group_of("IngestFunction")}
+    assert filtered == METRIC_OWNERS["IngestFunction"]
+    assert not emf_metric_names(closure("IngestFunction")) & filtered
+
+
+def test_metric_filters_use_bounded_dimensions_and_the_service_one() -> None:
+    """A filter creating over 1000 dimension combinations is disabled by CloudWatch: only
+    fields with a few values (provider: configured names only; reason: the error set)."""
+    for metric_filter in metric_filters():
+        assert metric_filter.dimensions.get("service") == "$.service", metric_filter
+        assert set(metric_filter.dimensions) <= {"service", "provider", "reason"}, metric_filter
+        assert len(metric_filter.dimensions) <= 3  # CloudWatch's limit per filter
 
 
 def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
