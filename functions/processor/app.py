@@ -33,26 +33,30 @@ _METRIC_OF = {
 }
 
 
-def observe(result: EventResult) -> None:
-    """One compact line per state transition (true once committed), its message the outcome:
-    the event's row id, provider, event id and attempt, and for anything but ``processed`` its
-    type, duration and cause. The Lambda context is not repeated: the batch's summary line
-    carries the request id once."""
+def observe(result: EventResult) -> list[Any] | None:
+    """Log one state transition (true once committed), named after its outcome.
+
+    A processed event, the common case, gets no line of its own: it is returned as
+    ``[row_id, provider, event_id, attempt]`` for the batch's summary line (about 50 bytes
+    instead of a 165-byte line). Every other transition gets one compact line: the same ids and
+    attempt, the event's type, duration and cause. The Lambda context is never repeated: the
+    summary carries the request id once.
+    """
     event = result.event
     if result.latency is not None:
         # Whole milliseconds: the dashboard's average and maximum need no finer grain.
         latency_ms = round(result.latency.total_seconds() * 1000)
         metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
+    if result.outcome == "processed":
+        return [event.id, event.provider, event.event_id, event.attempts]
     fields: dict[str, Any] = {
         "row_id": event.id,
         "provider": event.provider,
         "event_id": event.event_id,
         "attempt": event.attempts,
+        "event_type": event.event_type,
+        "duration_ms": round(result.duration_ms, 1),
     }
-    if result.outcome == "processed":
-        logger.info(result.outcome, extra=fields)
-        return
-    fields.update(event_type=event.event_type, duration_ms=round(result.duration_ms, 1))
     if result.error_kind:
         fields["error_kind"] = result.error_kind
     if result.retry_delay_s is not None:
@@ -61,6 +65,7 @@ def observe(result: EventResult) -> None:
         logger.info(result.outcome, extra=fields)
     else:
         logger.warning(result.outcome, extra=fields)
+    return None
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -77,8 +82,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             remaining_ms=context.get_remaining_time_in_millis,
             settings=settings,
         )
-        for result in outcome.results:
-            observe(result)
+        processed = [listed for result in outcome.results if (listed := observe(result))]
+        if processed:
+            summary["processed"] = processed
         for outcome_name, n in Counter(r.outcome for r in outcome.results).items():
             if outcome_name in _METRIC_OF:  # one value per metric and batch, not one per event
                 metrics.add_metric(name=_METRIC_OF[outcome_name], unit=MetricUnit.Count, value=n)
@@ -86,8 +92,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         summary.update(leased=len(outcome.results), redelivered=len(redeliver))
     finally:
         # One summary per batch, whatever happened: the invocation's context once, the batch's
-        # counts, and every metric gathered in it (EMF), library ones (PoisonMessages, Retried)
-        # included.
+        # counts, its processed events, and every metric gathered in it (EMF), library ones
+        # (PoisonMessages, Retried) included.
         summary["duration_ms"] = round((time.perf_counter() - started) * 1000, 1)
         logger.info("batch", extra={**summary, **observability.embedded_metrics(metrics)})
     # The one place a processing outcome becomes an SQS outcome: a listed record is delivered

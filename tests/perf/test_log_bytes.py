@@ -31,12 +31,15 @@ from webhook_inbox import db, ingest, processing, providers
 
 # Bytes per stored event (its deliveries, a tenth of a batch, the sweep spread over the mix).
 INGEST_BYTES_PER_WEBHOOK = 198  # 22 lines of ~177 B for 20 events
-PROCESSOR_BYTES_PER_WEBHOOK = 220  # ten ~165 B event lines and one ~515 B summary per batch
+PROCESSOR_BYTES_PER_WEBHOOK = 103  # one ~1 KB summary per batch listing its ten events
 # The sweeper runs once a minute whatever the traffic: bytes per run.
 SWEEPER_BYTES_PER_RUN = 2_500
 
 INGEST_FIELDS = {"level", "message", "timestamp", "service", "provider", "event_id", "row_id"}
-EVENT_FIELDS = {"level", "message", "timestamp", "row_id", "provider", "event_id", "attempt"}
+BATCH_FIELDS = {
+    "level", "message", "timestamp", "request_id", "records", "leased", "redelivered",
+    "duration_ms", "processed", "_aws", "service", "Processed", "ProcessingLatency",
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -111,14 +114,18 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
         providers.reset_for_tests()
         db.reset_for_tests()
 
-    # One line per delivery (metric filters count it); one per transition plus one per batch.
+    # One line per delivery (metric filters count it), one per batch.
     assert len(ingest_lines) == 22
     parsed = [json.loads(line) for line in ingest_lines]
     assert set(parsed[0]) == INGEST_FIELDS
-    assert len(processor_lines) == 2 * (10 + 1)
-    events_logged = [json.loads(line) for line in processor_lines if '"processed"' in line]
-    assert len(events_logged) == 20
-    assert all(set(line) == EVENT_FIELDS for line in events_logged)
+    # Processed events are listed in their batch's summary: [row_id, provider, event_id, attempt].
+    assert len(processor_lines) == 2
+    batches = [json.loads(line) for line in processor_lines]
+    assert all(set(batch) == BATCH_FIELDS for batch in batches)
+    listed = [entry for batch in batches for entry in batch["processed"]]
+    assert sorted(row_id for row_id, *_ in listed) == list(range(1, 21))
+    assert all(entry[1:] == ["stripe", entry[2], 1] for entry in listed)
+    assert {entry[2] for entry in listed} == {json.loads(line)["event_id"] for line in ingest_lines}
     assert len(sweeper_lines) == 1 + 4  # the summary, and BacklogCount per status
 
     assert _size(ingest_lines) / 20 <= INGEST_BYTES_PER_WEBHOOK, ingest_lines[0]

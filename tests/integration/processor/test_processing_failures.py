@@ -101,16 +101,19 @@ def test_one_failing_event_in_ten_fails_alone_with_backoff_and_is_woken_by_sqs( 
     assert metrics["Failed"] == [1.0]
     assert metrics["Retried"] == [1.0]
     assert len(metrics["ProcessingLatency"]) == 9
-    # Logs: one line per transition with ids and attempt, never the payload.
+    # Logs: a line per transition but processed, with ids and attempt, never the payload.
     lines = [json.loads(line) for line in log_output.getvalue().splitlines()]
     failed_line = next(line for line in lines if line["message"] == "failed")
     assert failed_line["row_id"] == bad
     assert failed_line["attempt"] == 1
     assert failed_line["event_type"] == "invoice.paid"
     assert "duration_ms" in failed_line
-    assert sum(line["message"] == "processed" for line in lines) == 9
     [summary] = [line for line in lines if line["message"] == "batch"]
     assert (summary["records"], summary["leased"], summary["redelivered"]) == (10, 10, 0)
+    # The processed ones are listed in the summary: [row_id, provider, event_id, attempt].
+    assert len(summary["processed"]) == 9
+    assert bad not in {row_id for row_id, *_ in summary["processed"]}
+    assert all(attempt == 1 for *_, attempt in summary["processed"])
     assert SECRET not in log_output.getvalue()
 
 
