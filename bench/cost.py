@@ -4,8 +4,9 @@
                          [--send-ms 10] [--batch-size 10] [--cold-start-rate 0.01] ...
 
 Each variant is a source tree: this checkout, and with ``--baseline`` another one (make it with
-``git worktree add /tmp/wi-main main``), so the code of today and the code of this branch run in
-the same run, on the same database server, behind the same injected latency, rounds alternating.
+``git worktree add --detach /tmp/wi-main main``), so the code of today and the code of this
+branch run in the same run, on the same database server, behind the same injected latency,
+rounds alternating.
 Each (tree, function) runs in a fresh interpreter whose ``sys.path`` is that tree's layer and
 application (and its ``functions/<name>/app.py``), as Lambda would load it:
 
