@@ -204,6 +204,16 @@ def rule_failures(resolver: Resolver) -> list[str]:
     return failures
 
 
+class Placeholders(dict[str, str]):
+    """Every resource's Ref and GetAtt reads as ``<Name>`` / ``<Name.Attribute>``."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
+
+
 @dataclass
 class Resolver:
     """Evaluates intrinsics for given parameter values; resource refs come from ``refs``."""

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.infra_support import (
+    Placeholders,
     Resolver,
     dangling_references,
     load_template,
@@ -32,16 +33,6 @@ ONLY_FOR = {
         "IngestFunctionUrlInvokePermission",
     },
 }
-
-
-class Placeholders(dict[str, str]):
-    """Every resource's Ref and GetAtt reads as ``<Name>`` / ``<Name.Attribute>``."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __missing__(self, key: str) -> str:
-        return f"<{key}>"
 
 
 def resolver(endpoint: str, **params: str) -> Resolver:
