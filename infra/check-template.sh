@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks of template.yaml and the SAM build, each tool in its own virtualenv
 # (aws-sam-cli and checkov pin conflicting versions of shared dependencies):
-#   sam validate --lint, sam validate --region, cfn-lint, checkov --skip-download, sam build,
+#   sam validate --lint, sam validate --region, cfn-lint, checkov --skip-download (each for
+#   Endpoint=HttpApi and Endpoint=FunctionUrl), sam build,
 #   then an inspection of the build (layer precompiled for 3.13, aarch64 binaries only, the same
 #   distribution versions as the test environment, no dependencies in functions).
 # Needs python3.13 (the Lambda runtime's version) and make; no Docker, no AWS account.
@@ -68,12 +69,24 @@ echo "   $("$SAM" --version); checkov $("$TOOLS_DIR/checkov/bin/checkov" --versi
 export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
 unset AWS_PROFILE AWS_SESSION_TOKEN
 
-echo "== sam validate --lint";            "$SAM" validate --lint --template template.yaml
-echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template template.yaml
-echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" template.yaml
-echo "== checkov"
-"$TOOLS_DIR/checkov/bin/checkov" -f template.yaml --framework cloudformation --skip-download \
-    --quiet --compact
+# Both endpoints (parameter Endpoint): the template as it is (HttpApi), and a copy beside it whose
+# Endpoint default is FunctionUrl, since checkov judges conditional resources by the defaults.
+VARIANT=$(mktemp ./.template-FunctionUrl.XXXXXX.yaml)
+trap 'rm -f "$VARIANT"' EXIT
+sed '/^  Endpoint:$/,/^  [A-Za-z]/ s/^    Default: HttpApi$/    Default: FunctionUrl/' template.yaml >"$VARIANT"
+if ! grep -q '^    Default: FunctionUrl$' "$VARIANT"; then
+    echo "could not make the FunctionUrl variant: Endpoint's default is no longer 'HttpApi'" >&2
+    exit 1
+fi
+for TEMPLATE in template.yaml "$VARIANT"; do
+    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
+    echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
+    echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
+    echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" "$TEMPLATE"
+    echo "== checkov"
+    "$TOOLS_DIR/checkov/bin/checkov" -f "$TEMPLATE" --framework cloudformation --skip-download \
+        --quiet --compact
+done
 echo "== sam build"
 "$SAM" build --template template.yaml --build-dir .aws-sam/build
 echo "== inspecting the build"

@@ -2,6 +2,9 @@
 
 - :func:`load_template` parses the SAM template with CloudFormation's short tags (``!Ref``…).
 - :func:`resolve` evaluates intrinsic functions for a chosen set of parameter values.
+- :func:`translated_template` is the template as ``sam deploy`` hands it to CloudFormation (SAM's
+  own translator, offline); :func:`dangling_references` lists what a chosen deployment of either
+  would refer to without creating it.
 - :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
   (deferred imports inside functions included), which is the code that function can run.
 - :func:`settings_variables` reads the settings classes that code defines (their fields name
@@ -11,9 +14,11 @@
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import functools
 import importlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +61,89 @@ _CfnLoader.add_multi_constructor("!", _construct_intrinsic)
 def load_template() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.load(TEMPLATE_PATH.read_text(), Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
     return loaded
+
+
+@functools.cache
+def translated_template() -> dict[str, Any]:
+    """template.yaml translated by SAM (the AWS::Serverless-2016-10-31 transform), as CloudFormation
+    receives it. Local code paths stand in for the S3 locations ``sam package`` would upload."""
+    import boto3
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    template = copy.deepcopy(load_template())
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if isinstance(properties.get(key), str):
+                properties[key] = f"s3://bucket/{properties[key].strip('/')}"
+    translator = Translator(None, Parser(), boto_session=boto3.Session(region_name="us-east-1"))
+    translated: dict[str, Any] = translator.translate(
+        template, parameter_values={}, get_managed_policy_map=lambda: {}
+    )
+    return translated
+
+
+@dataclass(frozen=True)
+class MetricFilter:
+    """One AWS::Logs::MetricFilter transformation: which log group's lines it counts, and how."""
+
+    name: str  # the resource
+    log_group: str  # the log group resource it is attached to
+    pattern: str
+    namespace: str
+    metric: str
+    dimensions: Mapping[str, str]  # dimension name -> the line's field ($.x)
+
+    def matches(self, line: Mapping[str, Any]) -> bool:
+        return filter_pattern_matches(self.pattern, line)
+
+    def dimension_values(self, line: Mapping[str, Any]) -> dict[str, Any]:
+        return {key: line.get(field.removeprefix("$.")) for key, field in self.dimensions.items()}
+
+
+def metric_filters() -> list[MetricFilter]:
+    found = []
+    for name, res in resources_of_type("AWS::Logs::MetricFilter").items():
+        props = res["Properties"]
+        for transformation in props["MetricTransformations"]:
+            found.append(
+                MetricFilter(
+                    name=name,
+                    log_group=props["LogGroupName"]["Ref"],
+                    pattern=props["FilterPattern"],
+                    namespace=transformation["MetricNamespace"],
+                    metric=transformation["MetricName"],
+                    dimensions={d["Key"]: d["Value"] for d in transformation.get("Dimensions", [])},
+                )
+            )
+    return found
+
+
+_TERM = re.compile(
+    r"^\$\.(?P<field>[A-Za-z_][A-Za-z0-9_]*)\s*"
+    r'(?:=\s*"(?P<text>[^"]*)"|IS\s+(?P<constant>TRUE|FALSE))$'
+)
+
+
+def filter_pattern_matches(pattern: str, line: Mapping[str, Any]) -> bool:
+    """CloudWatch Logs' JSON filter pattern semantics for the subset the template uses:
+    ``{ $.field = "text" && $.flag IS TRUE }``. Anything else raises, so a new pattern needs
+    this evaluator (and its test) to learn it first."""
+    body = pattern.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"not a JSON filter pattern: {pattern!r}")
+    for term in body[1:-1].split("&&"):
+        match = _TERM.match(term.strip())
+        if match is None:
+            raise ValueError(f"unsupported term {term.strip()!r} in {pattern!r}")
+        value = line.get(match["field"])
+        if match["constant"] is not None:
+            if value is not (match["constant"] == "TRUE"):
+                return False
+        elif value != match["text"]:
+            return False
+    return True
 
 
 def resources_of_type(kind: str) -> dict[str, dict[str, Any]]:
@@ -137,6 +225,16 @@ def rule_failures(resolver: Resolver) -> list[str]:
             if not resolver.resolve(assertion["Assert"]):
                 failures.append(" ".join(str(assertion["AssertDescription"]).split()))
     return failures
+
+
+class Placeholders(dict[str, str]):
+    """Every resource's Ref and GetAtt reads as ``<Name>`` / ``<Name.Attribute>``."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return f"<{key}>"
 
 
 @dataclass
@@ -237,6 +335,66 @@ class Resolver:
                 out = out.replace("${" + name + "}", str(replacement))
             return out
         return {key: self.resolve(arg)}
+
+
+def references(value: Any, resolver: Resolver) -> set[str]:  # noqa: PLR0911 - one per intrinsic
+    """Logical names a template value refers to (``Ref``, ``Fn::GetAtt``, ``${Name}`` or
+    ``${Name.Attribute}`` in ``Fn::Sub``), following only the ``Fn::If`` branches the resolver's
+    conditions take; parameters and pseudo parameters included."""
+    found: set[str] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= references(item, resolver)
+        return found
+    if not isinstance(value, dict):
+        return found
+    if len(value) == 1:
+        ((key, arg),) = value.items()
+        if key == "Ref":
+            return {str(arg)}
+        if key == "Fn::GetAtt":
+            return {str(arg[0] if isinstance(arg, list) else str(arg).split(".", 1)[0])}
+        if key == "Fn::If":
+            name, when_true, when_false = arg
+            return references(when_true if resolver.condition(name) else when_false, resolver)
+        if key == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else arg
+            found |= references(list(variables.values()), resolver)
+            return found | {
+                name.split(".", 1)[0]
+                for name in _sub_names(text)
+                if name not in variables and not name.startswith("!")
+            }
+    for item in value.values():
+        found |= references(item, resolver)
+    return found
+
+
+def dangling_references(template: Mapping[str, Any], resolver: Resolver) -> list[str]:
+    """``resource -> target`` for every reference (DependsOn included) from a resource or output
+    that these parameters create to a resource they do not: CloudFormation refuses such a
+    template before it creates anything."""
+
+    def exists(res: Mapping[str, Any]) -> bool:
+        return "Condition" not in res or resolver.condition(res["Condition"])
+
+    resources = {name: res for name, res in template["Resources"].items() if exists(res)}
+    known = set(resources) | set(template.get("Parameters", {}))
+    dangling = []
+    for name, res in resources.items():
+        depends = res.get("DependsOn", [])
+        targets = references(res.get("Properties", {}), resolver)
+        targets |= set([depends] if isinstance(depends, str) else depends)
+        dangling += [f"{name} -> {t}" for t in sorted(targets) if not _known(t, known)]
+    for name, output in template.get("Outputs", {}).items():
+        if exists(output):
+            targets = references(output["Value"], resolver)
+            dangling += [f"output {name} -> {t}" for t in sorted(targets) if not _known(t, known)]
+    return dangling
+
+
+def _known(target: str, known: set[str]) -> bool:
+    return target.startswith("AWS::") or target in known
 
 
 def _sub_names(text: str) -> list[str]:
@@ -374,6 +532,27 @@ def string_constants(paths: Iterable[Path]) -> set[str]:
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 found.add(node.value)
+    return found
+
+
+_METRIC_NAME = re.compile(r"^[A-Z][a-z]+(?:[A-Z][a-z]*)+$|^[A-Z][a-z]{3,}$")
+
+
+def emf_metric_names(paths: Iterable[Path]) -> set[str]:
+    """Metric-like names (``CamelCase``) in the modules that add EMF metrics (a call to
+    ``add_metric`` or ``single_metric``): a superset of what the code can emit as EMF."""
+    found: set[str] = set()
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        calls = {_callee_name(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        if calls & {"add_metric", "single_metric"}:
+            found |= {
+                n.value
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)
+                and _METRIC_NAME.match(n.value)
+            }
     return found
 
 

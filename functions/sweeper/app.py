@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 
-from webhook_inbox import aws, db, publishers
+from webhook_inbox import aws, db, observability, publishers
 from webhook_inbox.errors import StoreError
 from webhook_inbox.publishers import Publisher
 from webhook_inbox.sweeper import Sweep, SweeperConfig, emit_metrics
 
 aws.use(aws.SWEEPER)
-logger = Logger()
-metrics = Metrics()
+logger = observability.lean_logger()
+metrics = Metrics()  # the run's counters, embedded in its one summary line
 
 # Per execution environment, created on first use (not at import, so tests can patch them).
 _config: SweeperConfig | None = None
@@ -36,10 +36,9 @@ def _dependencies() -> tuple[SweeperConfig, Any, Publisher]:
     return _config, _sqs, _publisher
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config, sqs, publisher = _dependencies()
+    invocation = {"request_id": context.aws_request_id}
     try:
         sweep = Sweep(
             db.get_connection(application_name="webhook-inbox-sweeper"),
@@ -50,7 +49,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except StoreError:
         db.discard_connection()
-        logger.exception("sweep not started: database unavailable")
+        logger.exception("sweep not started: database unavailable", extra=invocation)
         raise
     # The one place where errors become outcomes: a database failure aborts the run, reports
     # what was done, and fails the invocation (visible in the function's Errors metric); the
@@ -60,8 +59,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except StoreError:
         db.discard_connection()
         emit_metrics(sweep.report, metrics)
-        logger.exception("sweep aborted", extra={"sweep": sweep.report.as_log()})
+        logger.exception(
+            "sweep aborted",
+            extra={**invocation, "sweep": sweep.report.as_log(), **_embedded()},
+        )
         raise
     emit_metrics(report, metrics)
-    logger.info("sweep finished", extra={"sweep": report.as_log()})
+    # One line per run: the report, and its counters as EMF (the per-status BacklogCount
+    # documents stay separate: a dimension value is one property of its document).
+    logger.info("sweep finished", extra={**invocation, "sweep": report.as_log(), **_embedded()})
     return report.as_log()
+
+
+def _embedded() -> dict[str, Any]:
+    return observability.embedded_metrics(metrics)

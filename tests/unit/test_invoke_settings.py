@@ -39,7 +39,7 @@ def test_globals_merge_under_the_functions_own_settings() -> None:
         "functions/ingest/",
         "python3.13",
     )
-    assert (spec.timeout, spec.memory_mb, spec.architectures) == (8, 512, ("arm64",))
+    assert (spec.timeout, spec.memory_mb, spec.architectures) == (8, 256, ("arm64",))
     assert spec.layers == ("SharedLayer",)
     assert spec.environment["DB_CONNECT_TIMEOUT_S"] == "3"  # from Globals
     assert spec.environment["MAX_BODY_BYTES"] == "1048576"  # its own, from a parameter default
@@ -122,7 +122,7 @@ def test_the_process_gets_lambdas_variables_and_sdk_settings_but_not_the_shell()
     assert env["AWS_ACCESS_KEY_ID"] == "k"
     assert "DATABASE_URL" not in env
     assert "PYTHONPATH" not in env
-    assert (env["AWS_REGION"], env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]) == ("eu-west-1", "512")
+    assert (env["AWS_REGION"], env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]) == ("eu-west-1", "256")
     assert (env["LAMBDA_TASK_ROOT"], env["_HANDLER"]) == ("/build/Sweeper", "app.handler")
 
 

@@ -104,13 +104,13 @@ def test_public_url_must_be_an_absolute_http_url_without_fragment(bad: Any) -> N
 
 
 def test_a_handshake_reply_keeps_its_own_status_and_content_type() -> None:
-    outcome = ingest.Outcome(ingest.Reply("challenge-text", 200, "text/plain"), "handshake", None)
+    outcome = ingest.Outcome(ingest.Reply("challenge-text", 200, "text/plain"), "handshake")
     response = outcome.response()
     assert response["statusCode"] == 200
     assert response["headers"] == {"Content-Type": "text/plain"}
     assert response["body"] == "challenge-text"
-    empty = ingest.Outcome(ingest.Reply("", 204), "handshake", None).response()
+    empty = ingest.Outcome(ingest.Reply("", 204), "handshake").response()
     assert (empty["statusCode"], empty["body"]) == (204, "")
-    assert json.loads(ingest.Outcome(ingest._ACCEPTED, "accepted", None).response()["body"]) == {
+    assert json.loads(ingest.Outcome(ingest._ACCEPTED, "accepted").response()["body"]) == {
         "status": "accepted"
     }

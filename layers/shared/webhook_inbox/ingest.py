@@ -6,8 +6,9 @@ autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` per new row →
 send clears the stamp so the next sweep sends the row).
 
 Errors become HTTP answers in exactly one place, :func:`handle`. Every authentication failure
-gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. Logs carry
-provider, event id and type, outcome and duration, never the body or a secret.
+gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. The outcome
+carries provider, event id and type, outcome and duration for the entry point's log line, never
+the body or a secret.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -75,15 +76,17 @@ class IngestSettings:
 
 @dataclass
 class Outcome:
-    """What happened to one delivery: the HTTP reply plus the facts for logs and metrics.
+    """What happened to one delivery: the HTTP reply plus the facts for its log line, from which
+    the template's metric filters count it (``outcome``, ``reason``, ``enqueue_failed``).
 
     ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
-    batch (``events`` counts them, ``new_events`` those stored for the first time).
+    batch (``events`` counts them, ``new_events`` those stored for the first time). ``reason``
+    says why for a rejection (signature, stale, schema, …) and for ``unavailable``: ``store``
+    (the database) or ``secret`` (Secrets Manager).
     """
 
     reply: Reply
     outcome: str  # accepted | duplicate | rejected | handshake | unavailable | error
-    metric: str | None
     reason: str | None = None
     detail: str | None = None
     provider: str | None = None  # only a configured provider name (a bounded dimension)
@@ -95,7 +98,6 @@ class Outcome:
     new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
-    extra_metrics: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> int:
@@ -259,9 +261,7 @@ def _accept(
     first = next(c for c in claims if c.event_id == identities[0].event_id)
     new = [c.id for c in claims if c.is_new]
     outcome.row_id, outcome.events, outcome.new_events = first.id, len(claims), len(new)
-    outcome.reply, outcome.outcome, outcome.metric = (
-        (_ACCEPTED, "accepted", "Accepted") if new else (_DUPLICATE, "duplicate", "Duplicate")
-    )
+    outcome.reply, outcome.outcome = (_ACCEPTED, "accepted") if new else (_DUPLICATE, "duplicate")
     outcome.reply = scheme.acknowledge(payload, new=bool(new)) or outcome.reply
     if not new and not all(c.counted for c in claims):
         # A processor's batch held the row: answered from the stored row, without the count.
@@ -281,7 +281,6 @@ def _accept(
     # that fails, the sweeper's stale rule re-sends the rows later.
     if error:
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
-        outcome.extra_metrics.append("EnqueueFailed")
     try:
         with db.deadline(db.answer_deadline_s()):
             inbox.clear_enqueued(conn, unsent)
@@ -302,7 +301,7 @@ def handle(
     ``settings`` and ``sqs_client`` give the execution environment's (built on first use): a
     settings error is then this delivery's 500 outcome, logged like any other."""
     started = time.perf_counter()
-    outcome = Outcome(_GENERIC_BODIES[500], "error", None)
+    outcome = Outcome(_GENERIC_BODIES[500], "error")
     try:
         configured = settings()
         provider_name, delivery = decode_event(event, configured.max_body_bytes)
@@ -338,19 +337,16 @@ def handle(
         outcome.reply = _GENERIC_BODIES.get(exc.status) or Reply.json(
             {"error": "invalid payload", "detail": exc.detail}, exc.status
         )
-        outcome.outcome, outcome.metric = "rejected", "Rejected"
-        outcome.reason, outcome.detail = exc.reason, exc.detail
+        outcome.outcome, outcome.reason, outcome.detail = "rejected", exc.reason, exc.detail
     except (StoreUnavailable, StoreConflict) as exc:
         db.discard_connection()
         outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.metric = "unavailable", "StoreUnavailable"
-        outcome.detail = str(exc)
+        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
     except SecretUnavailable as exc:
         # A provider's secret or the database's: retrying later may succeed (503), and the
         # metric is what the SecretUnavailable alarm watches.
         outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.metric = "unavailable", "SecretUnavailable"
-        outcome.detail = str(exc)
+        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "secret", str(exc)
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, inbox, passes
+from webhook_inbox import aws, db, inbox, observability, passes
 from webhook_inbox.errors import (
     StoreError,
 )
@@ -54,7 +54,8 @@ from webhook_inbox.wakeups import parse_body
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-logger = Logger()
+logger = observability.lean_logger()
+# Gathered during a batch; the entry point puts them into its one summary line per batch.
 metrics = Metrics()
 
 # A lease must outlive the invocation that holds it: remaining time plus a margin for the commit
@@ -99,7 +100,7 @@ def _send_retry_wakeups(queue_url: str, delays: dict[int, int]) -> set[int]:
     for exc in result.errors:
         logger.warning("retry wake-up send failed", extra={"error_kind": type(exc).__name__})
     for row_id, code in result.rejected:
-        logger.warning("retry wake-up rejected", extra={"event_row_id": row_id, "error_kind": code})
+        logger.warning("retry wake-up rejected", extra={"row_id": row_id, "error_kind": code})
     return set(result.sent)
 
 
@@ -198,10 +199,6 @@ def _process_rows(
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
     leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
-    logger.info(
-        "batch leased",
-        extra={"requested": len(row_ids), "leased": len(leased), "lease_seconds": lease_seconds},
-    )
     leased_ids = {event.id for event in leased}
     not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
     with db.translate():
@@ -321,14 +318,14 @@ def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set
     found = inbox.statuses_of(conn, row_ids)
     for row_id in row_ids:
         if row_id not in found:
-            logger.warning("unknown inbox id acknowledged", extra={"event_row_id": row_id})
+            logger.warning("unknown inbox id acknowledged", extra={"row_id": row_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
         elif found[row_id][1]:
-            logger.info("event locked elsewhere, redelivered", extra={"event_row_id": row_id})
+            logger.info("event locked elsewhere, redelivered", extra={"row_id": row_id})
         else:
             logger.info(
                 "event not claimable, acknowledged",
-                extra={"event_row_id": row_id, "status": found[row_id][0]},
+                extra={"row_id": row_id, "status": found[row_id][0]},
             )
     return {row_id for row_id, (_, claimable) in found.items() if claimable}
 

@@ -356,3 +356,101 @@ def test_the_documented_iam_needs_are_exactly_the_calls_preflight_makes() -> Non
     called = preflight_calls()
     assert len(called) >= 9, "the scan should see every client call"
     assert documented == called
+
+
+# --- Endpoint=FunctionUrl: ingest reserves concurrency ---------------------------------------
+
+
+def test_a_function_url_with_room_for_its_reservation_passes(vpc: Vpc) -> None:
+    opts = options(vpc, endpoint="FunctionUrl", ingest_reserved_concurrency=20)
+    assert failures(opts, make_clients(unreserved=990)) == []
+
+
+def test_a_reservation_that_would_leave_lambdas_minimum_fails_with_the_most_that_fits(
+    vpc: Vpc,
+) -> None:
+    opts = options(vpc, endpoint="FunctionUrl", ingest_reserved_concurrency=20)
+    found = failures(opts, make_clients(unreserved=110))
+    assert [f.check for f in found] == ["Lambda concurrency"]
+    assert "leaves 90" in found[0].detail
+    assert found[0].fix.startswith("lower IngestReservedConcurrency to 10 or less")
+    # The same account is fine behind the HTTP API, which reserves nothing.
+    assert failures(options(vpc), make_clients(unreserved=110)) == []
+
+
+def test_an_account_at_lambdas_minimum_cannot_reserve_at_all(vpc: Vpc) -> None:
+    opts = options(vpc, endpoint="FunctionUrl", ingest_reserved_concurrency=1)
+    (finding,) = failures(opts, make_clients(unreserved=100))
+    assert "lower IngestReservedConcurrency" not in finding.fix
+    assert "Endpoint=HttpApi" in finding.fix
+
+
+def test_the_deployed_stacks_own_reservation_counts_as_available(aws: None) -> None:
+    """Redeploying with the same reservation needs no more than the pool plus what it holds."""
+    lambda_client = boto3.client("lambda", region_name=REGION)
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    lambda_stub, cfn_stub = Stubber(lambda_client), Stubber(cloudformation)
+    limits = {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": 100}
+    lambda_stub.add_response("get_account_settings", {"AccountLimit": limits})
+    cfn_stub.add_response(
+        "describe_stack_resource",
+        {
+            "StackResourceDetail": {
+                "LogicalResourceId": "IngestFunction",
+                "PhysicalResourceId": "webhook-inbox-IngestFunction-AbC",
+                "ResourceType": "AWS::Lambda::Function",
+                "LastUpdatedTimestamp": "2026-12-01T00:00:00Z",
+                "ResourceStatus": "UPDATE_COMPLETE",
+            }
+        },
+        {"StackName": "webhook-inbox", "LogicalResourceId": "IngestFunction"},
+    )
+    lambda_stub.add_response(
+        "get_function_concurrency",
+        {"ReservedConcurrentExecutions": 20},
+        {"FunctionName": "webhook-inbox-IngestFunction-AbC"},
+    )
+    lambda_stub.activate()
+    cfn_stub.activate()
+    clients = {"lambda": lambda_client, "cloudformation": cloudformation}
+    aws_clients = REAL_CLIENTS(
+        REGION, lambda s: clients.get(s) or boto3.client(s, region_name=REGION)
+    )
+    opts = pf.Options(region=REGION, endpoint="FunctionUrl", ingest_reserved_concurrency=20)
+    (finding,) = pf.check_concurrency(aws_clients, opts)
+    assert finding.status == pf.OK, finding
+    assert "120 unreserved" in finding.detail  # without it: 80 left, below 100
+    lambda_stub.assert_no_pending_responses()
+
+
+def test_endpoint_settings_come_from_samconfig_and_parameter_overrides(
+    vpc: Vpc, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "samconfig.toml"
+    config.write_text(
+        'version = 0.1\n[default.deploy.parameters]\nregion = "us-east-1"\n'
+        'parameter_overrides = "Endpoint=FunctionUrl IngestReservedConcurrency=50"\n'
+    )
+    from_config = pf.options_from_config(config)
+    assert (from_config["endpoint"], from_config["ingest_reserved_concurrency"]) == (
+        "FunctionUrl",
+        50,
+    )
+    monkeypatch.setattr(pf, "Clients", lambda region: make_clients(unreserved=140))
+    network = ["--vpc-id", vpc.vpc_id, "--subnet-ids", ",".join(vpc.subnets)]
+    network += ["--route-table-ids", ",".join(vpc.route_tables)]
+    assert main(["preflight", "--config", str(config), *network]) == 1
+    assert "IngestReservedConcurrency=50 for the Function URL leaves 90" in capsys.readouterr().out
+    overrides = ["--parameter-overrides", "Endpoint=FunctionUrl IngestReservedConcurrency=30"]
+    assert main(["preflight", "--region", REGION, *network, *overrides]) == 0
+    assert "30 reserved for the Function URL leaves 110" in capsys.readouterr().out
+    assert main(["preflight", "--region", REGION, *network, "--endpoint", "HttpApi"]) == 0
+
+
+def test_an_unknown_endpoint_is_a_usage_error(
+    vpc: Vpc, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pf, "Clients", lambda region: make_clients())
+    args = ["preflight", "--region", REGION, "--parameter-overrides", "Endpoint=RestApi"]
+    assert main(args) == 2
+    assert "Endpoint must be one of HttpApi, FunctionUrl" in capsys.readouterr().err

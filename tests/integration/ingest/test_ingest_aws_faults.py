@@ -10,7 +10,9 @@ database refuses the cached credentials, and not more often than once a minute.
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import threading
 import time
 import uuid
@@ -27,13 +29,13 @@ from psycopg.conninfo import conninfo_to_dict
 
 from tests.faults.fixtures import MotoEndpoint
 from tests.faults.proxy import FaultProxy
+from tests.infra_support import metric_filters
 from tests.integration.ingest.conftest import (
     IngestHarness,
     providers_config,
     row_count,
     secret_of,
 )
-from tests.integration.processor.helpers import emitted_metrics
 from webhook_inbox import aws, db, ingest, providers
 
 # Lambda kills ingest at its timeout (template: 8 s); every answer must come well before.
@@ -92,11 +94,37 @@ def _bounded(call: Callable[[], dict[str, Any]], limit_s: float) -> tuple[dict[s
     return result[0], elapsed
 
 
+def counted_metrics(stdout: str) -> dict[str, list[float]]:
+    """What CloudWatch counts from ingest's lines: the template's metric filters, run over them."""
+    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    counted: dict[str, list[float]] = {}
+    for text in stdout.splitlines():
+        if text.startswith("{"):
+            line = json.loads(text)
+            for matched in (f for f in filters if f.matches(line)):
+                counted.setdefault(matched.metric, []).append(1.0)
+    return counted
+
+
+@pytest.fixture
+def ingest_lines(server_harness: IngestHarness) -> Iterator[io.StringIO]:
+    """The ingest function's own log lines, formatted as Lambda receives them."""
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    handler.setFormatter(server_harness.app.logger.registered_formatter)
+    service_logger = server_harness.app.logger._logger
+    service_logger.addHandler(handler)
+    try:
+        yield sink
+    finally:
+        service_logger.removeHandler(handler)
+
+
 def _unavailable_and_counted(reply: dict[str, Any], stdout: str) -> None:
     assert reply["statusCode"] == 503
     assert reply["headers"]["Retry-After"] == "5"
     assert json.loads(reply["body"]) == {"error": "temporarily unavailable, retry later"}
-    assert emitted_metrics(stdout).get("SecretUnavailable") == [1.0]
+    assert counted_metrics(stdout).get("SecretUnavailable") == [1.0]
 
 
 # --- SQS that accepts the connection and never answers (defect 3) ---------------------------
@@ -269,7 +297,7 @@ def test_an_unreadable_secret_is_a_503_with_retry_after_and_a_metric(  # noqa: P
     server_harness: IngestHarness,
     secret_faults: SecretsManagerFaults,
     conn: psycopg.Connection[Any],
-    capsys: pytest.CaptureFixture[str],
+    ingest_lines: io.StringIO,
     which: str,
     code: str,
 ) -> None:
@@ -278,7 +306,7 @@ def test_an_unreadable_secret_is_a_503_with_retry_after_and_a_metric(  # noqa: P
 
     reply, elapsed = _bounded(lambda: _deliver(server_harness), INGEST_TIMEOUT_S)
 
-    _unavailable_and_counted(reply, capsys.readouterr().out)
+    _unavailable_and_counted(reply, ingest_lines.getvalue())
     assert elapsed <= aws.INGEST.worst_case_s + 1.0
     assert row_count(conn) == 0
     # Once Secrets Manager answers again, the next delivery goes through.
@@ -290,7 +318,7 @@ def test_a_database_secret_that_does_not_exist_is_a_503(
     server_harness: IngestHarness,
     database_url: str,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    ingest_lines: io.StringIO,
 ) -> None:
     # moto's own ResourceNotFoundException, not an injected one.
     monkeypatch.delenv("DATABASE_URL")
@@ -299,7 +327,7 @@ def test_a_database_secret_that_does_not_exist_is_a_503(
     )
     db.reset_for_tests()
 
-    _unavailable_and_counted(_deliver(server_harness), capsys.readouterr().out)
+    _unavailable_and_counted(_deliver(server_harness), ingest_lines.getvalue())
 
 
 @pytest.mark.parametrize("which", sorted(SECRET_FIXTURE))
@@ -307,7 +335,7 @@ def test_a_secrets_manager_that_never_answers_is_a_prompt_503(
     request: pytest.FixtureRequest,
     server_harness: IngestHarness,
     moto_endpoint: MotoEndpoint,
-    capsys: pytest.CaptureFixture[str],
+    ingest_lines: io.StringIO,
     which: str,
 ) -> None:
     request.getfixturevalue(SECRET_FIXTURE[which])
@@ -317,7 +345,7 @@ def test_a_secrets_manager_that_never_answers_is_a_prompt_503(
     finally:
         moto_endpoint.proxy.set_blackhole(False)
 
-    _unavailable_and_counted(reply, capsys.readouterr().out)
+    _unavailable_and_counted(reply, ingest_lines.getvalue())
     assert elapsed <= aws.INGEST.worst_case_s + 1.0
 
 
@@ -368,7 +396,7 @@ def test_a_refused_database_login_rereads_the_secret_at_most_once_a_minute(  # n
     secret_faults: SecretsManagerFaults,
     pg_proxy: FaultProxy,
     conn: psycopg.Connection[Any],
-    capsys: pytest.CaptureFixture[str],
+    ingest_lines: io.StringIO,
 ) -> None:
     first, _ = database_secret.roles
     assert _deliver(server_harness)["statusCode"] == 202
@@ -378,7 +406,7 @@ def test_a_refused_database_login_rereads_the_secret_at_most_once_a_minute(  # n
 
     assert [r["statusCode"] for r in replies] == [503] * 5
     assert all(r["headers"]["Retry-After"] == "5" for r in replies)
-    assert emitted_metrics(capsys.readouterr().out).get("StoreUnavailable") == [1.0] * 5
+    assert counted_metrics(ingest_lines.getvalue()).get("StoreUnavailable") == [1.0] * 5
     # One read at the start, one forced by the first refusal; the other four wait their minute.
     assert secret_faults.answered_by_moto == 2
     assert row_count(conn) == 1

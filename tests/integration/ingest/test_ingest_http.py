@@ -573,3 +573,27 @@ def test_shipped_event_fixtures_are_accepted(
     assert reply.status == 202
     assert harness.invoke(load_event(fixture)).status == 200
     assert row_count(conn) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/webhooks/stripe", 401),
+        ("PUT", "/webhooks/stripe", 401),
+        ("POST", "/", 404),
+        ("POST", "/admin", 404),
+        ("POST", "/webhooks/stripe/extra", 404),
+        ("GET", "/webhooks/nobody", 404),
+    ],
+)
+def test_a_function_url_hands_ingest_every_method_and_path_and_stores_nothing_unsigned(
+    method: str, path: str, status: int, harness: IngestHarness, conn: psycopg.Connection[Any]
+) -> None:
+    """Endpoint=FunctionUrl has no route: whatever reaches the URL reaches ingest, which must
+    answer as the HTTP API's route and ingest together do."""
+    signed = stripe_official(harness.now)
+    event = SHAPES["function-url"](signed.provider, signed.body, {})
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = method
+    assert harness.invoke(event).status == status
+    assert row_count(conn) == 0

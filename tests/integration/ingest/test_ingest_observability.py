@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.infra_support import metric_filters
 from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count
 
 MARKER = "PAYLOAD-MARKER-7f3a9c"
@@ -81,18 +82,64 @@ def test_no_payload_or_secret_reaches_logs_or_metrics(
     for secret in secrets:
         assert secret not in everything
     records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
-    deliveries = [r for r in records if r.get("message") == "delivery"]
+    outcomes = {"accepted", "duplicate", "rejected", "unavailable"}
+    deliveries = [r for r in records if r.get("message") in outcomes]
     assert len(deliveries) == len(statuses)
-    reasons = {r.get("reason") for r in deliveries if r["outcome"] == "rejected"}
+    reasons = {r.get("reason") for r in deliveries if r["message"] == "rejected"}
     assert reasons == {"signature", "stale", "unknown_provider", "schema"}
-    accepted = [r for r in deliveries if r["outcome"] == "accepted"]
+    accepted = [r for r in deliveries if r["message"] == "accepted"]
     assert all(r["event_id"].startswith("evt_") and r["provider"] == "acme" for r in accepted)
-    assert all("duration_ms" in r for r in deliveries)
-    # Metrics (EMF on stdout): bounded dimensions only, and the reason on Rejected.
-    emf = [json.loads(line) for line in out.out.splitlines() if '"_aws"' in line]
-    names = {m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] for m in emf}
-    assert {"Accepted", "Duplicate", "Rejected", "StoreUnavailable"} <= names
-    for document in emf:
-        dimensions = set(document["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0])
-        assert dimensions <= {"provider", "reason", "service"}
-        assert document.get("provider") in {None, "acme", "acme-timestamped"}
+    assert all("row_id" in r for r in accepted)
+    (down,) = [r for r in deliveries if r["message"] == "unavailable"]
+    assert (down["reason"], "duration_ms" in down, "request_id" in down) == ("store", True, True)
+    # No EMF here any more: the template's metric filters count these lines.
+    assert '"_aws"' not in everything
+    assert_metric_filters_count_each_line_once(deliveries)
+
+
+# The counter each ingest outcome must increment, and nothing else.
+EXPECTED_METRIC = {
+    "accepted": "Accepted",
+    "duplicate": "Duplicate",
+    "rejected": "Rejected",
+    "unavailable": "StoreUnavailable",
+}
+
+
+def assert_metric_filters_count_each_line_once(lines: list[dict[str, Any]]) -> None:
+    """Runs the template's filter patterns over the lines as CloudWatch Logs would: each line
+    gives exactly its outcome's metric, with every dimension present and bounded."""
+    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    for line in lines:
+        matched = [f for f in filters if f.matches(line)]
+        assert [f.metric for f in matched] == [EXPECTED_METRIC[line["message"]]], line
+        (metric_filter,) = matched
+        values = metric_filter.dimension_values(line)
+        assert None not in values.values(), (line, values)  # every dimension found
+        assert values["service"] == "webhook-inbox"
+        assert values.get("provider", "acme") in {"acme", "acme-timestamped"}
+        assert values.get("reason", "signature") in {
+            "signature",
+            "stale",
+            "unknown_provider",
+            "schema",
+        }
+
+
+def test_a_failed_enqueue_is_counted_beside_its_acceptance(
+    harness: IngestHarness,
+    captured_logs: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook_inbox import aws
+
+    monkeypatch.setattr(aws, "send_wakeup", lambda *_: "EndpointConnectionError")
+    body = json.dumps({"id": "evt_unsent", "type": "t"}).encode()
+    assert harness.deliver("acme", body, harness.sign("acme", body)).status == 202
+    (line,) = [
+        json.loads(text) for text in captured_logs.getvalue().splitlines() if '"accepted"' in text
+    ]
+    assert line["enqueue_failed"] is True
+    assert "request_id" in line
+    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    assert sorted(f.metric for f in filters if f.matches(line)) == ["Accepted", "EnqueueFailed"]

@@ -95,19 +95,25 @@ def test_one_failing_event_in_ten_fails_alone_with_backoff_and_is_woken_by_sqs( 
     assert 4 <= entry["DelaySeconds"] <= 7
     assert failed["enqueued_at"] is not None
     assert conn.execute("SELECT count(*) FROM customers").fetchone() == (9,)
-    metrics = emitted_metrics(capsys.readouterr().out)
-    assert len(metrics["Processed"]) == 9
+    # Metrics ride in the batch's summary line (EMF), one value per metric and batch.
+    metrics = emitted_metrics(log_output.getvalue())
+    assert metrics["Processed"] == [9.0]
     assert metrics["Failed"] == [1.0]
     assert metrics["Retried"] == [1.0]
     assert len(metrics["ProcessingLatency"]) == 9
-    # Logs: one line per transition with ids and attempt, never the payload.
+    # Logs: a line per transition but processed, with ids and attempt, never the payload.
     lines = [json.loads(line) for line in log_output.getvalue().splitlines()]
-    failed_line = next(line for line in lines if line["message"] == "event failed")
-    assert failed_line["event_row_id"] == bad
+    failed_line = next(line for line in lines if line["message"] == "failed")
+    assert failed_line["row_id"] == bad
     assert failed_line["attempt"] == 1
     assert failed_line["event_type"] == "invoice.paid"
     assert "duration_ms" in failed_line
-    assert sum(line["message"] == "event processed" for line in lines) == 9
+    [summary] = [line for line in lines if line["message"] == "batch"]
+    assert (summary["records"], summary["leased"], summary["redelivered"]) == (10, 10, 0)
+    # The processed ones are listed in the summary: [row_id, provider, event_id, attempt].
+    assert len(summary["processed"]) == 9
+    assert bad not in {row_id for row_id, *_ in summary["processed"]}
+    assert all(attempt == 1 for *_, attempt in summary["processed"])
     assert SECRET not in log_output.getvalue()
 
 
@@ -181,7 +187,7 @@ def test_attempts_exhausted_go_to_dead_letter_with_a_metric(
     processor: ModuleType,
     conn: psycopg.Connection[Any],
     registry: dict[tuple[str, str], Any],
-    capsys: pytest.CaptureFixture[str],
+    log_output: io.StringIO,
 ) -> None:
     def not_ready(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
         raise RetryableEventError("upstream account not provisioned yet")
@@ -193,13 +199,14 @@ def test_attempts_exhausted_go_to_dead_letter_with_a_metric(
         assert failures(invoke(processor, sqs_event_for([row_id]))) == []
         assert (row(conn, row_id)["status"], row(conn, row_id)["attempts"]) == ("failed", attempt)
         make_due(conn, row_id)
-    capsys.readouterr()
+    log_output.seek(0)
+    log_output.truncate()
     assert failures(invoke(processor, sqs_event_for([row_id]))) == []
 
     dead = row(conn, row_id)
     assert (dead["status"], dead["attempts"], dead["error_kind"]) == ("dead_letter", 3, "retryable")
     assert dead["last_error"] == "upstream account not provisioned yet"
-    assert emitted_metrics(capsys.readouterr().out)["DeadLettered"] == [1.0]
+    assert emitted_metrics(log_output.getvalue())["DeadLettered"] == [1.0]
 
 
 def test_an_unsupported_schema_version_is_dead_lettered_at_once(
@@ -229,14 +236,14 @@ def test_a_payload_missing_a_required_field_is_dead_lettered_at_once(
 
 
 def test_an_event_type_without_a_handler_is_ignored_with_a_disposition(
-    processor: ModuleType, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+    processor: ModuleType, conn: psycopg.Connection[Any], log_output: io.StringIO
 ) -> None:
     row_id = store_event(conn, event_type="charge.refunded", payload={"id": "evt_x"})
     assert failures(invoke(processor, sqs_event_for([row_id]))) == []
     ignored = row(conn, row_id)
     assert ignored["status"] == "ignored"
     assert ignored["disposition"] == "no handler registered for this provider and event type"
-    assert emitted_metrics(capsys.readouterr().out)["Ignored"] == [1.0]
+    assert emitted_metrics(log_output.getvalue())["Ignored"] == [1.0]
 
 
 class SimulatedCrash(BaseException):
@@ -398,7 +405,7 @@ def test_poison_messages_are_acknowledged_counted_and_logged(
 
     assert failures(response) == []  # redelivering them could never help
     assert row(conn, good)["status"] == "processed"
-    assert emitted_metrics(capsys.readouterr().out)["PoisonMessages"] == [1.0, 1.0, 1.0]
+    assert emitted_metrics(log_output.getvalue())["PoisonMessages"] == [1.0, 1.0, 1.0]
     messages = [json.loads(line)["message"] for line in log_output.getvalue().splitlines()]
     assert messages.count("poison message acknowledged") == 2
     assert messages.count("unknown inbox id acknowledged") == 1

@@ -62,6 +62,12 @@ def _formatted_logs(app: ModuleType, caplog: pytest.LogCaptureFixture) -> list[d
     ]
 
 
+def _emf_everywhere(stdout: str, app: ModuleType, caplog: pytest.LogCaptureFixture) -> str:
+    """The EMF documents of a run: the summary line (the run's counters ride in it) and the
+    per-status BacklogCount documents Powertools prints."""
+    return stdout + "\n" + "\n".join(json.dumps(line) for line in _formatted_logs(app, caplog))
+
+
 def _arrange_backlog(conn: psycopg.Connection[Any]) -> None:
     claim(conn, "evt_new", payload={"card": SECRET_IN_PAYLOAD})  # received, never enqueued
     dead = claim(conn, "evt_dead")
@@ -96,7 +102,7 @@ def test_schedule_invocation_sweeps_emits_bounded_metrics_and_one_summary_line(
     assert events.published_keys() == ["stripe:evt_x:customer.welcome"]
 
     stdout = capsys.readouterr().out
-    metrics = _emf_metrics(stdout)
+    metrics = _emf_metrics(_emf_everywhere(stdout, sweeper_app, caplog))
     by_name: dict[str, list[tuple[float, dict[str, str]]]] = {}
     for name, value, dimensions in metrics:
         by_name.setdefault(name, []).append((value, dimensions))
@@ -124,13 +130,15 @@ def test_schedule_invocation_sweeps_emits_bounded_metrics_and_one_summary_line(
     assert all(SECRET_IN_PAYLOAD not in json.dumps(line) for line in logs)
 
 
-def test_outbox_dead_metric_is_emitted_when_a_message_exhausts_its_attempts(
+def test_outbox_dead_metric_is_emitted_when_a_message_exhausts_its_attempts(  # noqa: PLR0917
     conn: psycopg.Connection[Any],
     aws: Aws,
     sweeper_app: ModuleType,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO)
     monkeypatch.setenv("OUTBOX_MAX_ATTEMPTS", "1")
     sweeper_app._publisher = EventBridgePublisher(
         RecordingEvents(fail=lambda entry: True), event_bus_name="default"
@@ -139,7 +147,8 @@ def test_outbox_dead_metric_is_emitted_when_a_message_exhausts_its_attempts(
 
     sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
 
-    metrics = {name: value for name, value, _ in _emf_metrics(capsys.readouterr().out)}
+    output = _emf_everywhere(capsys.readouterr().out, sweeper_app, caplog)
+    metrics = {name: value for name, value, _ in _emf_metrics(output)}
     assert metrics["OutboxDead"] == 1.0
     assert conn.execute("SELECT status FROM outbox_messages").fetchone() == ("dead",)
 
@@ -166,7 +175,8 @@ def test_a_database_outage_fails_the_invocation_after_reporting_what_was_done(
         line for line in _formatted_logs(sweeper_app, caplog) if line["message"] == "sweep aborted"
     ]
     assert aborted["sweep"]["completed_steps"] == ["expire_leases"]
-    assert "LeasesExpired" in {name for name, _, _ in _emf_metrics(capsys.readouterr().out)}
+    assert "LeasesExpired" in aborted  # the counters so far, as EMF in the same line
+    assert "LeasesExpired" in {name for name, _, _ in _emf_metrics(json.dumps(aborted))}
     # The connection is dropped, so the next invocation opens a fresh one...
     assert db._connection is None
     # ...and, the database back, simply does the work.

@@ -22,18 +22,19 @@ from tests.infra_support import (
     ROOT,
     Resolver,
     boto3_usage,
+    emf_metric_names,
     function_dir,
     function_entry,
     imports_module,
     is_placeholder,
     load_template,
+    metric_filters,
     module_closure,
     parameter_defaults,
     policy_actions,
     resources_of_type,
     serverless_functions,
     settings_variables,
-    string_constants,
 )
 
 FUNCTIONS = serverless_functions()
@@ -77,7 +78,8 @@ IAM_ACTION_OF_API = {
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
 
-# Which function emits each metric (the project's metric contract, namespace WebhookInbox).
+# Which function's work each metric counts (the project's metric contract, namespace
+# WebhookInbox): as EMF in its code, or by a metric filter on its log group.
 METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "StoreUnavailable", "SecretUnavailable",
@@ -89,7 +91,7 @@ METRIC_OWNERS = {
     "SweeperFunction": {
         "LeasesExpired", "Reenqueued", "OutboxPublished", "OutboxFailed", "OutboxDead",
         "BacklogCount", "OldestUnprocessedAgeSeconds", "OldestOutboxAgeSeconds",
-        "DeadLetteredEvents",
+        "DeadLetteredEvents", "EnqueueFailed", "DeadLettered",
     },
 }  # fmt: skip
 
@@ -303,12 +305,9 @@ def test_sweeper_runs_every_minute_and_ends_before_the_next_tick() -> None:
     assert int(sweeper["Timeout"]) < 60
 
 
-def test_ingest_serves_post_webhooks_provider_within_provider_timeouts() -> None:
+def test_ingest_answers_within_provider_timeouts_behind_a_throttled_api() -> None:
+    """The route itself (either endpoint) is checked in test_endpoints.py."""
     ingest = FUNCTIONS["IngestFunction"]
-    (route,) = ingest["Events"].values()
-    assert route["Type"] == "HttpApi"
-    assert route["Properties"]["Method"] == "POST"
-    assert route["Properties"]["Path"] == "/webhooks/{provider}"
     assert int(ingest["Timeout"]) < 10  # GitHub gives 10 s
     api = load_template()["Resources"]["HttpApi"]["Properties"]
     assert {"ThrottlingRateLimit", "ThrottlingBurstLimit"} <= set(api["DefaultRouteSettings"])
@@ -338,15 +337,57 @@ def metrics_used_by_template() -> set[tuple[str, str]]:
     return set(QUERY_METRIC.findall(text))
 
 
-def test_alarms_and_dashboard_use_metrics_the_functions_emit() -> None:
+def log_group_of(function: str) -> str:
+    return str(FUNCTIONS[function]["LoggingConfig"]["LogGroup"]["Ref"])
+
+
+def produced_metrics() -> dict[str, set[str]]:
+    """metric -> how it is produced: ``emf:<Function>`` or ``filter:<Function>``."""
+    found: dict[str, set[str]] = {}
+    for function in FUNCTION_NAMES:
+        for metric in emf_metric_names(closure(function)):
+            found.setdefault(metric, set()).add(f"emf:{function}")
+    groups = {log_group_of(f): f for f in FUNCTION_NAMES}
+    for metric_filter in metric_filters():
+        assert metric_filter.namespace == "WebhookInbox", metric_filter
+        function = groups[metric_filter.log_group]
+        found.setdefault(metric_filter.metric, set()).add(f"filter:{function}")
+    return found
+
+
+def test_every_metric_an_alarm_or_widget_uses_is_produced_by_emf_or_a_metric_filter() -> None:
     used = metrics_used_by_template()
     assert {namespace for _, namespace in used} == {"WebhookInbox"}
-    owners = {metric: fn for fn, metrics in METRIC_OWNERS.items() for metric in metrics}
-    unknown = {metric for metric, _ in used} - set(owners)
-    assert unknown == set(), f"the template queries metrics nobody emits: {sorted(unknown)}"
+    produced = produced_metrics()
+    owners = {metric for metrics in METRIC_OWNERS.values() for metric in metrics}
+    unknown = {metric for metric, _ in used} - owners
+    assert unknown == set(), f"the template queries metrics outside the contract: {unknown}"
     for metric, _ in used:
-        emitters = [fn for fn in METRIC_OWNERS if metric in string_constants(closure(fn))]
-        assert emitters or placeholder(owners[metric]), f"no function emits {metric}"
+        assert produced.get(metric), f"neither EMF in the code nor a metric filter makes {metric}"
+        makers = {how.split(":", 1)[1] for how in produced[metric]}
+        assert makers <= {fn for fn, metrics in METRIC_OWNERS.items() if metric in metrics}, (
+            metric,
+            produced[metric],
+        )
+
+
+def test_no_function_counts_a_metric_both_as_emf_and_through_a_metric_filter() -> None:
+    """Ingest's counters moved to metric filters: an EMF copy left behind would count twice."""
+    for metric, ways in produced_metrics().items():
+        for function in FUNCTION_NAMES:
+            assert not {f"emf:{function}", f"filter:{function}"} <= ways, (metric, function)
+    filtered = {f.metric for f in metric_filters() if f.log_group == log_group_of("IngestFunction")}
+    assert filtered == METRIC_OWNERS["IngestFunction"]
+    assert not emf_metric_names(closure("IngestFunction")) & filtered
+
+
+def test_metric_filters_use_bounded_dimensions_and_the_service_one() -> None:
+    """A filter creating over 1000 dimension combinations is disabled by CloudWatch: only
+    fields with a few values (provider: configured names only; reason: the error set)."""
+    for metric_filter in metric_filters():
+        assert metric_filter.dimensions.get("service") == "$.service", metric_filter
+        assert set(metric_filter.dimensions) <= {"service", "provider", "reason"}, metric_filter
+        assert len(metric_filter.dimensions) <= 3  # CloudWatch's limit per filter
 
 
 def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
@@ -420,3 +461,47 @@ def test_functions_reach_a_database_the_stack_creates_only_through_its_proxy() -
     anywhere = resources["FunctionToPostgresEgress"]
     condition = conditions[anywhere["Condition"]]
     assert {"Fn::Not": [{"Condition": "CreateDatabase"}]} in condition["Fn::And"]
+
+
+# --- logs and memory (issue 18: what a million webhooks cost) --------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTION_NAMES)
+def test_every_function_logs_json_with_the_stacks_levels_into_its_own_group(name: str) -> None:
+    """JSON format: Lambda reads each line's level and timestamp, and SystemLogLevel can drop its
+    own per-invocation lines; the application level follows LogLevel (Powertools' spelling)."""
+    config = FUNCTIONS[name]["LoggingConfig"]
+    assert config["LogFormat"] == "JSON"
+    assert config["SystemLogLevel"] == {"Ref": "SystemLogLevel"}
+    assert config["ApplicationLogLevel"] == {
+        "Fn::FindInMap": ["ApplicationLogLevels", {"Ref": "LogLevel"}, "Lambda"]
+    }
+    assert set(config["LogGroup"]["Ref"].split()) <= set(load_template()["Resources"])
+
+
+def test_every_log_level_maps_to_a_lambda_application_log_level() -> None:
+    template = load_template()
+    mapping = template["Mappings"]["ApplicationLogLevels"]
+    allowed = template["Parameters"]["LogLevel"]["AllowedValues"]
+    assert set(mapping) == set(allowed)
+    lambda_levels = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
+    assert {entry["Lambda"] for entry in mapping.values()} <= lambda_levels
+    assert template["Parameters"]["SystemLogLevel"]["Default"] == "WARN"
+
+
+@pytest.mark.parametrize(
+    ("name", "parameter"),
+    [
+        ("IngestFunction", "IngestMemorySize"),
+        ("ProcessorFunction", "ProcessorMemorySize"),
+        ("SweeperFunction", "SweeperMemorySize"),
+    ],
+)
+def test_memory_is_a_parameter_per_function_documented_in_the_benchmarks(
+    name: str, parameter: str
+) -> None:
+    assert FUNCTIONS[name]["MemorySize"] == {"Ref": parameter}
+    spec = load_template()["Parameters"][parameter]
+    assert spec["MinValue"] == 128
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert parameter in benchmarks, f"docs/benchmarks.md should say how {parameter} was chosen"

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.infra_support import (
+    Placeholders,
     Resolver,
     boto3_usage,
     function_entry,
@@ -29,16 +30,6 @@ NETWORK = {"VpcId": "vpc-0abc", "SubnetIds": "subnet-a,subnet-b"}
 EXISTING_DB = {"DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbC"}
 # boto3 clients that make no network call (the RDS IAM token is presigned locally).
 LOCAL_ONLY_CLIENTS = {"rds"}
-
-
-class Placeholders(dict[str, str]):
-    """Every resource's Ref and GetAtt reads as ``<Name>`` / ``<Name.Attribute>``."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __missing__(self, key: str) -> str:
-        return f"<{key}>"
 
 
 def resolver(stack_name: str = "webhook-inbox", **params: str) -> Resolver:

@@ -26,6 +26,9 @@ STACK_STATES_THAT_BLOCK = re.compile(r"(ROLLBACK_COMPLETE|_FAILED|_IN_PROGRESS)$
 STACK_STATES_THAT_BLOCK_EXCEPT = {"UPDATE_ROLLBACK_COMPLETE"}
 # Processor instances plus the ingest bursts and the sweeper beside them.
 CONCURRENCY_HEADROOM = 10
+# Lambda refuses a reservation that would leave fewer unreserved concurrent executions.
+UNRESERVED_MINIMUM = 100
+ENDPOINTS = ("HttpApi", "FunctionUrl")
 LAMBDA_CONCURRENCY_QUOTA = "L-B99A9384"
 ENDPOINT_SERVICES = ("sqs", "secretsmanager", "events", "sns", "s3")
 # Both must be on for an interface endpoint with private DNS (the API creates VPCs without DNS
@@ -55,6 +58,8 @@ class Options:
     provider_secrets_prefix: str = "webhook-inbox/providers/"
     providers_config: str = '{"providers": {}}'
     processor_max_concurrency: int = 5
+    endpoint: str = "HttpApi"
+    ingest_reserved_concurrency: int = 20
 
 
 # One Key=Value of a parameter_overrides string, the grammar samcli reads and `sam deploy
@@ -75,6 +80,8 @@ PARAMETERS = {
     "ProviderSecretsPrefix": "provider_secrets_prefix",
     "ProvidersConfig": "providers_config",
     "ProcessorMaxConcurrency": "processor_max_concurrency",
+    "Endpoint": "endpoint",
+    "IngestReservedConcurrency": "ingest_reserved_concurrency",
 }
 
 
@@ -562,25 +569,88 @@ def _configured_secret_arns(providers_config: str) -> list[str]:
 
 
 def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
+    """Enough unreserved concurrency for the processor beside ingest; with Endpoint=FunctionUrl,
+    room for ingest's own reservation too (the throttle of its URL)."""
     check = "Lambda concurrency"
     try:
         limits = aws.lambda_.get_account_settings()["AccountLimit"]
     except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
         return [_could_not_check(check, exc, "lambda:GetAccountSettings")]
-    unreserved = int(limits["UnreservedConcurrentExecutions"])
+    findings = []
+    # A deployed stack's reservation is given back to the pool when the deploy changes it.
+    held = _ingest_reservation(aws, opts)
+    if held is None:
+        findings.append(
+            Finding(
+                WARN,
+                check,
+                "could not read the deployed ingest function's reserved concurrency; counted 0",
+                "run preflight with a role allowed cloudformation:DescribeStackResource, "
+                "lambda:GetFunctionConcurrency",
+            )
+        )
+    unreserved = int(limits["UnreservedConcurrentExecutions"]) + (held or 0)
     needed = opts.processor_max_concurrency + CONCURRENCY_HEADROOM
-    if unreserved < needed:
-        return [
+    if opts.endpoint != "FunctionUrl":
+        if unreserved < needed:
+            findings.append(
+                Finding(
+                    FAIL,
+                    check,
+                    f"{unreserved} unreserved concurrent executions; ProcessorMaxConcurrency="
+                    f"{opts.processor_max_concurrency} plus ingest and the sweeper need {needed}",
+                    f"request more (Service Quotas, Lambda {LAMBDA_CONCURRENCY_QUOTA}) or lower "
+                    "ProcessorMaxConcurrency",
+                )
+            )
+        else:
+            findings.append(
+                Finding(OK, check, f"{unreserved} unreserved concurrent executions (need {needed})")
+            )
+        return findings
+    reserve = opts.ingest_reserved_concurrency
+    left, floor = unreserved - reserve, max(UNRESERVED_MINIMUM, needed)
+    if left < floor:
+        most = unreserved - floor
+        findings.append(
             Finding(
                 FAIL,
                 check,
-                f"{unreserved} unreserved concurrent executions; ProcessorMaxConcurrency="
-                f"{opts.processor_max_concurrency} plus ingest and the sweeper need {needed}",
-                f"request more (Service Quotas, Lambda {LAMBDA_CONCURRENCY_QUOTA}) or lower "
-                "ProcessorMaxConcurrency",
+                f"{unreserved} unreserved concurrent executions: reserving "
+                f"IngestReservedConcurrency={reserve} for the Function URL leaves {left}, and "
+                f"Lambda keeps at least {UNRESERVED_MINIMUM} unreserved (the processor and "
+                f"sweeper need {needed} of them)",
+                (f"lower IngestReservedConcurrency to {most} or less, " if most >= 1 else "")
+                + f"request more (Service Quotas, Lambda {LAMBDA_CONCURRENCY_QUOTA}), "
+                "or deploy with Endpoint=HttpApi (no reservation)",
             )
-        ]
-    return [Finding(OK, check, f"{unreserved} unreserved concurrent executions (need {needed})")]
+        )
+    else:
+        findings.append(
+            Finding(
+                OK,
+                check,
+                f"{unreserved} unreserved concurrent executions: {reserve} reserved for the "
+                f"Function URL leaves {left} (need {floor})",
+            )
+        )
+    return findings
+
+
+def _ingest_reservation(aws: Clients, opts: Options) -> int | None:
+    """The deployed stack's ingest reservation: 0 without a stack or a reservation, None when
+    it cannot be read."""
+    try:
+        resource = aws.cloudformation.describe_stack_resource(
+            StackName=opts.stack_name, LogicalResourceId="IngestFunction"
+        )["StackResourceDetail"]
+    except Exception as exc:  # noqa: BLE001 - ClientError: "does not exist" is the common case
+        return 0 if "does not exist" in str(exc) else None
+    try:
+        found = aws.lambda_.get_function_concurrency(FunctionName=resource["PhysicalResourceId"])
+    except Exception:  # noqa: BLE001 - any AWS error: unknown
+        return None
+    return int(found.get("ReservedConcurrentExecutions", 0))
 
 
 # --- running -------------------------------------------------------------------------------
@@ -651,8 +721,10 @@ def _coerce(name: str, value: str) -> Any:
         return _csv(value)
     if name == "create_vpc_endpoints":
         return value.strip().lower() == "true"
-    if name == "processor_max_concurrency":
+    if name in {"processor_max_concurrency", "ingest_reserved_concurrency"}:
         return int(value)
+    if name == "endpoint" and value not in ENDPOINTS:
+        raise ValueError(f"Endpoint must be one of {', '.join(ENDPOINTS)}, not {value!r}")
     return value
 
 
@@ -666,11 +738,18 @@ def options_from_config(path: Path) -> dict[str, Any]:
         found["stack_name"] = merged["stack_name"]
     if "region" in merged:
         found["region"] = merged["region"]
-    overrides = merged.get("parameter_overrides", [])
+    found.update(options_from_overrides(merged.get("parameter_overrides", [])))
+    return found
+
+
+def options_from_overrides(overrides: str | list[str]) -> dict[str, Any]:
+    """Settings from parameter overrides, as samconfig.toml holds them (a list, or one string)
+    or as ``sam deploy --parameter-overrides`` takes them (``Key=Value Key=Value``)."""
     if isinstance(overrides, str):
         pairs = [(m[1], m[2]) for m in OVERRIDE.finditer(overrides)]
     else:
         pairs = [(k, v) for k, _, v in (str(item).partition("=") for item in overrides)]
+    found: dict[str, Any] = {}
     for key, value in pairs:
         if key in PARAMETERS:
             found[PARAMETERS[key]] = _coerce(PARAMETERS[key], _unquote(value.strip()))
@@ -700,10 +779,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider-secrets-prefix")
     parser.add_argument("--providers-config", help="the ProvidersConfig JSON")
     parser.add_argument("--processor-max-concurrency")
+    parser.add_argument("--endpoint", choices=ENDPOINTS, help="Endpoint (default HttpApi)")
+    parser.add_argument("--ingest-reserved-concurrency", help="with --endpoint FunctionUrl")
+    parser.add_argument(
+        "--parameter-overrides",
+        help="as for sam deploy: 'Endpoint=FunctionUrl IngestReservedConcurrency=50 …' "
+        "(over --config; the flags above win)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
     values: dict[str, Any] = options_from_config(args.config) if args.config else {}
+    if args.parameter_overrides:
+        values.update(options_from_overrides(args.parameter_overrides))
     for item in fields(Options):
         given = getattr(args, item.name, None)
         if given is not None:

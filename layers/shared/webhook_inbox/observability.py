@@ -1,0 +1,52 @@
+"""How every function logs: lean JSON lines, and where metrics come from.
+
+CloudWatch Logs bills every byte a function writes (standard class, $0.50 per GB in us-east-1),
+which made logs the largest cost per webhook after the per-request charges (issue 18). So:
+
+- :func:`lean_logger` is Powertools' Logger without the keys that repeat what CloudWatch already
+  knows (code location, the X-Ray id of untraced functions, the service) and with an RFC 3339
+  UTC timestamp: under the template's JSON log format Lambda reads ``level`` and ``timestamp``
+  from each line (a line without a valid timestamp would be re-levelled INFO and re-stamped).
+- Ingest's metrics are counted from its one line per delivery by metric filters on its log
+  group (template.yaml): the line carries the fields they match and their dimensions, nothing
+  else. The processor and sweeper gather many values per invocation, so their summary line
+  carries them as EMF (:func:`embedded_metrics`: ``_aws`` plus the values; an EMF document may
+  carry any other property, so one line is both the log entry and the metrics). Either way no
+  PutMetricData call and no second line.
+
+Only the entry points (``functions/*/app.py``) write these lines; library functions return
+outcomes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+# 2026-11-30T10:00:00.123Z: RFC 3339, so Lambda's JSON log format keeps the line's level.
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%FZ"
+
+
+def lean_logger() -> Logger:
+    """The process's Powertools Logger (one per service name: later calls share the first one's
+    handler and formatter), without ``location``, ``xray_trace_id`` and ``service``: the log
+    group already names the function and its stack, and a line with metrics gets ``service``
+    back from :func:`embedded_metrics` or, in ingest, as a field of its own: the dimension the
+    alarms filter on."""
+    logger = Logger(utc=True, datefmt=TIMESTAMP_FORMAT, location=None, xray_trace_id=None)
+    logger.remove_keys(["service"])
+    return logger
+
+
+def embedded_metrics(metrics: Metrics) -> dict[str, Any]:
+    """The EMF members for the metrics gathered in ``metrics``, to merge into one log line's
+    fields; the set is emptied. Nothing when no metric was added or metrics are disabled
+    (POWERTOOLS_METRICS_DISABLED, as for Powertools' own flush)."""
+    if not metrics.metric_set or is_metrics_disabled():
+        metrics.clear_metrics()
+        return {}
+    document = dict(metrics.serialize_metric_set())
+    metrics.clear_metrics()
+    return document

@@ -1,0 +1,133 @@
+"""Regression guard: CloudWatch Logs bytes per webhook, the largest cost after the per-request
+charges (issue 18; bench/cost.py prices them).
+
+The real handlers run in-process over a real PostgreSQL and moto: 20 new Stripe deliveries and 2
+duplicates, the stored rows in two processor batches of 10, one sweep. Everything the functions
+write is captured: the shared Powertools handler's stream (every function's log lines and the
+metrics the processor and sweeper embed) and stdout (the sweeper's per-status BacklogCount
+documents). The runtime's own lines add nothing under the template's LoggingConfig (JSON,
+SystemLogLevel WARN; checked in tests/unit/infra). Line counts and field sets are exact; bytes
+vary only with the width of measured numbers (durations, latencies, row ids), so the byte bounds
+are exact figures with a few bytes of room, far below any added field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from bench.cost import _stripe_id
+from bench.ingest_throughput import stripe_body
+from tests.ingest_support import v2_event
+from tests.support import FakeLambdaContext, load_event, load_function
+from webhook_inbox import db, ingest, processing, providers
+
+# Bytes per stored event (its deliveries, a tenth of a batch, the sweep spread over the mix).
+INGEST_BYTES_PER_WEBHOOK = 198  # 22 lines of ~177 B for 20 events
+PROCESSOR_BYTES_PER_WEBHOOK = 103  # one ~1 KB summary per batch listing its ten events
+# The sweeper runs once a minute whatever the traffic: bytes per run.
+SWEEPER_BYTES_PER_RUN = 2_500
+
+INGEST_FIELDS = {"level", "message", "timestamp", "service", "provider", "event_id", "row_id"}
+BATCH_FIELDS = {
+    "level", "message", "timestamp", "request_id", "records", "leased", "redelivered",
+    "duration_ms", "processed", "_aws", "service", "Processed", "ProcessingLatency",
+}  # fmt: skip
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    handler = processing.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.setStream(buffer)
+    try:
+        yield buffer
+    finally:
+        handler.setStream(previous)
+
+
+def _take(buffer: io.StringIO, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    lines = buffer.getvalue().splitlines() + capsys.readouterr().out.splitlines()
+    buffer.seek(0)
+    buffer.truncate()
+    return [line for line in lines if line.startswith("{")]
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode()) + 1 for line in lines)  # each with its newline
+
+
+def test_log_bytes_per_webhook_stay_within_the_budget(
+    database_url: str,
+    captured: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="processing")["QueueUrl"]
+        for name, value in {
+            "PROVIDERS_CONFIG_FILE": "events/providers.local.json",
+            "PROCESSING_QUEUE_URL": queue,
+            "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",  # the template's namespace
+            "OUTBOX_DESTINATION": "eventbridge",
+            "OUTBOX_EVENT_BUS_NAME": "default",
+        }.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)
+        monkeypatch.setattr(processing, "sqs_client", lambda: sqs)
+        providers.reset_for_tests()
+        db.reset_for_tests()
+        now = int(time.time())
+        monkeypatch.setattr(ingest, "current_time", lambda: float(now))
+        ingest_app, processor_app, sweeper_app = (
+            load_function(name) for name in ("ingest", "processor", "sweeper")
+        )
+        ingest_app.reset_clients()
+        stripe = providers.registry()["stripe"]
+        events = []
+        for _ in range(20):
+            body = stripe_body(_stripe_id(), now)
+            events.append(v2_event("stripe", body, providers.sign_delivery(stripe, body).headers))
+        for event in events + events[:2]:
+            assert ingest_app.handler(event, FakeLambdaContext())["statusCode"] in {200, 202}
+        ingest_lines = _take(captured, capsys)
+
+        for first in (1, 11):
+            batch = {"Records": [
+                {"messageId": f"m{i}", "body": json.dumps({"id": i})}
+                for i in range(first, first + 10)
+            ]}  # fmt: skip
+            assert processor_app.handler(batch, FakeLambdaContext()) == {"batchItemFailures": []}
+        processor_lines = _take(captured, capsys)
+
+        sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+        sweeper_lines = _take(captured, capsys)
+        providers.reset_for_tests()
+        db.reset_for_tests()
+
+    # One line per delivery (metric filters count it), one per batch.
+    assert len(ingest_lines) == 22
+    parsed = [json.loads(line) for line in ingest_lines]
+    assert set(parsed[0]) == INGEST_FIELDS
+    # Processed events are listed in their batch's summary: [row_id, provider, event_id, attempt].
+    assert len(processor_lines) == 2
+    batches = [json.loads(line) for line in processor_lines]
+    assert all(set(batch) == BATCH_FIELDS for batch in batches)
+    listed = [entry for batch in batches for entry in batch["processed"]]
+    assert sorted(row_id for row_id, *_ in listed) == list(range(1, 21))
+    assert all(entry[1:] == ["stripe", entry[2], 1] for entry in listed)
+    assert {entry[2] for entry in listed} == {json.loads(line)["event_id"] for line in ingest_lines}
+    assert len(sweeper_lines) == 1 + 4  # the summary, and BacklogCount per status
+
+    assert _size(ingest_lines) / 20 <= INGEST_BYTES_PER_WEBHOOK, ingest_lines[0]
+    assert _size(processor_lines) / 20 <= PROCESSOR_BYTES_PER_WEBHOOK, processor_lines[0]
+    assert _size(sweeper_lines) <= SWEEPER_BYTES_PER_RUN, sweeper_lines[0]
