@@ -52,8 +52,9 @@ def test_the_functions_json_log_lines_appear_only_with_verbose(verbose: bool) ->
     logged = _json_lines_after_a_rejected_delivery(*(["--verbose"] if verbose else []))
     warnings = [line for line in logged if line.get("level") == "WARNING"]
     if verbose:
-        # The rejection's own log line, as it would reach CloudWatch, and nothing secret in it.
-        assert [w["message"] for w in warnings] == ["delivery"], logged
+        # The rejection's own log line (its message the outcome), as it would reach CloudWatch,
+        # and nothing secret in it.
+        assert [w["message"] for w in warnings] == ["rejected"], logged
         assert "cus_forged" not in json.dumps(logged)
     else:
         assert logged == []
