@@ -364,3 +364,27 @@ def test_an_unsigned_header_postgres_cannot_store_is_a_400_not_a_500(
     reply = fuzz_ingest.invoke(SHAPES["v1"](provider, body, headers))
     assert reply["statusCode"] == 400
     assert_only_signed_rows(conn, set())
+
+
+@pytest.mark.parametrize(
+    ("provider", "header"),
+    [
+        ("acme-timestamped", "X-Webhook-Id"),  # a signed id, rendered into the signed content
+        ("acme-timestamped", "X-Webhook-Timestamp"),
+        ("svix", "webhook-id"),
+        ("stripe", "Stripe-Signature"),
+    ],
+)
+def test_a_signed_header_no_sender_could_have_sent_is_a_401_not_a_500(
+    fuzz_ingest: FuzzIngest, conn: psycopg.Connection[Any], provider: str, header: str
+) -> None:
+    """A lone surrogate cannot be encoded, so no sender signed it: the signature fails, and the
+    handler does not crash on encoding the signed content."""
+    body = _body(provider, 2, "")
+    headers = providers.sign_delivery(
+        providers.registry()[provider], body, event_id="msg_2", url=rebuilt_url("v1", provider)
+    ).headers
+    headers[header] = headers[header] + "\ud800"
+    reply = fuzz_ingest.invoke(SHAPES["v1"](provider, body, headers))
+    assert reply["statusCode"] == 401
+    assert_only_signed_rows(conn, set())

@@ -121,6 +121,10 @@ def _header(headers: Headers, name: str) -> str:
         raise _fail(f"missing header {name}")
     if len(value) > MAX_SIGNATURE_HEADER_CHARS:
         raise _fail(f"header {name} is too long")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no sender signed it, and it cannot be MACed
+        raise _fail(f"header {name} is not text") from None
     return value
 
 
