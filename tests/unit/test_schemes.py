@@ -17,6 +17,7 @@ import stripe
 import svix.webhooks
 from slack_sdk.signature import SignatureVerifier
 
+from tests.support import EVENTS_DIR, ROOT
 from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, ConfigurationError, SignatureMismatch
 from webhook_inbox.providers import load_config_text, parse_config, sign_delivery
@@ -368,3 +369,29 @@ def test_subsecond_timestamps_are_held_to_the_tolerance_exactly(count: int, fres
         with pytest.raises(AuthenticationFailed) as info:
             _check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
         assert info.value.reason == "stale"
+
+
+def _scheme_table() -> list[list[str]]:
+    """The cells of docs/providers.md's scheme table, one list per row."""
+    page = (ROOT / "docs" / "providers.md").read_text()
+    section = page.split("\n## Signature schemes\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def test_the_providers_page_has_a_scheme_table_row_for_every_scheme() -> None:
+    rows = _scheme_table()
+    names = [row[0].split("`")[1] for row in rows]  # `standard-webhooks` (v1a) -> standard-webhooks
+    assert sorted(set(names)) == sorted(schemes.SCHEMES)
+    # One row each; standard-webhooks has a second for its v1a (Ed25519) signatures.
+    assert sorted(names) == sorted([*schemes.SCHEMES, "standard-webhooks"])
+    # Six cells each, the fifth ("id signed?") filled in.
+    assert [
+        name for name, row in zip(names, rows, strict=True) if len(row) != 6 or not row[4]
+    ] == []
+
+
+def test_the_sample_configuration_has_a_provider_for_every_scheme() -> None:
+    registry = load_config_text((EVENTS_DIR / "providers.local.json").read_text())
+    configured = {provider.scheme.name for provider in registry.providers.values()}
+    assert configured == set(schemes.SCHEMES)

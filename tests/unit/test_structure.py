@@ -7,11 +7,14 @@
 - The entry points (functions/*/app.py) run no SQL themselves.
 - The runtime package imports neither the tools nor the application (it must run without them:
   only the processor's and migrations' entry points install the application).
+- docs/state-machine.md names every statement of the two SQL files, and no statement that
+  does not exist.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.infra_support import PACKAGE_DIR, ROOT
@@ -82,3 +85,28 @@ def test_the_runtime_imports_neither_tools_nor_application() -> None:
                     assert not module.startswith(("webhook_inbox_tools", "webhook_inbox_app")), (
                         f"{path.name} imports {module}"
                     )
+
+
+def _statement_names(sql_file: Path) -> set[str]:
+    return set(re.findall(r"^-- name: (\w+)$", sql_file.read_text(), flags=re.MULTILINE))
+
+
+def test_the_state_machine_page_names_every_statement_and_only_real_ones() -> None:
+    page = (ROOT / "docs" / "state-machine.md").read_text()
+    runtime = set().union(
+        *(_statement_names(PACKAGE_DIR / "sql" / f) for f in DATA_MODULES.values())
+    )
+    tools = _statement_names(
+        ROOT / "tools" / "webhook_inbox_tools" / "sql" / "operator_actions.sql"
+    )
+    mentioned = set(re.findall(r"`([a-z_]+)`", page))
+    assert sorted(runtime - mentioned) == []
+    # The statement column names only statements that exist.
+    in_tables = {
+        name
+        for line in page.splitlines()
+        if line.startswith("| ") and line.count(" | ") == 2
+        for name in re.findall(r"`([a-z_]+)`", line.split(" | ")[1])
+    }
+    assert {"claim_events", "reset_event_for_replay", "add_message"} <= in_tables  # parsed
+    assert sorted(in_tables - runtime - tools) == []

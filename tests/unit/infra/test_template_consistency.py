@@ -505,3 +505,33 @@ def test_memory_is_a_parameter_per_function_documented_in_the_benchmarks(
     assert spec["MinValue"] == 128
     benchmarks = (ROOT / "docs" / "benchmarks.md").read_text()
     assert parameter in benchmarks, f"docs/benchmarks.md should say how {parameter} was chosen"
+
+
+def _deploy_doc_parameters() -> dict[str, str | None]:
+    """docs/deploy.md's parameter table: each name with its documented default (None for "—",
+    "" for "empty"); a row may name several parameters and list their defaults in order."""
+    documented: dict[str, str | None] = {}
+    for line in (ROOT / "docs" / "deploy.md").read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        names_cell, defaults_cell = line.strip("|").split(" | ")[:2]
+        names = re.findall(r"`(\w+)`", names_cell)
+        defaults = [d.strip().strip("`") for d in defaults_cell.split(", ")]
+        if len(defaults) == 1:
+            defaults *= len(names)
+        assert len(defaults) == len(names), f"docs/deploy.md: {line}"
+        for name, default in zip(names, defaults, strict=True):
+            documented[name] = {"—": None, "empty": ""}.get(default, default)
+    return documented
+
+
+def test_docs_deploy_lists_every_parameter_with_the_templates_default() -> None:
+    documented = _deploy_doc_parameters()
+    defaults = parameter_defaults()
+    assert sorted(documented) == sorted(defaults)
+    wrong = {
+        name: (documented[name], default)
+        for name, default in defaults.items()
+        if documented[name] != (None if default is None else str(default))
+    }
+    assert wrong == {}, "docs/deploy.md default (documented, template)"

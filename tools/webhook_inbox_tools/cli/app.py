@@ -198,7 +198,9 @@ def _add_local_commands(sub: Any) -> None:
     p.add_argument(
         "--url",
         default=signing.DEFAULT_BASE_URL,
-        help=f"base or full URL for --format curl (default {signing.DEFAULT_BASE_URL})",
+        help="base or full URL the delivery is for: curl's target, the API Gateway event's host "
+        "and path, the URL that Twilio, Square and HubSpot sign "
+        f"(default {signing.DEFAULT_BASE_URL})",
     )
     p.set_defaults(func=signing.cmd_sign)
 

@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
         metavar="FILE",
-        help="provider configuration (unset: $PROVIDERS_CONFIG_FILE, else the sample "
-        "events/providers.local.json)",
+        help="provider configuration (unset: $PROVIDERS_CONFIG or $PROVIDERS_CONFIG_FILE, else the "
+        "sample events/providers.local.json)",
     )
     parser.add_argument(
         "--database-url",
