@@ -155,8 +155,8 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
 
 
 def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
-    """:func:`_check_fresh` for a timestamp counted in finer units (Linear's milliseconds,
-    Twitch's nanoseconds); returns it in whole seconds.
+    """:func:`_check_fresh` for a timestamp counted in finer units (HubSpot's and Linear's
+    milliseconds, Twitch's nanoseconds); returns it in whole seconds.
 
     The seconds are rounded away from ``now`` (a whole second), so a timestamp a fraction of a
     second beyond the tolerance is refused, as the exact comparison would refuse it.
