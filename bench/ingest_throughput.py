@@ -222,7 +222,8 @@ class Bench:
 
         def deliver(conn: Conn, delivery: Delivery) -> None:
             row = conn.execute(sql, delivery.params).fetchone()
-            if row is None or row[3] is not expect_new:
+            # RETURNING id, event_id, status, delivery_count, is_new
+            if row is None or row[4] is not expect_new:
                 raise AssertionError("baseline claim returned an unexpected row")
 
         try:

@@ -94,3 +94,35 @@ def test_cryptography_is_imported_by_the_first_public_key_verification_only() ->
         "verify a stripe delivery": False,
         "verify a discord delivery": True,
     }
+
+
+SCHEME_MODULES_CHILD = r"""
+import json, sys
+import webhook_inbox.ingest
+from webhook_inbox import providers
+before = sorted(m for m in sys.modules if m.startswith("webhook_inbox.schemes."))
+providers.load_config_text(sys.argv[1])
+after = sorted(m for m in sys.modules if m.startswith("webhook_inbox.schemes."))
+print(json.dumps([before, after]))
+"""
+
+
+def test_a_scheme_module_is_imported_when_a_provider_uses_it_not_with_ingest() -> None:
+    config = {"providers": {"stripe": {"scheme": "stripe", "secrets": [{"value": STRIPE_SECRET}]}}}
+    child = subprocess.run(
+        [sys.executable, "-c", SCHEME_MODULES_CHILD, json.dumps(config)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    before, after = json.loads(child.stdout)
+    assert before == ["webhook_inbox.schemes.base"]
+    assert after == ["webhook_inbox.schemes.base", "webhook_inbox.schemes.stripe"]
+
+
+def test_every_scheme_name_builds_the_scheme_of_that_name() -> None:
+    assert len(schemes.SCHEMES) == 17
+    for name, cls in schemes.SCHEMES.items():
+        assert cls.name == name
+        assert getattr(schemes, cls.__name__) is cls

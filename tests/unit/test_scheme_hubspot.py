@@ -107,6 +107,29 @@ def test_hubspot_window_is_inclusive_and_both_ways(skew: int) -> None:
     assert failure.value.reason == "stale"
 
 
+def _signed_at_millis(millis: int) -> dict[str, str]:
+    signature = Signature.get_signature(
+        SECRET, BODY.decode(), "v3", http_uri=URI, http_method="POST", timestamp=str(millis)
+    )
+    return headers(signature, str(millis))
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "fresh"),
+    [(300_000, True), (-300_000, True), (300_001, False), (-300_001, False), (300_999, False)],
+)
+def test_hubspot_window_is_held_to_the_millisecond_both_ways(offset_ms: int, fresh: bool) -> None:
+    # The timestamp is in milliseconds: one a fraction of a second past the window is refused,
+    # as Linear's and Twitch's are (not rounded into it by dropping the milliseconds).
+    sent = _signed_at_millis(NOW * 1000 + offset_ms)
+    if fresh:
+        verify(sent=sent)
+    else:
+        with pytest.raises(AuthenticationFailed) as failure:
+            verify(sent=sent)
+        assert failure.value.reason == "stale"
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -271,6 +271,17 @@ def test_twilio_key_covers_the_signed_parameters_not_their_order() -> None:
     assert (sent.event_type, sent.event_id != first.event_id) == ("message.sent", True)
 
 
+def test_twilio_key_is_the_signed_text_however_it_is_grouped_and_either_port_form() -> None:
+    queued = {"MessageSid": "SM1", "MessageStatus": "queued", "AccountSid": "AC1"}
+    first = identify(queued)
+    regrouped = {"MessageSid": "SM1", "MessageStatus": "queued", "AccountSi": "dAC1"}
+    assert identify(regrouped).event_id == first.event_id
+    body = urlencode(queued).encode()
+    with_port = Delivery({}, body, url=URL.replace(".com", ".com:443"))
+    (found,) = TWILIO.identify(with_port, TWILIO.parse(with_port), Verified())
+    assert found.event_id == first.event_id
+
+
 def test_twilio_idempotency_token_is_the_delivery_id_only() -> None:
     params = {"CallSid": "CA1", "CallStatus": "ringing"}
     with_token = identify(params, {"I-Twilio-Idempotency-Token": "tok-1"})

@@ -2,10 +2,11 @@
 
 The only module that runs SQL on webhook_events, and every statement it runs is in
 ``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
-statement, hence one round trip (``mark_done`` sends two before reading either); none
-commits. The caller owns the transaction (ingest and the processor's lease run in autocommit,
-the processor groups a batch's marks in one transaction, the sweeper claims rows in one
-committed statement before it sends).
+statement, hence one round trip, but for two: ``mark_done`` sends two before reading either,
+and ``claim_events`` reads the stored rows and claims the rest when its lock wait runs out.
+None commits. The caller owns the transaction (ingest and the processor's lease run in
+autocommit, the processor groups a batch's marks in one transaction, the sweeper claims rows
+in one committed statement before it sends).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from psycopg import Connection
+
 from webhook_inbox import aws, db, inbox
 from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
@@ -235,6 +237,7 @@ def _accept(
     sqs_client: Callable[[], Any],
     queue_url: str,
 ) -> None:
+    """Claim the delivery's events, answer from the claims, wake the processor for new rows."""
     events = [
         inbox.NewEvent(
             event_id=identity.event_id,
@@ -257,7 +260,6 @@ def _accept(
         ),
         application_name="webhook-inbox-ingest",
     )
-    conn = db.get_connection("webhook-inbox-ingest")
     first = next(c for c in claims if c.event_id == identities[0].event_id)
     new = [c.id for c in claims if c.is_new]
     outcome.row_id, outcome.events, outcome.new_events = first.id, len(claims), len(new)
@@ -272,13 +274,27 @@ def _accept(
         # connection dropped, so they look like duplicates now: wake them too. A second
         # wake-up is harmless.
         wake = new + [c.id for c in claims if not c.is_new and c.status == "received"]
-    if not wake:
-        return
-    unsent, error = _send_wakeups(sqs_client, queue_url, wake)
+    if wake:
+        conn = db.get_connection("webhook-inbox-ingest")  # the one the claim ran on
+        _wake(outcome, wake, conn=conn, sqs_client=sqs_client, queue_url=queue_url)
+
+
+def _wake(
+    outcome: Outcome,
+    row_ids: list[int],
+    *,
+    conn: Connection[Any],
+    sqs_client: Callable[[], Any],
+    queue_url: str,
+) -> None:
+    """Send the rows' wake-ups; clear the stamp of those not sent, so the next sweep sends them.
+
+    The rows are durable either way: the answer stays 2xx. If even the clear fails, the
+    sweeper's stale rule re-sends the rows later.
+    """
+    unsent, error = _send_wakeups(sqs_client, queue_url, row_ids)
     if not unsent:
         return
-    # The rows are durable: still 2xx. Clearing the stamp lets the next sweep send them; if even
-    # that fails, the sweeper's stale rule re-sends the rows later.
     if error:
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
     try:

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
@@ -150,7 +150,6 @@ class Provider:
     scheme: schemes.Scheme
     secret_refs: tuple[SecretRef, ...]
     tolerance_seconds: int = schemes.DEFAULT_TOLERANCE_S
-    options: Mapping[str, Any] = field(default_factory=dict)
     # The URL the provider is told to call, for schemes that sign it (custom domains, stages).
     public_url: str | None = None
 
@@ -244,7 +243,7 @@ def _parse_provider(name: str, raw: Any) -> Provider:
     ):
         raise ConfigurationError(f"{where}: tolerance_seconds must be 1..{MAX_TOLERANCE_S}")
     public_url = _public_url(raw.get("public_url"), where)
-    return Provider(name, scheme, refs, tolerance, dict(options), public_url)
+    return Provider(name, scheme, refs, tolerance, public_url)
 
 
 def _public_url(raw: Any, where: str) -> str | None:

@@ -10,7 +10,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import psycopg
 import pytest
@@ -351,3 +351,59 @@ def test_paddle_tampered_or_outside_the_window_is_a_401_and_no_row(
     reply = configured.invoke(event)
     assert (reply.status, reply.body) == (401, {"error": "unauthorized"})
     assert row_count(conn) == 0
+
+
+# --- Twilio: what its signature cannot tell apart is one event ----------------------------
+
+
+def _regrouped_in_the_form(form: dict[str, str], query: str) -> tuple[dict[str, str], str]:
+    # "AccountSid" + value is the same signed text as "AccountSi" + "d" + value; "AccountSi"
+    # still sorts where "AccountSid" did, so the concatenation Twilio signs is unchanged.
+    regrouped = {k: v for k, v in form.items() if k != "AccountSid"}
+    regrouped["AccountSi"] = "d" + form["AccountSid"]
+    return regrouped, query
+
+
+def _merged_into_the_previous_value(form: dict[str, str], query: str) -> tuple[dict[str, str], str]:
+    # "Body" + body + "From" + from: the "From" parameter folded into Body's value.
+    regrouped = {k: v for k, v in form.items() if k != "From"}
+    regrouped["Body"] = form["Body"] + "From" + form["From"]
+    return regrouped, query
+
+
+def _moved_into_the_query(form: dict[str, str], query: str) -> tuple[dict[str, str], str]:
+    # The URL is signed verbatim and the parameters follow it: the first parameter ("AccountSid"
+    # sorts first) can become the tail of the query string's last value.
+    regrouped = {k: v for k, v in form.items() if k != "AccountSid"}
+    return regrouped, query + "AccountSid" + form["AccountSid"]
+
+
+REGROUPINGS = {
+    "name/value boundary moved": _regrouped_in_the_form,
+    "a parameter folded into a value": _merged_into_the_previous_value,
+    "a parameter moved into the query string": _moved_into_the_query,
+}
+
+
+@pytest.mark.parametrize("regroup", sorted(REGROUPINGS))
+def test_twilio_a_captured_form_regrouped_under_the_same_signature_is_a_duplicate(
+    configured: IngestHarness, conn: psycopg.Connection[Any], regroup: str
+) -> None:
+    """Twilio signs the URL followed by names and values with no separator, so regrouping the
+    same characters into other parameters keeps a captured signature valid. The event must not
+    come back as a new one: the key is what the signature covers, not how it is grouped."""
+    twilio = providers.registry()["twilio"]
+    query = "tenant=acme"
+    captured = signed_event("v2", twilio, twilio_form(), query=query, base64_body=True)
+    assert configured.invoke(captured).status == 200
+    assert rows(conn) == [("twilio", "message.delivered", 1)]
+
+    form = dict(parse_qsl(twilio_form().decode(), keep_blank_values=True))
+    regrouped, forged_query = REGROUPINGS[regroup](form, query)
+    forged = json.loads(json.dumps(captured))
+    forged["body"] = base64.b64encode(urlencode(regrouped).encode()).decode()
+    forged["rawQueryString"] = forged_query
+    reply = configured.invoke(forged)
+
+    assert (reply.status, reply.body) == (200, TWIML)  # it verifies: Twilio cannot tell them apart
+    assert rows(conn) == [("twilio", "message.delivered", 2)]

@@ -108,3 +108,26 @@ def test_suspects_run_after_the_rest_of_their_batch_has_committed(
     assert row(conn, fresh)["status"] == "processed"
     assert row(conn, suspect_mate)["status"] == "processed"
     assert (row(conn, culprit)["status"], row(conn, culprit)["attempts"]) == ("processing", 2)
+
+
+def test_a_batch_taken_back_from_expired_leases_before_any_sweep_runs_as_suspects(
+    processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    """SQS may bring a killed batch back before a sweep has expired its leases (the sweeper is
+    failing, or late): the processor then takes each row over from its expired lease itself.
+    Such a row's previous attempt ended without an outcome just the same, so it is a suspect."""
+    registry[("stripe", "invoice.paid")] = _hangs
+    healthy = _customers(conn, 4)
+    culprit = store_event(conn, event_type="invoice.paid", payload={})
+    batch = [*healthy[:2], culprit, *healthy[2:]]
+
+    for _ in range(3):
+        _invoke_until_killed(processor, _open(conn, batch))
+        conn.execute(  # the leases run out; no sweep runs before SQS redelivers
+            "UPDATE webhook_events SET lease_expires_at = now() - interval '1 second'"
+            " WHERE status = 'processing'"
+        )
+
+    # Before: every round leased all five into one batch again, and the culprit killed it.
+    assert {i: row(conn, i)["status"] for i in healthy} == dict.fromkeys(healthy, "processed")
+    assert row(conn, culprit)["error_kind"] == "lease_expired"

@@ -19,8 +19,9 @@ the key because providers send byte-identical bodies under different types (Shop
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.schemes.base import (
@@ -39,20 +40,22 @@ from webhook_inbox.schemes.base import (
     content_digest_id,
     json_path,
 )
-from webhook_inbox.schemes.discord import Discord
-from webhook_inbox.schemes.gitlab import GitLab
-from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
-from webhook_inbox.schemes.hubspot import HubSpot
-from webhook_inbox.schemes.linear import Linear
-from webhook_inbox.schemes.mailgun import Mailgun
-from webhook_inbox.schemes.paddle import Paddle
-from webhook_inbox.schemes.sendgrid import SendGrid
-from webhook_inbox.schemes.square import Square
-from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
-from webhook_inbox.schemes.stripe import Stripe
-from webhook_inbox.schemes.twilio import Twilio
-from webhook_inbox.schemes.twitch import Twitch
-from webhook_inbox.schemes.zoom import Zoom
+
+if TYPE_CHECKING:
+    from webhook_inbox.schemes.discord import Discord
+    from webhook_inbox.schemes.gitlab import GitLab
+    from webhook_inbox.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
+    from webhook_inbox.schemes.hubspot import HubSpot
+    from webhook_inbox.schemes.linear import Linear
+    from webhook_inbox.schemes.mailgun import Mailgun
+    from webhook_inbox.schemes.paddle import Paddle
+    from webhook_inbox.schemes.sendgrid import SendGrid
+    from webhook_inbox.schemes.square import Square
+    from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
+    from webhook_inbox.schemes.stripe import Stripe
+    from webhook_inbox.schemes.twilio import Twilio
+    from webhook_inbox.schemes.twitch import Twitch
+    from webhook_inbox.schemes.zoom import Zoom
 
 __all__ = [
     "DEFAULT_TOLERANCE_S",
@@ -90,20 +93,64 @@ __all__ = [
     "json_path",
 ]
 
-SCHEMES: dict[str, type[Scheme]] = {
-    cls.name: cls for cls in (StandardWebhooks, Stripe, GitHub, Shopify, Slack, GenericHmac)
+# Scheme name -> (its module in this package, its class). A scheme's module is imported when a
+# provider uses it, not with this package: ingest's cold start pays for the schemes its
+# providers name (about 20 ms for all fifteen, most of this package's import time).
+_CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
+    "standard-webhooks": ("standard_webhooks", "StandardWebhooks"),
+    "stripe": ("stripe", "Stripe"),
+    "github": ("hmac_family", "GitHub"),
+    "shopify": ("hmac_family", "Shopify"),
+    "slack": ("hmac_family", "Slack"),
+    "hmac-sha256": ("hmac_family", "GenericHmac"),
+    # Public-key senders (cryptography is imported on their first key use, public_keys.py).
+    "discord": ("discord", "Discord"),
+    "sendgrid": ("sendgrid", "SendGrid"),
+    # URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
+    "twilio": ("twilio", "Twilio"),
+    "square": ("square", "Square"),
+    "hubspot": ("hubspot", "HubSpot"),
+    "paddle": ("paddle", "Paddle"),
+    # Senders with a signature inside the body, a handshake to answer or a shared token.
+    "mailgun": ("mailgun", "Mailgun"),
+    "linear": ("linear", "Linear"),
+    "zoom": ("zoom", "Zoom"),
+    "twitch": ("twitch", "Twitch"),
+    "gitlab": ("gitlab", "GitLab"),
 }
-# Public-key senders (cryptography is imported on their first key use, schemes/public_keys.py).
-SCHEMES.update({cls.name: cls for cls in (Discord, SendGrid)})
-# URL-signed senders (they verify over the URL they called: see public_url) and Paddle.
-SCHEMES.update({cls.name: cls for cls in (Twilio, Square, HubSpot, Paddle)})
-# Senders with a signature inside the body, a handshake to answer or a shared token (issue 17).
-SCHEMES.update({cls.name: cls for cls in (Mailgun, Linear, Zoom, Twitch, GitLab)})
+_MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
+
+
+def _scheme_class(module: str, class_name: str) -> Any:
+    return getattr(importlib.import_module(f"{__name__}.{module}"), class_name)
+
+
+def __getattr__(name: str) -> Any:
+    """``schemes.Stripe`` and the other scheme classes, imported on first access."""
+    module = _MODULE_OF_CLASS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _scheme_class(module, name)
+
+
+class _Registry(Mapping[str, type[Scheme]]):
+    """Every scheme by name; a scheme's class (and module) is loaded when it is looked up."""
+
+    def __getitem__(self, name: str) -> type[Scheme]:
+        cls: type[Scheme] = _scheme_class(*_CLASS_OF_SCHEME[name])
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CLASS_OF_SCHEME)
+
+    def __len__(self) -> int:
+        return len(_CLASS_OF_SCHEME)
+
+
+SCHEMES: Mapping[str, type[Scheme]] = _Registry()
 
 
 def build(name: str, options: Mapping[str, Any] | None = None) -> Scheme:
-    try:
-        cls = SCHEMES[name]
-    except KeyError:
-        raise ConfigurationError(f"unknown scheme {name!r}; one of {sorted(SCHEMES)}") from None
-    return cls(options)
+    if name not in _CLASS_OF_SCHEME:
+        raise ConfigurationError(f"unknown scheme {name!r}; one of {sorted(_CLASS_OF_SCHEME)}")
+    return SCHEMES[name](options)

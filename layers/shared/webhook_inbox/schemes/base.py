@@ -155,8 +155,8 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
 
 
 def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
-    """:func:`_check_fresh` for a timestamp counted in finer units (Linear's milliseconds,
-    Twitch's nanoseconds); returns it in whole seconds.
+    """:func:`_check_fresh` for a timestamp counted in finer units (HubSpot's and Linear's
+    milliseconds, Twitch's nanoseconds); returns it in whole seconds.
 
     The seconds are rounded away from ``now`` (a whole second), so a timestamp a fraction of a
     second beyond the tolerance is refused, as the exact comparison would refuse it.
@@ -292,6 +292,9 @@ class Scheme:
     signs_url: ClassVar[bool] = False
     body_format: ClassVar[str] = "json"
     option_names: ClassVar[frozenset[str]] = frozenset()
+    # The status that answers a new event: ingest's 202, or 200 for a provider that counts only
+    # 200 as success (the body stays ingest's; a duplicate is answered 200 either way).
+    accepted_status: ClassVar[int] = 202
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = dict(options or {})
@@ -324,8 +327,10 @@ class Scheme:
 
     def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
         """The answer to a stored delivery, when the provider needs another than ingest's 202
-        (new) / 200 (duplicate) JSON: some count only 200 as success, some want 204 or a body of
-        their own. None keeps ingest's."""
+        (new) / 200 (duplicate) JSON: some count only 200 as success (``accepted_status``),
+        some want 204 or a body of their own (they override this). None keeps ingest's."""
+        if new and self.accepted_status != 202:
+            return Reply.json({"status": "accepted"}, self.accepted_status)
         return None
 
     def sign(

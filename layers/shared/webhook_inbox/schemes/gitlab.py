@@ -42,8 +42,8 @@ AUTH_BY_SIGNING = "signing-token"
 
 def _digest(text: str) -> bytes:
     # Compared as SHA-256 digests, so the comparison takes the same time whatever the token's
-    # length (compare_digest on the raw strings would reveal it). surrogatepass: a header may
-    # hold a lone surrogate, which must be a mismatch, not an encoding error.
+    # length (compare_digest on the raw strings would reveal it). surrogatepass: a secret read
+    # from the environment may hold one (an undecodable byte); the header cannot (_header).
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 

@@ -17,7 +17,7 @@ from webhook_inbox.schemes.base import (
     Signed,
     Verified,
     _b64_digest,
-    _check_fresh,
+    _check_fresh_subsecond,
     _fail,
     _header,
     _mac,
@@ -86,8 +86,7 @@ class HubSpot(Scheme):
         matched = _match_index(expected, presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        timestamp = int(millis) // 1000
-        _check_fresh(timestamp, now, tolerance)
+        timestamp = _check_fresh_subsecond(int(millis), 1000, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(

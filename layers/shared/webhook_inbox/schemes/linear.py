@@ -45,6 +45,7 @@ class Linear(Scheme):
 
     name = "linear"
     default_tolerance_s = 60
+    accepted_status = 200
 
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
@@ -79,9 +80,6 @@ class Linear(Scheme):
                 delivery_id=_optional_header(delivery.headers, "linear-delivery"),
             )
         ]
-
-    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
-        return Reply.json({"status": "accepted"}) if new else None
 
     def sign(
         self,

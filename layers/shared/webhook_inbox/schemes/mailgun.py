@@ -66,6 +66,8 @@ class Mailgun(Scheme):
     ``parent-signature`` made with the primary account's key: either signature verifies."""
 
     name = "mailgun"
+    # Mailgun documents 200 as success (406 means "rejected, do not retry": never sent).
+    accepted_status = 200
 
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
@@ -116,10 +118,6 @@ class Mailgun(Scheme):
                 delivery_id=delivery_id,
             )
         ]
-
-    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
-        # Mailgun documents 200 as success (406 means "rejected, do not retry": never sent).
-        return Reply.json({"status": "accepted"}) if new else None
 
     def sign(
         self,

@@ -9,14 +9,10 @@ from webhook_inbox.schemes.base import (
     MAX_TYPE_CHARS,
     Delivery,
     Identity,
-    Reply,
     Verified,
     bounded_text,
 )
 from webhook_inbox.schemes.stripe import TimestampedHeader
-
-# Paddle documents a 200 ("respond with HTTP 200 within five seconds"), not any 2xx.
-_ACCEPTED = Reply.json({"status": "accepted"}, 200)
 
 
 class Paddle(TimestampedHeader):
@@ -33,6 +29,8 @@ class Paddle(TimestampedHeader):
 
     name = "paddle"
     default_tolerance_s = 5
+    # Paddle documents a 200 ("respond with HTTP 200 within five seconds"), not any 2xx.
+    accepted_status = 200
     header_name = "Paddle-Signature"
     separator = ";"
     time_key = "ts"
@@ -52,6 +50,3 @@ class Paddle(TimestampedHeader):
                 ),
             )
         ]
-
-    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
-        return _ACCEPTED if new else None  # a duplicate is already ingest's 200

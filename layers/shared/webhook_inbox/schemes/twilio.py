@@ -30,7 +30,6 @@ from webhook_inbox.schemes.base import (
     _optional_header,
     body_digest_id,
     bounded_text,
-    content_digest_id,
 )
 from webhook_inbox.schemes.urls import called_url
 
@@ -116,6 +115,20 @@ def _signed_params(params: Mapping[str, Any]) -> str:
     return "".join(name + value for name, values in _normalised(params).items() for value in values)
 
 
+def _signed_form_id(url: str, params: Mapping[str, Any]) -> str:
+    """The key of a form delivery: a digest of exactly the text its signature covers (with the
+    URL's port left out, since either form verifies).
+
+    Names and values are concatenated without separators, after a URL whose query string the
+    sender chose, so other parameters can sign the same text (``AccountSi=dAC…`` for
+    ``AccountSid=AC…``, a parameter folded into the value before it or moved into the query).
+    A key derived from the parameters, or from a type derived from them, would turn such a
+    regrouped replay into a new event; the signed text is the same for all of them.
+    """
+    signed = _port_variants(url)[0] + _signed_params(params)
+    return "sha256:" + hashlib.sha256(signed.encode()).hexdigest()
+
+
 def _form(body: bytes) -> FormParams:
     params = _form_or_none(body)
     if params is None:
@@ -150,10 +163,11 @@ class Twilio(Scheme):
     which one a delivery is (the URL is signed; the Content-Type header is not).
 
     There is no timestamp: a captured delivery verifies forever and is only deduplicated.
-    There is no event id either: the key is a digest of the type and the signed parameters
-    (the same parameters in another order or repeated sign the same, so they are the same
-    event), or of the type and the body for JSON; the unsigned ``I-Twilio-Idempotency-Token``
-    header is the delivery id. Form deliveries are answered with an empty TwiML response.
+    There is no event id either: the key of a form delivery is a digest of the text the
+    signature covers (the URL and the parameters as signed: in another order, repeated or
+    regrouped they sign the same text, so they are the same event); of a JSON delivery, of
+    the type and the body. The unsigned ``I-Twilio-Idempotency-Token`` header is the delivery
+    id. Form deliveries are answered with an empty TwiML response.
     """
 
     name = "twilio"
@@ -220,7 +234,7 @@ class Twilio(Scheme):
         delivery_id = _optional_header(delivery.headers, "i-twilio-idempotency-token")
         if isinstance(payload, FormParams):
             event_type = _form_type(payload)
-            event_id = content_digest_id(event_type, _normalised(payload), without=())
+            event_id = _signed_form_id(delivery.url, payload)
         else:  # JSON: the body's own type, if it names one
             raw_type = payload.get("type")
             event_type = "json"

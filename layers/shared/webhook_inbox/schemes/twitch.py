@@ -113,12 +113,7 @@ class Twitch(Scheme):
         # layout, zone last) keeps a captured signature from verifying under an id that took
         # over part of the timestamp, or a timestamp that took over part of the body.
         nanos = rfc3339_nanos(timestamp_text)
-        # surrogatepass: a header may hold a lone surrogate; that is a mismatch, not a crash.
-        signed = (
-            message_id.encode("utf-8", "surrogatepass"),
-            timestamp_text.encode(),
-            delivery.body,
-        )
+        signed = (message_id.encode(), timestamp_text.encode(), delivery.body)
         matched = _match_index([_mac(s.encode(), *signed) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")

@@ -35,6 +35,7 @@ class Zoom(_Preset):
     answered 200 (Zoom documents 200 or 204)."""
 
     name = "zoom"
+    accepted_status = 200
     preset: ClassVar[dict[str, str]] = {
         "signature_header": "x-zm-signature",
         "prefix": "v0=",
@@ -67,6 +68,3 @@ class Zoom(_Preset):
         token = bounded_text(plain, "payload.plainToken", MAX_PLAIN_TOKEN_CHARS)
         encrypted = _mac(verified.secret.encode(), token.encode()).hex()
         return Reply.json({"plainToken": token, "encryptedToken": encrypted})
-
-    def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
-        return Reply.json({"status": "accepted"}) if new else None

@@ -56,12 +56,18 @@ UPDATE webhook_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
 -- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
 -- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
+-- A row taken over from an expired lease (SQS redelivered it before a sweep expired the lease)
+-- is recorded as expire_leases would have (SET reads the row as it was before the update).
 UPDATE webhook_events AS e
    SET status = 'processing',
        lease_owner = %(owner)s,
        lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
        attempts = e.attempts + 1,
-       updated_at = now()
+       updated_at = now(),
+       error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
+       last_error = CASE WHEN e.status = 'processing'
+                         THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+                         ELSE e.last_error END
  WHERE e.id = ANY(ARRAY(
         SELECT id
           FROM webhook_events
