@@ -75,8 +75,8 @@ def dev_gateway(harness: IngestHarness) -> Iterator[str]:
 
     worker = threading.Thread(target=serve, daemon=True)
     worker.start()
-    gateway = IngestGateway("127.0.0.1", 0, [ours])
-    gateway.start()
+    gateway = IngestGateway("127.0.0.1", 0)
+    gateway.start([ours])
     try:
         yield f"http://127.0.0.1:{gateway.port}"
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import tomllib
@@ -29,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback)")
     parser.add_argument(
-        "--port", type=int, default=3000, help="HTTP port for POST /webhooks/{provider} (0: any)"
-    )
+        "--port", type=port_number, default=3000,
+        help="HTTP port for POST /webhooks/{provider} (0: any)",
+    )  # fmt: skip
     parser.add_argument(
         "--providers",
         metavar="FILE",
@@ -129,13 +131,62 @@ def operator_environment(stack: DevStack) -> dict[str, str]:
     }
 
 
+_OWNER = re.compile(r"^# written by webhook-inbox dev, pid (\d+)$", re.MULTILINE)
+
+
 def write_env_file(path: Path, env: dict[str, str]) -> None:
     lines = [
         "# webhook-inbox dev: the environment for operator commands against the running stack.",
         f"# Load it in another shell:  set -a; . {shlex.quote(str(path))}; set +a",
+        f"# written by webhook-inbox dev, pid {os.getpid()}",
     ]
     lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
     path.write_text("\n".join(lines) + "\n")
+
+
+def running_owner(path: Path) -> int | None:
+    """The pid of another webhook-inbox dev, still running, that wrote the env file ``path``."""
+    try:
+        match = _OWNER.search(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    pid = int(match[1]) if match else 0
+    if pid in {0, os.getpid()}:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # left behind by a dev that was killed: ours to replace
+    except PermissionError:
+        pass  # alive, another user's
+    return pid
+
+
+def check_output_files(args: argparse.Namespace) -> None:
+    """Refuse, before anything starts, output files this run could not write or must not take
+    over: another running dev's env file is that dev's, and removing it on exit would strand
+    the shells using it."""
+    owner = running_owner(args.env_file)
+    if owner is not None:
+        raise ConfigurationError(
+            f"{args.env_file} belongs to the webhook-inbox dev running as pid {owner}: "
+            "stop that one, or give this one another --env-file"
+        )
+    for flag, path in (("--env-file", args.env_file), ("--sam-env-vars", args.sam_env_vars)):
+        if path is None:
+            continue
+        folder = path.resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise ConfigurationError(f"{flag} {path}: cannot write in {folder}")
+
+
+def remove_if_unchanged(path: Path, written: bytes) -> None:
+    """Remove a file this run wrote, unless something else has replaced it since."""
+    try:
+        if path.read_bytes() == written:
+            path.unlink()
+    except OSError:
+        pass  # already gone, or not ours to remove
 
 
 def providers_document(providers_file: Path | None) -> str:
@@ -186,6 +237,26 @@ def write_sam_env_vars(
     return path
 
 
+def print_samples(registry: providers.Registry, base: str) -> None:
+    for sample in sample_deliveries(registry, base):
+        if sample.curl is None:
+            say("dev", f"no sample for {sample.provider!r} ({sample.scheme}): {sample.outcome}")
+            continue
+        validity = _validity(registry.providers[sample.provider])
+        what = f"{sample.event_type}; {sample.outcome}; {validity}"
+        say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
+        print(sample.curl, flush=True)
+
+
+def check_env_secrets(registry: providers.Registry) -> None:
+    """An ``{"env": NAME}`` secret must be set before the stack starts: the functions would
+    otherwise answer every delivery for that provider 503."""
+    for provider in registry.providers.values():
+        for ref in provider.secret_refs:
+            if ref.kind == "env" and not os.environ.get(ref.ref):
+                raise ConfigurationError(f"provider {provider.name}: ${ref.ref} is not set")
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     providers_file = _providers_file(args)
     if providers_file is None and not (
@@ -193,6 +264,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     ):
         raise ConfigurationError("no provider configuration: pass --providers FILE")
     registry = load_registry(str(providers_file) if providers_file else None)
+    check_env_secrets(registry)
+    check_output_files(args)
     options = DevOptions(
         functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
         providers_file=providers_file,
@@ -214,8 +287,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
-    env_file: Path | None = None
-    sam_file: Path | None = None
+    written: dict[Path, bytes] = {}  # the files this run wrote, removed on exit
     try:
         stack.start()
         if stop.is_set():
@@ -231,15 +303,13 @@ def cmd_dev(args: argparse.Namespace) -> int:
             say("dev", f"PostgreSQL also on TCP at {tcp.host}:{tcp.port} (password required)")
         env_file = args.env_file.resolve()
         write_env_file(env_file, operator_environment(stack))
+        written[env_file] = env_file.read_bytes()
         say("dev", f"operator environment written to {env_file}; in another shell:")
         say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
         if args.sam_env_vars is not None:
             sam_file = write_sam_env_vars(stack, args, providers_file)
-        for sample in sample_deliveries(registry, base):
-            validity = _validity(registry.providers[sample.provider])
-            what = f"{sample.event_type}; {sample.outcome}; {validity}"
-            say("dev", f"sample {sample.scheme} delivery to {sample.provider!r} ({what}):")
-            print(sample.curl, flush=True)
+            written[sam_file] = sam_file.read_bytes()
+        print_samples(registry, base)
         say("dev", "ready; Ctrl-C stops everything")
         while not stop.wait(0.5):
             # A signal to the whole group reaches the workers too: one may exit a moment
@@ -252,10 +322,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     finally:
         say("dev", "stopping")
         stack.stop()
-        if env_file is not None:
-            env_file.unlink(missing_ok=True)
-        if sam_file is not None:
-            sam_file.unlink(missing_ok=True)
+        for path, content in written.items():
+            remove_if_unchanged(path, content)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         say("dev", "stopped")

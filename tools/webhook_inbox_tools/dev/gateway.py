@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
 
+from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
 from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, say
 
@@ -41,18 +42,26 @@ class _Server(ThreadingHTTPServer):
 
 
 class IngestGateway:
-    def __init__(self, host: str, port: int, workers: list[Connection]) -> None:
+    """Listens from construction, so a taken port or a foreign address fails before anything
+    else starts; serves once :meth:`start` hands it the ingest workers."""
+
+    def __init__(self, host: str, port: int) -> None:
         self._idle: queue.Queue[Connection] = queue.Queue()
-        for channel in workers:
-            self._idle.put(channel)
-        self._server = _Server((host, port), self._handler_class())
+        try:
+            self._server = _Server((host, port), self._handler_class())
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host / --port)"
+            ) from None
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
 
-    def start(self) -> None:
+    def start(self, workers: list[Connection]) -> None:
+        for channel in workers:
+            self._idle.put(channel)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
         )

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from webhook_inbox import providers
+from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
 from webhook_inbox_tools.cli.signing import curl_command, destination
 
@@ -30,8 +31,8 @@ class Sample:
     provider: str
     scheme: str
     event_type: str
-    outcome: str  # what the pipeline will do with it, for the console
-    curl: str
+    outcome: str  # what the pipeline will do with it (without a curl: why there is none)
+    curl: str | None  # None: the configuration holds no key that signs (public keys only)
 
 
 def _uid() -> str:
@@ -330,9 +331,19 @@ def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sampl
         else:
             body = json.dumps(payload, separators=(",", ":")).encode()
         target = f"{base_url}/webhooks/{provider.name}"
-        signed = providers.sign_delivery(
-            provider, body, event_id=event_id, timestamp=now, event_type=event_type, url=target
-        )
+        try:
+            signed = providers.sign_delivery(
+                provider, body, event_id=event_id, timestamp=now, event_type=event_type, url=target
+            )
+        except ConfigurationError as exc:
+            # Public keys only verify. The stack serves the provider all the same; the sender
+            # (or `sign --signing-key-file`) signs.
+            why = (
+                f"{exc}; with the private key: webhook-inbox sign {provider.name} FILE "
+                f"--signing-key-file KEY --format curl --url {base_url}"
+            )
+            samples.append(Sample(provider.name, provider.scheme.name, event_type, why, None))
+            continue
         handler = HANDLERS.get((provider.name, event_type))
         outcome = f"processed by {handler.__name__}" if handler else "no handler: ignored"
         url = destination(provider, target, signed)

@@ -90,6 +90,9 @@ class DevStack:
     # --- start ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # The port first: a taken one should not cost a database start to find out.
+        self._gateway = IngestGateway(self.options.host, self.options.port)
+        self.port = self._gateway.port
         self._start_database()
         self._start_moto()
         self._create_aws_resources()
@@ -245,9 +248,8 @@ class DevStack:
         self._spawn("processor", processor_main, (settings, ready))
         self._spawn("sweeper", sweeper_main, (settings, ready))
         self._await_ready(ready)
-        self._gateway = IngestGateway(self.options.host, self.options.port, channels)
-        self._gateway.start()
-        self.port = self._gateway.port
+        if self._gateway is not None:  # bound by start(); None once stopped
+            self._gateway.start(channels)
 
     def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
         process = self._ctx.Process(target=target, name=f"webhook-inbox-dev-{name}", args=args)

@@ -1,0 +1,50 @@
+"""The files `webhook-inbox dev` writes for other shells: whose they are, when it removes them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from webhook_inbox_tools.cli.dev import remove_if_unchanged, running_owner, write_env_file
+
+
+def exited_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_the_env_file_names_its_writer_and_a_live_writer_owns_it(tmp_path: Path) -> None:
+    path = tmp_path / "dev.env"
+    write_env_file(path, {"DATABASE_URL": "postgresql://x"})
+    assert running_owner(path) is None  # written by this process: its own
+
+    path.write_text(path.read_text().replace(f"pid {os.getpid()}", f"pid {os.getppid()}"))
+    assert running_owner(path) == os.getppid()
+
+
+def test_a_file_left_by_a_killed_dev_or_written_by_hand_has_no_owner(tmp_path: Path) -> None:
+    path = tmp_path / "dev.env"
+    path.write_text(f"# written by webhook-inbox dev, pid {exited_pid()}\nA=1\n")
+    assert running_owner(path) is None
+    path.write_text("A=1\n")
+    assert running_owner(path) is None
+    assert running_owner(tmp_path / "absent.env") is None
+
+
+def test_a_file_is_removed_on_exit_only_while_it_still_holds_what_this_run_wrote(
+    tmp_path: Path,
+) -> None:
+    ours, replaced = tmp_path / "ours.env", tmp_path / "replaced.env"
+    for path in (ours, replaced):
+        path.write_text("A=1\n")
+    replaced.write_text("A=2\n")  # another dev wrote its own since
+
+    remove_if_unchanged(ours, b"A=1\n")
+    remove_if_unchanged(replaced, b"A=1\n")
+    remove_if_unchanged(tmp_path / "gone.env", b"A=1\n")
+
+    assert not ours.exists()
+    assert replaced.read_text() == "A=2\n"
