@@ -84,10 +84,14 @@ def test_github_and_shopify_signatures_match_their_documented_recipes(
     body_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = body_file.read_bytes()
-    github = _sign(capsys, "github", str(body_file), "--format", "json")["headers"]
+    github = _sign(capsys, "github", str(body_file), "--format", "json", "--type", "push")[
+        "headers"
+    ]
     expected = hmac.new(SECRETS["github"].encode(), body, hashlib.sha256).hexdigest()
     assert github["X-Hub-Signature-256"] == f"sha256={expected}"
-    shopify = _sign(capsys, "shopify", str(body_file), "--format", "json")["headers"]
+    shopify = _sign(
+        capsys, "shopify", str(body_file), "--format", "json", "--type", "orders/create"
+    )["headers"]
     digest = hmac.new(SECRETS["shopify"].encode(), body, hashlib.sha256).digest()
     assert shopify["X-Shopify-Hmac-Sha256"] == base64.b64encode(digest).decode()
 
@@ -116,14 +120,47 @@ def test_signed_api_gateway_event_is_accepted_by_the_ingest_handler(
 def test_curl_format_sends_the_file_bytes(
     body_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert (
-        main(["sign", "github", str(body_file), "--providers", str(SAMPLE), "--format", "curl"])
-        == 0
-    )
+    argv = ["sign", "github", str(body_file), "--providers", str(SAMPLE), "--type", "push"]
+    assert main([*argv, "--format", "curl"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("curl -sS -i -X POST http://127.0.0.1:3000/webhooks/github")
     assert f"--data-binary @{body_file}" in out
     assert "X-Hub-Signature-256: sha256=" in out
+
+
+@pytest.mark.parametrize(("provider", "header"), [("github", "X-GitHub-Event"),
+                                                  ("shopify", "X-Shopify-Topic")])  # fmt: skip
+def test_a_sender_typing_its_events_in_a_header_needs_a_type_to_sign(
+    provider: str, header: str, body_file: Path
+) -> None:
+    # Without it ingest would answer the delivery 400: no delivery at all is clearer.
+    result = run_console_script("sign", provider, str(body_file), "--providers", str(SAMPLE))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {provider}: {provider} carries the event type in {header}, "
+        "not in the body: pass --type"
+    ]
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("provider", ["mailgun", "linear"])
+def test_headers_alone_are_refused_where_the_signature_covers_a_rewritten_body(
+    provider: str, tmp_path: Path
+) -> None:
+    # Mailgun signs inside the body, Linear signs the body with webhookTimestamp added: the
+    # headers would sign bytes the user never sees, and sending the file with them fails.
+    body_file = tmp_path / "event.json"
+    body_file.write_text('{"type": "Issue", "action": "create", "data": {"id": "i_1"}}')
+    argv = ("sign", provider, str(body_file), "--providers", str(SAMPLE))
+    refused = run_console_script(*argv, "--format", "headers")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {provider} signs inside the body, so the signed body is not BODY_FILE: "
+        "use --format json (headers and body) or --format curl"
+    ]
+    shown = run_console_script(*argv, "--format", "json")
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["body"] != body_file.read_text()  # the body that was signed
 
 
 def test_unknown_provider_is_a_usage_error_without_traceback(body_file: Path) -> None:

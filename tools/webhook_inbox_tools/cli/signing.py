@@ -90,6 +90,9 @@ class SignedRequest:
     url: str  # where to send it
     # Whether the body is the file's bytes (a scheme may sign inside the body: Mailgun).
     body_from_file: bool
+    # Whether the signed body differs from what was read (Mailgun's signature, Linear's
+    # webhookTimestamp): headers alone would then sign bytes nobody sees.
+    body_rewritten: bool
 
 
 def with_signing_key(provider: providers.Provider, path: str) -> providers.Provider:
@@ -107,6 +110,13 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
     provider = resolve_provider(load_registry(args.providers), args.provider)
     if args.signing_key_file:
         provider = with_signing_key(provider, args.signing_key_file)
+    type_header = provider.scheme.options.get("type_header")
+    if type_header and not args.event_type:
+        # Ingest would answer such a delivery 400: the body cannot say what it is.
+        raise ConfigurationError(
+            f"{provider.name}: {provider.scheme.name} carries the event type in {type_header}, "
+            "not in the body: pass --type"
+        )
     body = _read_body(args.body_file)
     target = webhook_url(args.url, provider.name)
     signed = providers.sign_delivery(
@@ -118,7 +128,8 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
         url=target,
     )
     url = destination(provider, target, signed)
-    return SignedRequest(provider, signed, url, signed.body == body and args.body_file != "-")
+    rewritten = signed.body != body
+    return SignedRequest(provider, signed, url, not rewritten and args.body_file != "-", rewritten)
 
 
 def destination(provider: providers.Provider, target: str, signed: schemes.Signed) -> str:
@@ -154,6 +165,11 @@ def cmd_sign(args: argparse.Namespace) -> int:
     path = f"/webhooks/{provider.name}"
     where = urlsplit(url)
     if args.format == "headers":
+        if request.body_rewritten:
+            raise ConfigurationError(
+                f"{provider.scheme.name} signs inside the body, so the signed body is not "
+                "BODY_FILE: use --format json (headers and body) or --format curl"
+            )
         for name, value in signed.headers.items():
             print(f"{name}: {value}")
     elif args.format == "curl":
