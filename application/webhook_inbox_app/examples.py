@@ -116,13 +116,17 @@ def _delete_customer(conn: Connection[Any], event: LeasedEvent, customer_id: str
 # --- Stripe --------------------------------------------------------------------------------
 
 
+# Fields are read by their whole path from the payload's root, so that the path a dead-lettered
+# event's last_error names is the one docs/local.md lists (data.object.id, not id).
+
+
 def stripe_subscription_updated(conn: Connection[Any], event: LeasedEvent) -> None:
-    subscription = required_field(event.payload, "data.object", dict)
+    payload = event.payload
     state = SubscriptionState(
-        subscription_id=required_field(subscription, "id", str, max_length=255),
-        customer_id=optional_field(subscription, "customer", str, max_length=255),
-        status=required_field(subscription, "status", str, max_length=64),
-        version=required_field(event.payload, "created", int),
+        subscription_id=required_field(payload, "data.object.id", str, max_length=255),
+        customer_id=optional_field(payload, "data.object.customer", str, max_length=255),
+        status=required_field(payload, "data.object.status", str, max_length=64),
+        version=required_field(payload, "created", int),
     )
     _apply_subscription(conn, event, state)
 
@@ -142,27 +146,29 @@ def stripe_customer_deleted(conn: Connection[Any], event: LeasedEvent) -> None:
 # --- the `example` Standard Webhooks sender --------------------------------------------------
 
 
-def _example_data(event: LeasedEvent) -> dict[str, Any]:
+def _example_payload(event: LeasedEvent) -> Any:
     version = optional_field(event.payload, "schema_version", int)
     if version is not None and version not in SUPPORTED_EXAMPLE_SCHEMA_VERSIONS:
         raise PermanentEventError(f"unsupported schema_version {version}")
-    return required_field(event.payload, "data", dict)
+    return event.payload
 
 
 def example_subscription_updated(conn: Connection[Any], event: LeasedEvent) -> None:
-    data = _example_data(event)
+    payload = _example_payload(event)
     state = SubscriptionState(
-        subscription_id=required_field(data, "id", str, max_length=255),
-        customer_id=optional_field(data, "customer_id", str, max_length=255),
-        status=required_field(data, "status", str, max_length=64),
-        version=required_field(data, "version", int),
+        subscription_id=required_field(payload, "data.id", str, max_length=255),
+        customer_id=optional_field(payload, "data.customer_id", str, max_length=255),
+        status=required_field(payload, "data.status", str, max_length=64),
+        version=required_field(payload, "data.version", int),
     )
     _apply_subscription(conn, event, state)
 
 
 def example_customer_created(conn: Connection[Any], event: LeasedEvent) -> None:
-    _create_customer(conn, event, required_field(_example_data(event), "id", str, max_length=255))
+    customer_id = required_field(_example_payload(event), "data.id", str, max_length=255)
+    _create_customer(conn, event, customer_id)
 
 
 def example_customer_deleted(conn: Connection[Any], event: LeasedEvent) -> None:
-    _delete_customer(conn, event, required_field(_example_data(event), "id", str, max_length=255))
+    customer_id = required_field(_example_payload(event), "data.id", str, max_length=255)
+    _delete_customer(conn, event, customer_id)

@@ -226,13 +226,28 @@ def test_an_unsupported_schema_version_is_dead_lettered_at_once(
     assert conn.execute("SELECT count(*) FROM customers").fetchone() == (0,)
 
 
-def test_a_payload_missing_a_required_field_is_dead_lettered_at_once(
-    processor: ModuleType, conn: psycopg.Connection[Any]
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("stripe", "customer.subscription.updated", {"created": 1}, "data.object.id"),
+        ("stripe", "customer.subscription.updated",
+         {"created": 1, "data": {"object": {"id": "sub_1"}}}, "data.object.status"),
+        ("stripe", "customer.created", {"data": {"object": {}}}, "data.object.id"),
+        ("example", "customer.created", {"data": {}}, "data.id"),
+        ("example", "customer.deleted", {}, "data.id"),
+        ("example", "subscription.updated", {"data": {"id": "sub_1", "status": "active"}},
+         "data.version"),
+    ],
+)  # fmt: skip
+def test_a_payload_missing_a_required_field_is_dead_lettered_at_once_naming_its_whole_path(
+    processor: ModuleType, conn: psycopg.Connection[Any], case: tuple[str, str, Any, str]
 ) -> None:
-    row_id = store_event(conn, event_type="customer.subscription.updated", payload={"created": 1})
+    # The path as docs/local.md lists the handlers' fields, from the payload's root.
+    provider, event_type, payload, path = case
+    row_id = store_event(conn, provider=provider, event_type=event_type, payload=payload)
     assert failures(invoke(processor, sqs_event_for([row_id]))) == []
     dead = row(conn, row_id)
-    assert (dead["status"], dead["last_error"]) == ("dead_letter", "payload lacks data.object")
+    assert (dead["status"], dead["last_error"]) == ("dead_letter", f"payload lacks {path}")
 
 
 def test_an_event_type_without_a_handler_is_ignored_with_a_disposition(
