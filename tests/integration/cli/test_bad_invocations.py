@@ -6,11 +6,12 @@ import json
 import os
 import pwd
 import socket
+import subprocess
 from typing import Any
 
 import psycopg
 
-from tests.integration.cli.conftest import run_console_script, seed_event
+from tests.integration.cli.conftest import CONSOLE_SCRIPT, run_console_script, seed_event
 
 UNREACHABLE = "postgresql://x:s3cret-pw@127.0.0.1:9/x"
 
@@ -108,3 +109,37 @@ def test_without_operator_or_user_the_audit_row_records_login_at_host(
     assert result.returncode == 0, result.stderr
     who = conn.execute("SELECT operator FROM operator_actions").fetchall()
     assert who == [(f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}",)]
+
+
+def test_a_database_url_that_does_not_parse_is_a_configuration_error_without_echoing_it() -> None:
+    for source, argv, env in (
+        ("--database-url", ["--database-url", "not a url s3cret-pw"], {}),
+        ("DATABASE_URL", [], {"DATABASE_URL": "not a url s3cret-pw"}),
+    ):
+        result = run_console_script("status", *argv, env=env)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"error: {source} is not a PostgreSQL URL or conninfo string "
+            "(e.g. postgresql://user:password@host:5432/dbname)"
+        ]
+
+
+def test_an_aws_client_without_a_region_says_what_to_set(tmp_path: Any) -> None:
+    config = tmp_path / "providers.json"
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:stripe"
+    config.write_text(json.dumps({"providers": {"stripe": {
+        "scheme": "stripe", "secrets": [{"secret_arn": arn}]}}}))  # fmt: skip
+    body = tmp_path / "body.json"
+    body.write_text('{"id": "evt_1"}')
+    # A laptop without an AWS configuration: no region variables, no config file.
+    env = {k: v for k, v in os.environ.items() if k not in {"AWS_REGION", "AWS_DEFAULT_REGION"}}
+    result = subprocess.run(
+        [str(CONSOLE_SCRIPT), "sign", "stripe", str(body), "--providers", str(config)],
+        env={**env, "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config")},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: cannot read provider secret: NoRegionError "
+        "(no AWS region is configured: set AWS_REGION or AWS_DEFAULT_REGION)"
+    ]

@@ -33,6 +33,12 @@ from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 
 APPLICATION_PACKAGE = "webhook_inbox_app"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+# What to do about the AWS client failures a laptop meets and a Lambda function never does.
+AWS_SETUP_HINTS = {
+    "NoRegionError": "no AWS region is configured: set AWS_REGION or AWS_DEFAULT_REGION",
+    "NoCredentialsError": "no AWS credentials: set AWS_PROFILE or configure the AWS CLI",
+    "ProfileNotFound": "AWS_PROFILE names a profile the AWS configuration does not have",
+}
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -238,6 +244,9 @@ def _add_local_commands(sub: Any) -> None:
 
 def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:
     """The one mapping from our errors to exit codes and the line the operator reads."""
+    hint = AWS_SETUP_HINTS.get(type(exc.__cause__).__name__)
+    if hint:
+        return EXIT_USAGE, f"error: {exc} ({hint})"
     if isinstance(exc, ConfigurationError):
         return EXIT_USAGE, f"error: {exc}"
     if isinstance(exc, DatabaseUnreachable):

@@ -7,7 +7,8 @@ import os
 import sys
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, ProgrammingError
+from psycopg.conninfo import conninfo_to_dict
 
 from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
@@ -64,6 +65,13 @@ def _cause(exc: BaseException) -> str:
 def open_connection(args: argparse.Namespace, *, require_schema: bool = True) -> Connection[Any]:
     """An autocommit connection (each operator write is its own explicit transaction)."""
     conninfo, source = _resolve(args)
+    try:
+        conninfo_to_dict(conninfo)
+    except ProgrammingError:  # not echoed: it may hold a password
+        raise ConfigurationError(
+            f"{source} is not a PostgreSQL URL or conninfo string (e.g. "
+            "postgresql://user:password@host:5432/dbname)"
+        ) from None
     try:
         conn = db.connect(conninfo, application_name="webhook-inbox-cli")
     except StoreUnavailable as exc:
