@@ -137,12 +137,17 @@ def _public_key_config(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     return config, keys
 
 
-def test_providers_with_public_keys_only_are_served_and_say_how_to_sign(tmp_path: Path) -> None:
+def test_providers_with_public_keys_only_are_served_and_say_how_to_sign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in a container or under su: the embedded PostgreSQL's platformdirs would warn.
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     config, keys = _public_key_config(tmp_path)
     dev = DevProcess("--providers", str(config), cwd=tmp_path)
     try:
         base = "http://127.0.0.1:" + dev.wait_for(r"POST http://127\.0\.0\.1:(\d+)/webhooks/")[1]
         dev.wait_for(r"ready; Ctrl-C stops everything")
+        assert [line for line in dev.transcript if "Warning" in line] == []
         unsigned = dev.mentioned(r"no sample for '([a-z]+)'")
         assert sorted(unsigned) == ["bot", "example", "sg"], dev.transcript
         assert dev.mentioned(r"(--signing-key-file KEY)")  # what to run instead

