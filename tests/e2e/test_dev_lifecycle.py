@@ -246,6 +246,7 @@ def test_every_printed_sample_of_the_shipped_config_is_accepted_and_settles(
     schemes = {p.scheme.name for p in registry.providers.values()}
 
     assert len(samples) == len(schemes)  # one per provider family
+    assert dev.mentioned(r"(handlers registered for providers not configured)") == []
     for provider, command in samples:
         # A stored event is a 202, or the acknowledgement its sender expects (Discord's
         # deferred interaction response is a 200, its webhook events a 204; Twilio's TwiML,

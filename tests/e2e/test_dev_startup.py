@@ -151,6 +151,9 @@ def test_providers_with_public_keys_only_are_served_and_say_how_to_sign(
         unsigned = dev.mentioned(r"no sample for '([a-z]+)'")
         assert sorted(unsigned) == ["bot", "example", "sg"], dev.transcript
         assert dev.mentioned(r"(--signing-key-file KEY)")  # what to run instead
+        # The example handlers for `stripe` can never run with this configuration.
+        unserved = r"handlers registered for providers not configured here: ([a-z, ]+) \("
+        assert dev.mentioned(unserved) == ["stripe"]
 
         bodies = {
             "sg": [{"email": "a@example.com", "event": "delivered", "sg_event_id": "sg_1",

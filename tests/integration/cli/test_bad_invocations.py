@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import socket
 import subprocess
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import psycopg
 
 from tests.integration.cli.conftest import CONSOLE_SCRIPT, run_console_script, seed_event
+from tests.support import ROOT
 
 UNREACHABLE = "postgresql://x:s3cret-pw@127.0.0.1:9/x"
 
@@ -143,3 +145,28 @@ def test_an_aws_client_without_a_region_says_what_to_set(tmp_path: Any) -> None:
         "error: cannot read provider secret: NoRegionError "
         "(no AWS region is configured: set AWS_REGION or AWS_DEFAULT_REGION)"
     ]
+
+
+def test_an_application_that_does_not_import_stops_only_what_needs_it(
+    tmp_path: Any, database_url: str
+) -> None:
+    # Your application's handlers with a typo, shadowing the installed package: the operator
+    # commands work on (an operator lists and replays events while the handler is fixed), and
+    # dev, which runs the handlers, says where the error is before it starts anything.
+    shutil.copytree(ROOT / "application" / "webhook_inbox_app", tmp_path / "webhook_inbox_app",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    handlers = tmp_path / "webhook_inbox_app" / "handlers.py"
+    handlers.write_text(handlers.read_text() + "\ndef broken(:\n")
+    env = {"PYTHONPATH": str(tmp_path), "DATABASE_URL": database_url}
+
+    assert run_console_script("--help", env=env).returncode == 0
+    listed = run_console_script("events", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    dev = run_console_script("dev", "--port", "0", "--env-file", str(tmp_path / "dev.env"),
+                             env=env)  # fmt: skip
+    assert dev.returncode == 2
+    assert dev.stderr.splitlines() == [
+        "error: your application does not import (webhook_inbox_app.handlers): SyntaxError: "
+        f"invalid syntax at {handlers}, line {len(handlers.read_text().splitlines())}"
+    ]
+    assert "throwaway PostgreSQL" not in dev.stdout

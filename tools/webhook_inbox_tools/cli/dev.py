@@ -18,7 +18,7 @@ from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
 from webhook_inbox_tools.dev import sam_env
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
-from webhook_inbox_tools.dev.samples import sample_deliveries
+from webhook_inbox_tools.dev.samples import application_handlers, sample_deliveries
 from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
 
@@ -248,6 +248,16 @@ def print_samples(registry: providers.Registry, base: str) -> None:
         print(sample.curl, flush=True)
 
 
+def warn_unserved_handlers(registry: providers.Registry) -> None:
+    """Your application, imported here so that an error in it is one line before anything
+    starts; and a handler keyed by a provider name that is not configured can never run (a typo
+    in either place), which would otherwise only show as events marked ignored."""
+    unserved = sorted({name for name, _ in application_handlers()} - set(registry.providers))
+    if unserved:
+        say("dev", f"warning: handlers registered for providers not configured here: "
+            f"{', '.join(unserved)} (their events can never arrive)")  # fmt: skip
+
+
 def check_env_secrets(registry: providers.Registry) -> None:
     """An ``{"env": NAME}`` secret must be set before the stack starts: the functions would
     otherwise answer every delivery for that provider 503."""
@@ -266,6 +276,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     registry = load_registry(str(providers_file) if providers_file else None)
     check_env_secrets(registry)
     check_output_files(args)
+    warn_unserved_handlers(registry)
     options = DevOptions(
         functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
         providers_file=providers_file,

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from webhook_inbox import providers
+from webhook_inbox.domain import Handler
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox_app.handlers import HANDLERS  # what the processor installs
 from webhook_inbox_tools.cli.signing import curl_command, destination
 
 # (body, event type, event id for the id header where the scheme has one). The body is a JSON
@@ -306,25 +307,47 @@ def _builder(provider: providers.Provider) -> Builder:
     return _generic(dict(provider.scheme.options))
 
 
-def _has_handlers(name: str) -> bool:
-    return any(provider == name for provider, _ in HANDLERS)
+def application_handlers() -> Mapping[tuple[str, str], Handler]:
+    """The map the processor installs, imported when first needed: your application's code is
+    not the CLI's, and an error in it must not stop every command (an operator still lists and
+    replays events while a handler is being fixed)."""
+    try:
+        from webhook_inbox_app.handlers import HANDLERS
+    except Exception as exc:  # noqa: BLE001 - anything your application's import raises
+        raise ConfigurationError(
+            f"your application does not import (webhook_inbox_app.handlers): {_import_error(exc)}"
+        ) from None
+    return HANDLERS
 
 
-def _representatives(registry: providers.Registry) -> list[providers.Provider]:
+def _import_error(exc: Exception) -> str:
+    """The error and where it was raised: a SyntaxError's file and line, else the last frame."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} at {exc.filename}, line {exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}, line {frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _representatives(
+    registry: providers.Registry, handlers: Mapping[tuple[str, str], Handler]
+) -> list[providers.Provider]:
     """One provider per scheme: the first (by name) with handlers, else the first by name."""
+    with_handlers = {provider for provider, _ in handlers}
     chosen: dict[str, providers.Provider] = {}
     for name in sorted(registry.providers):
         provider = registry.providers[name]
         current = chosen.get(provider.scheme.name)
-        if current is None or (_has_handlers(name) and not _has_handlers(current.name)):
+        if current is None or (name in with_handlers and current.name not in with_handlers):
             chosen[provider.scheme.name] = provider
     return [chosen[scheme] for scheme in sorted(chosen)]
 
 
 def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sample]:
     now = int(time.time())
+    handlers = application_handlers()
     samples = []
-    for provider in _representatives(registry):
+    for provider in _representatives(registry, handlers):
         payload, event_type, event_id = _builder(provider)(now)
         if provider.scheme.body_format == "form":
             body = urlencode(payload).encode()
@@ -344,7 +367,7 @@ def sample_deliveries(registry: providers.Registry, base_url: str) -> list[Sampl
             )
             samples.append(Sample(provider.name, provider.scheme.name, event_type, why, None))
             continue
-        handler = HANDLERS.get((provider.name, event_type))
+        handler = handlers.get((provider.name, event_type))
         outcome = f"processed by {handler.__name__}" if handler else "no handler: ignored"
         url = destination(provider, target, signed)
         curl = curl_command(url, signed.headers, signed.body, None)
