@@ -120,6 +120,12 @@ def translate() -> Iterator[None]:
     except psycopg.InterfaceError as exc:  # a connection closed or broken on our side
         raise StoreUnavailable(type(exc).__name__) from exc
     except psycopg.Error as exc:
+        if exc.sqlstate is None:
+            # Refused by psycopg itself (a handler's commit() inside the batch's transaction):
+            # its own words, which hold no data, say more than "None".
+            lines = str(exc).strip().splitlines() or [""]
+            raise StoreError(f"{type(exc).__name__}: {lines[0][:200]}") from exc
+        # A server error's message may quote data (a key's value): only its SQLSTATE.
         raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
 
 

@@ -106,6 +106,12 @@ def available_migrations(package: str = RUNTIME_PACKAGE) -> list[Migration]:
         match = _FILE.match(entry.name)
         if match:
             found.append(Migration(prefix + match[1], match[2], entry.read_text("utf-8")))
+        elif entry.name.lower().endswith(".sql"):
+            # Skipping it would leave its tables missing with "schema is up to date".
+            raise MigrationError(
+                f"{package}/migrations/{entry.name} is not named NNNN_name.sql (four digits, "
+                "an underscore, lower-case letters, digits or underscores): rename it"
+            )
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
@@ -195,11 +201,28 @@ def _apply_with_retries(
         except pg_errors.LockNotAvailable:
             if attempt == limits.lock_attempts:
                 raise
+        except (psycopg.ProgrammingError, psycopg.DataError, psycopg.IntegrityError) as exc:
+            # The file is at fault, not the database: say which one, and where.
+            raise MigrationError(_describe_failure(migration, exc)) from exc
         # Writers got the table back while we wait; a jittered, growing pause lets a burst end.
         pause = min(0.25 * 2**attempt, 5.0) * random.uniform(0.5, 1.0)  # noqa: S311
         if limits.deadline is not None and time.monotonic() + pause >= limits.deadline:
             raise MigrationError(f"migration {migration.version}: out of time waiting for locks")
         time.sleep(pause)
+
+
+def _describe_failure(migration: Migration, exc: psycopg.Error) -> str:
+    """PostgreSQL's own words (its message names objects of the migration, not data) and, for
+    a whole-file migration, the line the error position falls on."""
+    message = exc.diag.message_primary or type(exc).__name__
+    where = ""
+    position = exc.diag.statement_position
+    if position and migration.transactional and position.isdigit():
+        where = f", line {migration.sql[: int(position)].count(chr(10)) + 1}"
+    return (
+        f"migration {migration.version} ({migration.version.split(':')[-1]}_{migration.name}.sql"
+        f"{where}) failed: {message} ({exc.sqlstate})"
+    )
 
 
 def _apply(conn: psycopg.Connection[Any], migration: Migration, limits: Limits) -> None:

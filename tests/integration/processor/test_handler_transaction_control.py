@@ -54,5 +54,8 @@ def test_a_handler_that_ends_the_transaction_fails_itself_and_no_one_else(
     for row_id in (*ids, after):
         assert row(conn, row_id)["status"] == "processed"
     assert row(conn, rogue)["status"] == "failed"
-    # psycopg's refusal (a ProgrammingError, translated like every driver error).
-    assert row(conn, rogue)["last_error"].startswith("ProgrammingError")
+    # psycopg's refusal (a ProgrammingError, translated like every driver error), in its words.
+    name = ends_it.__name__
+    assert row(conn, rogue)["last_error"].startswith(
+        f"ProgrammingError: Explicit {name}() forbidden within a Transaction context"
+    )
