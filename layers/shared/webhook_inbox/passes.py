@@ -219,8 +219,9 @@ def describe_error(exc: BaseException) -> tuple[str, str]:
     """Error kind and a bounded message that never carries payload text.
 
     Our own exceptions carry messages written for logs (StoreError messages hold only the
-    driver's error class and SQLSTATE, or psycopg's own client-side words). Anything else may quote the payload (a KeyError names the
-    missing key, a ValueError often repeats the input), so only its type and location are kept.
+    driver's error class and SQLSTATE, or psycopg's own client-side words). Anything else may
+    quote the payload (a KeyError names the missing key, a ValueError often repeats the input),
+    so only its type and location are kept.
     """
     if isinstance(exc, EventError):
         return exc.kind, str(exc)[:MAX_ERROR_CHARS]
