@@ -218,7 +218,8 @@ def _describe_failure(migration: Migration, exc: psycopg.Error) -> str:
     where = ""
     position = exc.diag.statement_position
     if position and migration.transactional and position.isdigit():
-        where = f", line {migration.sql[: int(position)].count(chr(10)) + 1}"
+        line = migration.sql[: int(position)].count("\n") + 1
+        where = f", line {line}"
     return (
         f"migration {migration.version} ({migration.version.split(':')[-1]}_{migration.name}.sql"
         f"{where}) failed: {message} ({exc.sqlstate})"
