@@ -190,17 +190,30 @@ def clear_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
 
 @translated
 def lease_events(
-    conn: Connection[Any], ids: Sequence[int], *, owner: str, lease_seconds: float
+    conn: Connection[Any],
+    ids: Sequence[int],
+    *,
+    owner: str,
+    lease_seconds: float,
+    max_attempts: int | None = None,
 ) -> list[LeasedEvent]:
-    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due."""
+    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due.
+
+    A row taken over from an expired lease with ``max_attempts`` spent is dead-lettered as
+    ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and not returned.
+    """
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
-    with conn.cursor(row_factory=class_row(LeasedEvent)) as cur:
-        cur.execute(
-            _q("lease_events"),
-            {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds},
-        )
-        return cur.fetchall()
+    rows = conn.execute(
+        _q("lease_events"),
+        {
+            "ids": list(ids),
+            "owner": owner,
+            "lease_seconds": lease_seconds,
+            "max_attempts": max_attempts,
+        },
+    ).fetchall()
+    return [LeasedEvent(*r[1:]) for r in rows if r[0] == "processing"]
 
 
 def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:

@@ -189,16 +189,23 @@ def _process_rows(
 ) -> tuple[set[int], list[EventResult]]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
+    # A row taken over from an expired lease with its attempts spent is dead-lettered by the
+    # lease itself, as the sweeper's expiry would have done, and never runs again.
+    max_attempts = settings.max_attempts
     # One autocommit statement: safe to repeat on a fresh connection when the kept one was
     # closed while the function was frozen. Should the first attempt have committed before the
     # connection dropped, its rows are leased and the retry skips them: the sweeper takes them
     # back when that lease expires. Nothing runs twice.
     leased, _ = db.run_repeatable(
-        lambda c: inbox.lease_events(c, row_ids, owner=owner, lease_seconds=lease_seconds),
+        lambda c: inbox.lease_events(
+            c, row_ids, owner=owner, lease_seconds=lease_seconds, max_attempts=max_attempts
+        ),
         application_name="webhook-inbox-processor",
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
+    leased += _lease_briefly_locked(
+        conn, row_ids, leased, owner=owner, seconds=lease_seconds, max_attempts=max_attempts
+    )
     leased_ids = {event.id for event in leased}
     not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
     with db.translate():
@@ -261,7 +268,11 @@ def _run_suspects_alone(
             not_run.add(suspect.id)
             continue
         leased = inbox.lease_events(
-            conn, [suspect.id], owner=owner, lease_seconds=lease_seconds_for(remaining_ms())
+            conn,
+            [suspect.id],
+            owner=owner,
+            lease_seconds=lease_seconds_for(remaining_ms()),
+            max_attempts=settings.max_attempts,
         )
         if not leased:
             # Locked at that instant (a duplicate's claim), or taken by another worker since
@@ -281,6 +292,7 @@ def _lease_briefly_locked(
     *,
     owner: str,
     seconds: float,
+    max_attempts: int,
 ) -> list[LeasedEvent]:
     """Try once more for claimable rows the lease skipped because their lock was taken.
 
@@ -299,7 +311,9 @@ def _lease_briefly_locked(
     if not skipped:
         return []
     time.sleep(LOCKED_ROW_RETRY_S)
-    return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
+    return inbox.lease_events(
+        conn, skipped, owner=owner, lease_seconds=seconds, max_attempts=max_attempts
+    )
 
 
 def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:

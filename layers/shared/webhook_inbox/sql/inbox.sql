@@ -54,31 +54,39 @@ UPDATE webhook_events
 
 -- name: lease_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
--- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
+-- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped
+-- (SKIP LOCKED in the subquery, which PostgreSQL never pulls up into the join, so each row is
+-- locked once, in id order).
 -- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
 -- A row taken over from an expired lease (SQS redelivered it before a sweep expired the lease)
--- is recorded as expire_leases would have (SET reads the row as it was before the update).
+-- is recorded exactly as expire_leases would have recorded it (SET reads the row as it was
+-- before the update): once its attempts are spent (max_attempts; NULL: no limit) it becomes
+-- dead_letter, attempts unchanged, instead of being leased. It comes back with that status so
+-- the caller leaves it out: only the 'processing' rows of the answer are leased.
 UPDATE webhook_events AS e
-   SET status = 'processing',
-       lease_owner = %(owner)s,
-       lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-       attempts = e.attempts + 1,
+   SET status = CASE WHEN c.spent THEN 'dead_letter' ELSE 'processing' END,
+       lease_owner = CASE WHEN c.spent THEN NULL ELSE %(owner)s END,
+       lease_expires_at = CASE WHEN c.spent THEN NULL
+                               ELSE now() + make_interval(secs => %(lease_seconds)s) END,
+       attempts = CASE WHEN c.spent THEN e.attempts ELSE e.attempts + 1 END,
+       available_at = CASE WHEN c.spent THEN now() ELSE e.available_at END,
+       enqueued_at = CASE WHEN c.spent THEN NULL ELSE e.enqueued_at END,
        updated_at = now(),
        error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
        last_error = CASE WHEN e.status = 'processing'
                          THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
                          ELSE e.last_error END
- WHERE e.id = ANY(ARRAY(
-        SELECT id
+  FROM (SELECT id, coalesce(status = 'processing' AND attempts >= %(max_attempts)s::int, false) AS spent
           FROM webhook_events
          WHERE id = ANY(%(ids)s)
            AND (status = 'received'
                 OR (status = 'failed' AND available_at <= now())
                 OR (status = 'processing' AND lease_expires_at <= now()))
          ORDER BY id
-           FOR UPDATE SKIP LOCKED))
-RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, e.attempts,
-          e.received_at, e.lease_expires_at, e.error_kind
+           FOR UPDATE SKIP LOCKED) AS c
+ WHERE e.id = c.id
+RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
+          e.attempts, e.received_at, e.lease_expires_at, e.error_kind
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
