@@ -44,10 +44,17 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import db, handlers, inbox
+from webhook_inbox import db, handler_guard, handlers, inbox
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.config import load, setting
-from webhook_inbox.errors import EventError, LeaseLost, PermanentEventError, StoreError
+from webhook_inbox.errors import (
+    EventError,
+    LeaseLost,
+    PermanentEventError,
+    StoreError,
+    TransactionControlError,
+)
+from webhook_inbox.handler_guard import TransactionTaken
 from webhook_inbox.inbox import LeasedEvent
 
 # Do not start another event's handler with less time than this left; its lease covers it.
@@ -135,13 +142,14 @@ def _run_all(
     remaining_ms: Callable[[], int],
 ) -> list[EventResult]:
     results: list[EventResult] = []
+    checks: list[psycopg.Cursor[Any]] = []
     try:
         for event in events:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
             else:
-                results.append(_run_handler(conn, event))
-        return _mark(conn, pipeline, results, owner=owner)
+                results.append(_run_handler(conn, event, checks))
+        return _mark(conn, pipeline, results, checks, owner=owner)
     except _GiveUp:
         raise
     except StoreError as exc:
@@ -152,13 +160,20 @@ def _run_all(
         raise _GiveUp(type(exc).__name__) from exc
 
 
-def _run_handler(conn: psycopg.Connection[Any], event: LeasedEvent) -> EventResult:
+def _run_handler(
+    conn: psycopg.Connection[Any], event: LeasedEvent, checks: list[psycopg.Cursor[Any]]
+) -> EventResult:
     handler = handlers.handler_for(event.provider, event.event_type)
     if handler is None:
         return EventResult(event, "ignored")  # marked with the others in _mark
     started = time.perf_counter()
     with db.translate():  # handlers may use the connection directly
+        # Sent without waiting: a handler that ends or rewinds the transaction makes the
+        # RELEASE fail at the next wait, or leaves a check that _mark reads as broken.
+        handler_guard.open_savepoint(conn, str(event.id))
         handler(conn, event)
+        checks.append(handler_guard.mark_check(conn, str(event.id)))
+        handler_guard.release_savepoint(conn)
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
 
 
@@ -166,10 +181,13 @@ def _mark(
     conn: psycopg.Connection[Any],
     pipeline: psycopg.Pipeline,
     results: list[EventResult],
+    checks: list[psycopg.Cursor[Any]],
     *,
     owner: str,
 ) -> list[EventResult]:
-    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
+    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours,
+    or if a handler rewound the transaction to the savepoint around it (its checks, read in
+    the same wait as the marks, before COMMIT is sent)."""
     processed = [r.event.id for r in results if r.outcome == "processed"]
     ignored = [r.event.id for r in results if r.outcome == "ignored"]
     if not processed and not ignored:
@@ -182,6 +200,8 @@ def _mark(
         owner=owner,
         disposition=NO_HANDLER_DISPOSITION,
     )
+    if not all(handler_guard.intact(check) for check in checks):
+        raise _GiveUp(TransactionControlError.kind)
     lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
     if lost:
         raise _GiveUp("lease_lost", lost)
@@ -204,15 +224,50 @@ def careful(
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
 ) -> list[EventResult]:
-    """One transaction, one savepoint per event, every statement checked as it runs."""
+    """One transaction, one savepoint per event, every statement checked as it runs.
+
+    A handler that ends or rewinds the transaction (:mod:`webhook_inbox.handler_guard`) is
+    dead-lettered on its own, and the transaction abandoned; the events before it keep their
+    outcomes if a COMMIT of the handler committed them, else they run again with the rest.
+    Each such round removes one event, so the loop ends.
+    """
     results: list[EventResult] = []
-    with db.translate(), conn.transaction():
-        for event in events:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-                continue
-            results.append(_handle(conn, event, owner=owner, settings=settings))
+    pending = list(events)
+    while pending:
+        done: list[EventResult] = []
+        xid = ""
+        try:
+            with db.translate(), conn.transaction():
+                xid = handler_guard.batch_transaction(conn)
+                for event in pending:
+                    if remaining_ms() < STOP_MARGIN_MS:
+                        done.append(EventResult(event, "unfinished"))
+                        continue
+                    done.append(_handle(conn, event, xid=xid, owner=owner, settings=settings))
+            return results + done
+        except TransactionTaken as taken:
+            offender = pending[len(done)]
+            if handler_guard.settle(conn, xid):  # the handler's COMMIT kept the ones before it
+                results += done
+                pending = pending[len(done) + 1 :]
+            else:
+                results += [r for r in done if r.outcome == "lease_lost"]
+                rerun = {r.event.id for r in done if r.outcome != "lease_lost"}
+                pending = [e for e in pending if e.id in rerun] + pending[len(done) + 1 :]
+            results.append(_dead_letter(conn, offender, taken.error, owner=owner))
     return results
+
+
+def _dead_letter(
+    conn: psycopg.Connection[Any], event: LeasedEvent, error: EventError, *, owner: str
+) -> EventResult:
+    """Dead-letter a handler that took the transaction, in a statement of its own."""
+    kind, message = describe_error(error)
+    try:
+        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
+    except LeaseLost:
+        return EventResult(event, "lease_lost")
+    return EventResult(event, "dead_letter", error_kind=kind)
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -241,7 +296,12 @@ def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
 
 
 def _handle(
-    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
+    conn: psycopg.Connection[Any],
+    event: LeasedEvent,
+    *,
+    xid: str,
+    owner: str,
+    settings: ProcessorSettings,
 ) -> EventResult:
     started = time.perf_counter()
 
@@ -254,11 +314,15 @@ def _handle(
             inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
             return EventResult(event, "ignored", elapsed())
         try:
-            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
-                handler(conn, event)
+            # A savepoint: rolls back this event only. The check right after the handler
+            # raises TransactionTaken before anything is marked in a transaction it ended.
+            with handler_guard.guarded(conn, str(event.id), xid) as check:
+                with db.translate():
+                    handler(conn, event)
+                check()
                 latency = inbox.mark_processed(conn, event.id, owner=owner)
             return EventResult(event, "processed", elapsed(), latency=latency)
-        except LeaseLost:
+        except (LeaseLost, TransactionTaken):
             raise
         except StoreError as exc:
             if _connection_lost(conn):
@@ -266,6 +330,7 @@ def _handle(
             failure: BaseException = exc  # a statement of this event failed; the batch goes on
         except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
             failure = exc
+        failure = handler_guard.refused_call(failure) or failure  # commit() inside the batch
         return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
     except LeaseLost:
         # Our lease expired and another worker took the row: its work, not ours, will count.
