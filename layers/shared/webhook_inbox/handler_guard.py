@@ -61,6 +61,23 @@ def _taken(what: str) -> TransactionTaken:
 # --- the fast pass: statements sent in pipeline mode, read with the batch's marks -----------
 
 
+def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """Ask for the batch's transaction id without waiting; :func:`settle_asked` reads it."""
+    return conn.execute(_q("batch_transaction"))
+
+
+def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> None:
+    """After the fast pass gave up: roll back its transaction if a handler prepared it (its
+    locks would block the careful pass). Nothing to do if the answer never came (the pass
+    failed before its first wait, so no handler statement ran)."""
+    try:
+        row = asked.fetchone()
+    except psycopg.Error:
+        return
+    if row is not None:
+        settle(conn, str(row[0]))
+
+
 def open_savepoint(conn: psycopg.Connection[Any], token: str) -> None:
     """Open the savepoint around a handler and set the mark inside it (no answer read)."""
     conn.execute(_q("open_handler_savepoint"))

@@ -9,7 +9,9 @@ result costs one round trip per event and four around them, instead of one per s
 * ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
   psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
   batch's transaction under the events after it;
-* every statement whose answer nobody reads travels with the next wait;
+* every statement whose answer nobody reads travels with the next wait — among them the guard
+  around each handler (:mod:`webhook_inbox.handler_guard`: a savepoint, a mark and its check,
+  ``RELEASE``), which catches the same sent as SQL;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
 * every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
@@ -17,18 +19,21 @@ result costs one round trip per event and four around them, instead of one per s
 * the pipeline's closing sync, then ``COMMIT``, are the last waits.
 
 The price of not waiting is that an error shows up late — at the connection's next wait, which
-may belong to a later event — so this pass does not try to attribute failures. It uses no
-savepoints: the first failure of any kind (a handler raises, a statement fails, or a row's lease
-was lost before the final mark) rolls the whole transaction back, and the caller runs the batch
-again the careful way (a savepoint per event, every statement checked as it runs), which records
-which event failed and why. Either way a domain change commits only together with its
-``processed`` mark, and only while the row is leased to us. A handler may therefore run twice in
+may belong to a later event — so this pass does not try to attribute failures. Its savepoints
+only guard the transaction: the first failure of any kind (a handler raises, a statement fails,
+a handler ended or rewound the transaction, or a row's lease was lost before the final mark)
+rolls the whole transaction back (a transaction a handler prepared included), and the caller
+runs the batch again the careful way (a savepoint per event, every statement checked as it
+runs), which records which event failed and why. Either way a domain change commits only
+together with its ``processed`` mark, and only while the row is leased to us — except what a
+handler's own ``COMMIT`` committed before it was caught. A handler may therefore run twice in
 one invocation (its first run rolled back), as it may on any redelivery.
 
-**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``, so a
-handler cannot end it either), with a savepoint per event: a failing event rolls back to its
-savepoint and is marked ``failed`` (backoff with jitter) or ``dead_letter`` (permanent error,
-attempts spent); the others commit with their marks.
+**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``), with
+the guard's savepoint per event: a failing event rolls back to its savepoint and is marked
+``failed`` (backoff with jitter) or ``dead_letter`` (permanent error, attempts spent); the others
+commit with their marks. A handler that ended or rewound the transaction is dead-lettered alone
+(``transaction_control``) and the pass starts again without it.
 """
 
 from __future__ import annotations
@@ -125,10 +130,12 @@ def fast(
         # rollback() (which would end the batch's transaction under the later events), and the
         # handler raises as it does in the careful pass's savepoint.
         with db.translate(), conn.transaction(), conn.pipeline() as pipeline:
+            batch_xid = handler_guard.ask_batch_transaction(conn)  # read only on giving up
             results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
     except _GiveUp as give_up:
         if conn.closed or conn.broken:
             raise StoreError("connection lost while giving up the fast pass") from give_up
+        handler_guard.settle_asked(conn, batch_xid)
         return FastPass(None, give_up.reason, give_up.lease_lost)
     return FastPass(results)
 

@@ -13,11 +13,12 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    suspect: its lease is handed back at once, and it runs after the rest (step 4).
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
    ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
-   pipeline mode, one batched mark, no savepoints), which commits only if every event went
-   through. If anything failed it rolls back, and the careful pass runs the batch again with one
-   savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
-   (backoff with jitter), ``dead_letter`` (permanent error or attempts spent) or, without a
-   handler, ``ignored``.
+   pipeline mode, one batched mark, nothing waited for but the handlers' reads), which commits
+   only if every event went through. If anything failed it rolls back, and the careful pass runs
+   the batch again with one savepoint per event: a failing event rolls back to its savepoint and
+   is marked ``failed`` (backoff with jitter), ``dead_letter`` (permanent error or attempts
+   spent; at once for a handler that ended or rewound the transaction) or, without a handler,
+   ``ignored``.
 4. Suspects, one at a time, fewest attempts first: each leased just before its handler runs and
    committed on its own, so an invocation killed by one suspect charges that one only; the
    suspects after it were never leased (the killed batch's other rows had their attempt

@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from tests.integration.processor.helpers import failures, invoke, row, sqs_event_for, store_event
+from tests.integration.processor.test_fast_pass import fast_pass_log_reasons
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox_app import examples
 
@@ -161,3 +162,32 @@ def test_the_first_event_of_a_batch_ending_the_transaction_leaves_the_rest_intac
     assert row(conn, rogue_id)["status"] == "dead_letter"
     assert _applied(conn) == {"cus_0": 1, "cus_1": 1, "cus_2": 1}
     assert [row(conn, i)["status"] for i in mates] == ["processed"] * 3
+
+
+def test_a_handler_with_savepoints_of_its_own_is_not_taken_for_one_that_takes_the_transaction(
+    processor: ModuleType,
+    conn: psycopg.Connection[Any],
+    registry: dict[tuple[str, str], Any],
+    log_output: Any,
+) -> None:
+    """Nested ``conn.transaction()`` and savepoints the handler names itself are allowed: the
+    guard must not send the batch the careful way, nor fail the event."""
+
+    def careful_handler(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
+        with c.transaction():
+            examples.stripe_customer_created(c, event)
+        c.execute("SAVEPOINT mine")
+        c.execute(
+            "INSERT INTO customers (provider, customer_id, status) VALUES ('x', 'y', 'active')"
+        )
+        c.execute("ROLLBACK TO SAVEPOINT mine")
+        c.execute("RELEASE SAVEPOINT mine")
+
+    registry[("stripe", "nested.event")] = careful_handler
+    ids = [_customer_event(conn, f"cus_{i}", "nested.event") for i in range(3)]
+
+    assert failures(invoke(processor, sqs_event_for(ids))) == []
+
+    assert fast_pass_log_reasons(log_output.getvalue()) == []
+    assert [row(conn, i)["status"] for i in ids] == ["processed"] * 3
+    assert _applied(conn) == {"cus_0": 1, "cus_1": 1, "cus_2": 1}
