@@ -8,8 +8,9 @@ or flattens the structure the passes rely on, and ``PREPARE TRANSACTION`` hands 
 work and its locks to a prepared transaction. Whatever ran after that would be marked
 ``processed`` without the writes it made before.
 
-So every handler runs inside a savepoint of ours, with a transaction-local mark set inside it
-(``sql/handler_guard.sql``). Right after the handler, these facts tell what it did:
+In the careful pass every handler runs inside a savepoint of ours, with a transaction-local
+mark set inside it (``sql/handler_guard.sql``). Right after the handler, these facts tell what
+it did (:func:`guarded` raises :class:`TransactionTaken`):
 
 * the session is idle (``conn.info.transaction_status``): it ended the transaction;
   ``pg_xact_status`` of the batch's transaction id says committed, rolled back or prepared;
@@ -17,10 +18,11 @@ So every handler runs inside a savepoint of ours, with a transaction-local mark 
 * the mark is gone but the transaction is the same: it rolled back to our savepoint;
 * releasing (or rolling back to) our savepoint fails: it destroyed it (``RELEASE``).
 
-The careful pass asks these questions one by one and raises :class:`TransactionTaken`. The fast
-pass (pipeline mode) sends the same statements without waiting: a destroyed savepoint or an
-ended transaction makes its ``RELEASE`` fail at the next wait, and the marks are read with the
-batch's final marks; either way it gives up, and the careful pass finds the handler.
+The fast pass (pipeline mode, nothing waited for) cannot ask as it goes, and needs no savepoint
+(it never rolls one event back alone): :class:`PipelineMarks` appends each handler's token to a
+transaction-local list before the handler runs, and one statement after the last handler fails
+unless the list is whole, which aborts the pipeline before the batch's marks. The pass then
+gives up, and the careful pass finds the handler.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def _taken(what: str) -> TransactionTaken:
     return TransactionTaken(TransactionControlError(f"handler {what}"))
 
 
-# --- the fast pass: statements sent in pipeline mode, read with the batch's marks -----------
+# --- the fast pass: statements sent in pipeline mode, never waited for ---------------------
 
 
 def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
@@ -78,25 +80,23 @@ def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> N
         settle(conn, str(row[0]))
 
 
-def open_savepoint(conn: psycopg.Connection[Any], token: str) -> None:
-    """Open the savepoint around a handler and set the mark inside it (no answer read)."""
-    conn.execute(_q("open_handler_savepoint"))
-    conn.execute(_q("mark_handler_savepoint"), {"token": token})
+class PipelineMarks:
+    """The fast pass's marks: before each handler its token is appended to a transaction-local
+    list; :meth:`finish` fails the pipeline, before the batch's marks, unless the list is whole.
+    No savepoint: nothing in the fast pass is rolled back alone, so a handler that only RELEASEs
+    a savepoint harms no one there."""
 
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._expected = ""
 
-def mark_check(conn: psycopg.Connection[Any], token: str) -> psycopg.Cursor[Any]:
-    """Ask, without waiting, whether the mark survived the handler; read with :func:`intact`."""
-    return conn.execute(_q("handler_guard_facts"), {"token": token, "xid": None})
+    def before_handler(self, token: str) -> None:
+        self._conn.execute(_q("mark_handler"), {"token": token})
+        self._expected += f"{token},"
 
-
-def intact(check: psycopg.Cursor[Any]) -> bool:
-    row = check.fetchone()
-    return bool(row and row[0])
-
-
-def release_savepoint(conn: psycopg.Connection[Any]) -> None:
-    """Release the savepoint (no answer read: its failure shows at the next wait)."""
-    conn.execute(_q("release_handler_savepoint"))
+    def finish(self) -> None:
+        if self._expected:
+            self._conn.execute(_q("check_handler_marks"), {"expected": self._expected})
 
 
 # --- the careful pass: every question answered as it is asked ------------------------------
@@ -126,7 +126,8 @@ def guarded(conn: psycopg.Connection[Any], token: str, xid: str) -> Iterator[Cal
         _check(conn, token, xid)
 
     with db.translate():
-        open_savepoint(conn, token)
+        conn.execute(_q("open_handler_savepoint"))
+        conn.execute(_q("mark_handler_savepoint"), {"token": token})
     try:
         yield check
     except TransactionTaken:

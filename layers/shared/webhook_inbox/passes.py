@@ -9,9 +9,10 @@ result costs one round trip per event and four around them, instead of one per s
 * ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
   psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
   batch's transaction under the events after it;
-* every statement whose answer nobody reads travels with the next wait — among them the guard
-  around each handler (:mod:`webhook_inbox.handler_guard`: a savepoint, a mark and its check,
-  ``RELEASE``), which catches the same sent as SQL;
+* every statement whose answer nobody reads travels with the next wait — among them one before
+  each handler and one after the last (:mod:`webhook_inbox.handler_guard`): each fails if the
+  previous handler ended or rewound the transaction (the same as ``commit()``, sent as SQL),
+  and sets the next handler's transaction-local mark;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
 * every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
@@ -19,10 +20,10 @@ result costs one round trip per event and four around them, instead of one per s
 * the pipeline's closing sync, then ``COMMIT``, are the last waits.
 
 The price of not waiting is that an error shows up late — at the connection's next wait, which
-may belong to a later event — so this pass does not try to attribute failures. Its savepoints
-only guard the transaction: the first failure of any kind (a handler raises, a statement fails,
-a handler ended or rewound the transaction, or a row's lease was lost before the final mark)
-rolls the whole transaction back (a transaction a handler prepared included), and the caller
+may belong to a later event — so this pass does not try to attribute failures. It uses no
+savepoints: the first failure of any kind (a handler raises, a statement fails, a handler ended
+or rewound the transaction, or a row's lease was lost before the final mark) rolls the whole
+transaction back (a transaction a handler prepared included), and the caller
 runs the batch again the careful way (a savepoint per event, every statement checked as it
 runs), which records which event failed and why. Either way a domain change commits only
 together with its ``processed`` mark, and only while the row is leased to us — except what a
@@ -57,7 +58,6 @@ from webhook_inbox.errors import (
     LeaseLost,
     PermanentEventError,
     StoreError,
-    TransactionControlError,
 )
 from webhook_inbox.handler_guard import TransactionTaken
 from webhook_inbox.inbox import LeasedEvent
@@ -149,14 +149,15 @@ def _run_all(
     remaining_ms: Callable[[], int],
 ) -> list[EventResult]:
     results: list[EventResult] = []
-    checks: list[psycopg.Cursor[Any]] = []
+    marks = handler_guard.PipelineMarks(conn)
     try:
         for event in events:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
             else:
-                results.append(_run_handler(conn, event, checks))
-        return _mark(conn, pipeline, results, checks, owner=owner)
+                results.append(_run_handler(conn, event, marks))
+        marks.finish()  # the last handler's check travels with the batch's marks
+        return _mark(conn, pipeline, results, owner=owner)
     except _GiveUp:
         raise
     except StoreError as exc:
@@ -168,19 +169,17 @@ def _run_all(
 
 
 def _run_handler(
-    conn: psycopg.Connection[Any], event: LeasedEvent, checks: list[psycopg.Cursor[Any]]
+    conn: psycopg.Connection[Any], event: LeasedEvent, marks: handler_guard.PipelineMarks
 ) -> EventResult:
     handler = handlers.handler_for(event.provider, event.event_type)
     if handler is None:
         return EventResult(event, "ignored")  # marked with the others in _mark
     started = time.perf_counter()
     with db.translate():  # handlers may use the connection directly
-        # Sent without waiting: a handler that ends or rewinds the transaction makes the
-        # RELEASE fail at the next wait, or leaves a check that _mark reads as broken.
-        handler_guard.open_savepoint(conn, str(event.id))
+        # Sent without waiting: checks the previous handler's mark, sets this one's. A handler
+        # that ended or rewound the transaction makes the next check fail, at the next wait.
+        marks.before_handler(str(event.id))
         handler(conn, event)
-        checks.append(handler_guard.mark_check(conn, str(event.id)))
-        handler_guard.release_savepoint(conn)
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
 
 
@@ -188,13 +187,10 @@ def _mark(
     conn: psycopg.Connection[Any],
     pipeline: psycopg.Pipeline,
     results: list[EventResult],
-    checks: list[psycopg.Cursor[Any]],
     *,
     owner: str,
 ) -> list[EventResult]:
-    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours,
-    or if a handler rewound the transaction to the savepoint around it (its checks, read in
-    the same wait as the marks, before COMMIT is sent)."""
+    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
     processed = [r.event.id for r in results if r.outcome == "processed"]
     ignored = [r.event.id for r in results if r.outcome == "ignored"]
     if not processed and not ignored:
@@ -207,8 +203,6 @@ def _mark(
         owner=owner,
         disposition=NO_HANDLER_DISPOSITION,
     )
-    if not all(handler_guard.intact(check) for check in checks):
-        raise _GiveUp(TransactionControlError.kind)
     lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
     if lost:
         raise _GiveUp("lease_lost", lost)

@@ -191,3 +191,35 @@ def test_a_handler_with_savepoints_of_its_own_is_not_taken_for_one_that_takes_th
     assert fast_pass_log_reasons(log_output.getvalue()) == []
     assert [row(conn, i)["status"] for i in ids] == ["processed"] * 3
     assert _applied(conn) == {"cus_0": 1, "cus_1": 1, "cus_2": 1}
+
+
+def test_a_savepoint_one_handler_leaves_open_cannot_undo_its_writes_from_the_next(
+    processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    """In the fast pass nothing releases a handler's savepoints: the next handler could roll
+    back to one and undo the writes made after it, which would then be marked processed."""
+
+    def leaves_a_savepoint_open(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
+        c.execute("SAVEPOINT left_open")
+        examples.stripe_customer_created(c, event)
+
+    def rolls_back_to_it(c: psycopg.Connection[Any], _event: LeasedEvent) -> None:
+        c.execute("ROLLBACK TO SAVEPOINT left_open")
+
+    registry[("stripe", "opens.event")] = leaves_a_savepoint_open
+    registry[("stripe", "rewinds.event")] = rolls_back_to_it
+    opener = _customer_event(conn, "cus_open", "opens.event")
+    rewinder = _customer_event(conn, "cus_rewind", "rewinds.event")
+
+    assert failures(invoke(processor, sqs_event_for([opener, rewinder]))) == []
+
+    assert _applied(conn) == {"cus_open": 1}
+    assert row(conn, opener)["status"] == "processed"
+    # In the careful pass the savepoint around the first handler, released, took the handler's
+    # own with it: the second one's ROLLBACK TO is an ordinary failing statement.
+    rewound = row(conn, rewinder)
+    assert (rewound["status"], rewound["error_kind"], rewound["last_error"]) == (
+        "failed",
+        "store_error",
+        "InvalidSavepointSpecification",
+    )
