@@ -53,6 +53,7 @@ class ClaimResult:
     delivery_count: int
     is_new: bool
     counted: bool = True  # false: a duplicate answered without waiting to count it
+    rewake: bool = False  # a duplicate of a waiting row, stamped again: send its wake-up
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,12 @@ class StatusSummary:
 # How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
 # count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
 CLAIM_LOCK_WAIT_MS = 500
+# A duplicate of a row still waiting re-sends its wake-up when the row's stamp is older than this
+# (see claim_events). Ingest answers 503 for a slow claim no sooner than its answer deadline (the
+# statement timeout plus a second: 6 s with the template's), so a claim that committed anyway has
+# a stamp at least that old when the provider's retry arrives. A storm of duplicates sends at
+# most one message per row per this many seconds.
+REWAKE_AFTER_S = 2.0
 
 
 def claim_events(
@@ -93,7 +100,9 @@ def claim_events(
     count. One result per distinct key (a key given twice in ``events`` counts once).
 
     ``enqueuing``: the caller sends the wake-ups right after this commits, so new rows record
-    ``enqueued_at`` now; the caller must :func:`clear_enqueued` the rows it could not send.
+    ``enqueued_at`` now, and so do duplicates of rows still waiting whose stamp is older than
+    ``REWAKE_AFTER_S`` (``rewake``: their earlier wake-up may never have been sent); the caller
+    must :func:`clear_enqueued` the rows it could not send.
 
     On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
     lock: a row locked that long exists (the conflict found it; a plain read confirms it is
@@ -159,6 +168,7 @@ def _claim(
                 "payloads": [Jsonb(e.payload) for e in events],
                 "body_sha256": body_sha256,
                 "enqueuing": enqueuing,
+                "rewake_after_s": REWAKE_AFTER_S,
                 "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
             },
         )

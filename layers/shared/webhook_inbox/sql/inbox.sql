@@ -14,6 +14,13 @@
 -- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
 -- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
 -- reads the rows without a lock (stored_claims).
+-- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
+-- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
+-- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
+-- (the answer came back past ingest's deadline) wakes the row at once; the fresh stamp makes a
+-- storm of retries send at most one message per row per rewake_after_s. RETURNING sees the new
+-- row, and now() is this transaction's start, so enqueued_at = now() on a duplicate means this
+-- statement stamped it (the claim runs alone, in autocommit).
 WITH lock_wait AS MATERIALIZED (
     SELECT set_config('lock_timeout',
                       coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
@@ -28,13 +35,20 @@ SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c
  ORDER BY c.event_id
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
-        last_delivery_at = now()
-RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+        last_delivery_at = now(),
+        enqueued_at = CASE
+            WHEN %(enqueuing)s
+             AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+             AND (e.enqueued_at IS NULL
+                  OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+            THEN now() ELSE e.enqueued_at END
+RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new,
+          (e.xmax <> 0 AND %(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 
 -- name: stored_claims
 -- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
 -- without waiting (deliveries not counted).
-SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted
+SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted, false AS rewake
   FROM webhook_events
  WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
 
