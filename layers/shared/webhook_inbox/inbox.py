@@ -328,10 +328,12 @@ def claim_due_for_enqueue(
     conn: Connection[Any], *, limit: int, stale_seconds: float, stale_limit: int | None = None
 ) -> list[tuple[int, str, bool]]:
     """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them as
-    ``(id, status, stale)``: stale rows were sent before, over ``stale_seconds`` ago.
+    ``(id, status, stale)``, never-sent rows first: stale rows were sent before, over
+    ``stale_seconds`` ago, and are still waiting.
 
-    At most ``stale_limit`` (default: ``limit``) stale rows. Run it in its own (autocommit)
-    transaction, then send, then :func:`clear_enqueued` the rows whose send failed.
+    At most ``limit`` never-sent rows and ``stale_limit`` (default: ``limit``) stale rows. Run it
+    in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the never-sent
+    rows and :func:`backdate_enqueued` the stale rows whose send failed.
     """
     rows = conn.execute(
         _q("claim_due_for_enqueue"),
@@ -345,17 +347,9 @@ def claim_due_for_enqueue(
 
 
 @translated
-def stale_sent_exists(conn: Connection[Any], *, stale_seconds: float) -> bool:
-    """Whether a row was sent to the queue over ``stale_seconds`` ago and is still waiting."""
-    row = conn.execute(_q("stale_sent_exists"), {"stale_seconds": stale_seconds}).fetchone()
-    return bool(row and row[0])
-
-
-@translated
-def count_sent_waiting(conn: Connection[Any], *, up_to: int) -> int:
-    """How many rows were sent to the queue and wait for a processor, counted up to ``up_to``."""
-    row = conn.execute(_q("count_sent_waiting"), {"up_to": up_to}).fetchone()
-    return int(row[0]) if row else 0
+def backdate_enqueued(conn: Connection[Any], ids: Sequence[int], *, stale_seconds: float) -> None:
+    """The re-wake of these stale rows was not sent: the next sweep re-wakes them again."""
+    conn.execute(_q("backdate_enqueued"), {"ids": list(ids), "stale_seconds": stale_seconds})
 
 
 @translated
