@@ -20,6 +20,7 @@ import psycopg
 from botocore.exceptions import ClientError
 
 from tests.integration.sweeper.conftest import Aws, RecordingEvents, insert_received, make_sweep
+from tests.integration.sweeper.test_recovery import PartlyFailingSqs
 from webhook_inbox import inbox, wakeups
 
 WINDOW_S = 480  # SweeperConfig.reenqueue_stale_seconds
@@ -152,15 +153,36 @@ def test_a_long_healthy_backlog_grows_by_under_ten_percent_per_window(
 def test_a_purged_queue_gets_every_waiting_row_again_in_packed_messages(
     conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
 ) -> None:
-    ids = insert_received(conn, 60)
+    ids = insert_received(conn, 610)
     _sent(conn, ids)  # sent, then an operator purged the queue
     _minute_passes(conn, WINDOW_S)
 
     report = make_sweep(conn, aws, events).run()
 
-    assert (report.rewoken, report.reenqueued) == (60, 0)
+    # Three claims of up to 250 (one SendMessageBatch each) in the same run.
+    assert (report.rewoken, report.reenqueued) == (610, 0)
     assert sorted(aws.queued_ids()) == ids
-    assert [len(body["ids"]) for body in aws.bodies()] == [25, 25, 10]
+    assert sorted(len(body["ids"]) for body in aws.bodies()) == [10] + [25] * 24
+
+
+def test_re_wakes_per_run_stop_at_the_cap_and_the_next_run_goes_on_oldest_first(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    ids = insert_received(conn, 300)
+    _sent(conn, ids)
+    # Oldest first by stamp: the row with the lowest id was stamped first.
+    conn.execute(
+        "UPDATE webhook_events SET enqueued_at = enqueued_at - (%s - id) * interval '1 ms'",
+        (ids[-1],),
+    )
+    _minute_passes(conn, WINDOW_S)
+
+    first = make_sweep(conn, aws, events, stale_resend_cap=120).run()
+    assert sorted(aws.queued_ids()) == ids[:120]
+    second = make_sweep(conn, aws, events, stale_resend_cap=1_000).run()
+
+    assert (first.rewoken, second.rewoken) == (120, 180)
+    assert sorted(aws.queued_ids()) == ids
 
 
 def test_rows_never_sent_are_sent_alone_whatever_the_queue_holds(
@@ -201,3 +223,20 @@ def test_a_re_wake_that_could_not_be_sent_stays_stale_for_the_next_run(
     assert unstamped.fetchone() == (0,)
     assert make_sweep(conn, aws, events).run().rewoken == 30
     assert [len(body["ids"]) for body in aws.bodies()] == [25, 5]
+
+
+def test_a_re_wake_message_sqs_rejects_leaves_its_rows_stale_and_the_others_sent(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    ids = insert_received(conn, 60)
+    _sent(conn, ids)
+    _minute_passes(conn, WINDOW_S)
+    second_message = {1}  # entry ids of a re-wake call number its messages from 0
+
+    report = make_sweep(conn, aws, events, sqs=PartlyFailingSqs(aws.sqs, reject=second_message))
+    first = report.run()
+
+    assert (first.rewoken, first.enqueue_failed) == (35, 25)
+    assert len(aws.queued_ids()) == 35
+    assert make_sweep(conn, aws, events).run().rewoken == 25
+    assert sorted(aws.queued_ids()) == ids
