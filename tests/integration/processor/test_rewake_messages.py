@@ -15,8 +15,12 @@ from typing import Any
 
 import psycopg
 
-from tests.integration.processor.helpers import failures, invoke, row, sqs_event
+from tests.integration.processor.helpers import failures, invoke, row, sqs_event, store_event
 from tests.integration.processor.test_processing_failures import store_customers
+from webhook_inbox import processing
+from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.passes import ProcessorSettings
+from webhook_inbox.processing import QueueMessage
 
 
 def test_a_re_wake_and_single_id_messages_in_one_batch_process_each_row_once(
@@ -78,3 +82,38 @@ def test_a_re_wake_with_a_row_to_redeliver_comes_back_whole(
     assert failures(invoke(processor, again)) == []
     assert row(conn, locked_row)["status"] == "processed"
     assert row(conn, free)["attempts"] == 1
+
+
+def test_re_wakes_cut_short_by_time_come_back_only_for_the_rows_not_run(
+    conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    ran: list[int] = []
+
+    def counted(_conn: psycopg.Connection[Any], event: LeasedEvent) -> None:
+        ran.append(event.id)
+
+    registry[("stripe", "invoice.paid")] = counted
+    ids = [
+        store_event(conn, event_type="invoice.paid", payload={"n": n}, event_id=f"evt_{n}")
+        for n in range(9)
+    ]
+    messages = [
+        QueueMessage(f"m{n}", json.dumps({"ids": ids[start : start + 3]}))
+        for n, start in enumerate(range(0, 9, 3))
+    ]
+
+    # The invocation's time runs out after four handlers (its remaining time drops to zero).
+    outcome = processing.process_messages(
+        messages,
+        owner="processor-under-test",
+        remaining_ms=lambda: 0 if len(ran) >= 4 else 60_000,
+        settings=ProcessorSettings(queue_url=None),
+    )
+
+    status = {i: (row(conn, i)["status"], row(conn, i)["attempts"]) for i in ids}
+    done = {i for i, (s, _) in status.items() if s == "processed"}
+    assert 0 < len(done) < len(ids)
+    # A row not finished is handed back untouched (attempt returned) and its message comes back.
+    assert all(status[i] == ("received", 0) for i in set(ids) - done)
+    expected = [m.message_id for m in messages if not done.issuperset(json.loads(m.body)["ids"])]
+    assert outcome.redeliver == expected
