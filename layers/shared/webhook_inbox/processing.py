@@ -1,9 +1,10 @@
 """Process one SQS batch of inbox ids: lease, run handlers, commit, schedule retries.
 
-The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
+The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``, or the sweeper's
+re-wake ``{"ids": [<row id>, …]}``: :mod:`webhook_inbox.wakeups`):
 
-1. Parse every body. A body that is not ``{"id": <positive int>}`` can never succeed: it is
-   logged, counted (``PoisonMessages``) and acknowledged.
+1. Parse every body. A body that is neither can never succeed: it is logged, counted
+   (``PoisonMessages``) and acknowledged.
 2. Lease all ids in one autocommit statement (one round trip, committed at once, so the lease
    and its attempt count stand whatever happens next). Ids that come back unleased are terminal,
    leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
@@ -135,15 +136,16 @@ def process_messages(
     settings: ProcessorSettings,
 ) -> BatchOutcome:
     """Process a batch: lease, run the passes, schedule retries."""
-    row_id_of: dict[str, int] = {}
+    # One row id per message, or several in the sweeper's re-wakes ({"ids": [...]}).
+    row_ids_of: dict[str, list[int]] = {}
     for message in messages:
-        row_id = parse_body(message.body)
-        if row_id is None:
+        row_ids = parse_body(message.body)
+        if row_ids is None:
             logger.warning("poison message acknowledged", extra={"message_id": message.message_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
         else:
-            row_id_of[message.message_id] = row_id
-    if not row_id_of:
+            row_ids_of[message.message_id] = row_ids
+    if not row_ids_of:
         return BatchOutcome([], [])
 
     # A database that stops answering must not keep the batch past the invocation's end: SQS
@@ -152,7 +154,7 @@ def process_messages(
     try:
         with db.deadline(answer_within_s):
             redeliver_rows, results = _process_rows(
-                sorted(set(row_id_of.values())),
+                sorted({row_id for row_ids in row_ids_of.values() for row_id in row_ids}),
                 owner=owner,
                 remaining_ms=remaining_ms,
                 settings=settings,
@@ -165,8 +167,11 @@ def process_messages(
             "batch abandoned: database failure",
             extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
         )
-        return BatchOutcome(list(row_id_of), [])
-    redeliver = [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+        return BatchOutcome(list(row_ids_of), [])
+    # A message comes back if any of its rows must (the others then find their rows done).
+    redeliver = [
+        mid for mid, row_ids in row_ids_of.items() if not redeliver_rows.isdisjoint(row_ids)
+    ]
     return BatchOutcome(redeliver, results)
 
 
