@@ -1,0 +1,587 @@
+"""On call (issue 27): every failure class pages through exactly one alarm, designed behaviour
+pages nobody, whatever LogLevel and SystemLogLevel say, and every RUNBOOK query finds its evidence.
+
+The real handlers run in-process (real PostgreSQL, moto) to produce the lines each outcome
+writes; a failure that is Lambda's own (a timeout, a memory kill, a throttle, an uncaught
+exception) adds the metric and the line Lambda writes for it. Each class of the RUNBOOK's table
+becomes a 30-minute timeline over healthy traffic; its lines pass through a model of Lambda's
+JSON log-level filter for every allowed level combination, become metrics through the
+template's metric filters and EMF, and every alarm of the template is evaluated over them
+(tests/alarm_model.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+
+from bench.cost import _stripe_id
+from bench.ingest_throughput import stripe_body
+from tests.alarm_model import (
+    STACK,
+    Datapoint,
+    filter_matches,
+    lambda_metric,
+    level_combinations,
+    metrics_of,
+    platform_report,
+    query_clauses,
+    query_fields,
+    reaches_cloudwatch,
+    runtime_error_line,
+    template_alarms,
+)
+from tests.infra_support import ROOT, load_template
+from tests.ingest_support import v2_event
+from tests.integration.processor.helpers import sqs_event_for, store_event
+from tests.support import FakeLambdaContext, load_event, load_function
+from webhook_inbox import aws, db, handlers, ingest, observability, processing, providers
+from webhook_inbox.errors import PermanentEventError, RetryableEventError
+
+MINUTES = 30
+FAILING = range(5, 25)  # the minutes a failure lasts in its timeline
+FUNCTIONS = {
+    "ingest": "IngestFunction",
+    "processor": "ProcessorFunction",
+    "sweeper": "SweeperFunction",
+}
+LOG_GROUP = {
+    "ingest": "IngestLogGroup",
+    "processor": "ProcessorLogGroup",
+    "sweeper": "SweeperLogGroup",
+}
+MISSING_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf"
+UNREACHABLE = "postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1"
+
+
+@dataclass
+class Run:
+    """One invocation of a real function: what it wrote, and whether it raised."""
+
+    function: str
+    lines: list[dict[str, Any]]
+    raised: bool = False
+
+
+# --- the real lines -------------------------------------------------------------------------
+
+
+class Recorder:
+    """Every line the functions write: the shared Powertools handler's stream and stdout."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.buffer = io.StringIO()
+        self.capsys = capsys
+
+    def take(self) -> list[dict[str, Any]]:
+        text = self.buffer.getvalue() + "\n" + self.capsys.readouterr().out
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    def invoke(self, function: str, call: Callable[[], Any]) -> Run:
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - the invocation fails: Lambda counts an error
+            return Run(function, self.take(), raised=True)
+        return Run(function, self.take())
+
+
+def _fails(_conn: psycopg.Connection[Any], _event: Any) -> None:
+    raise RetryableEventError("the dependency is not ready")
+
+
+def _refuses(_conn: psycopg.Connection[Any], _event: Any) -> None:
+    raise PermanentEventError("unsupported version")
+
+
+@pytest.fixture
+def runs(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, Run]:
+    """Each outcome the on-call classes need, from the real functions."""
+    recorder = Recorder(capsys)
+    handler = observability.lean_logger().registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.setStream(recorder.buffer)
+    monkeypatch.setattr(handlers, "HANDLERS", dict(handlers.HANDLERS))
+    try:
+        with mock_aws():
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            queue = sqs.create_queue(QueueName="processing")["QueueUrl"]
+            for name, value in {
+                "PROVIDERS_CONFIG_FILE": "events/providers.local.json",
+                "PROCESSING_QUEUE_URL": queue,
+                "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
+                "POWERTOOLS_SERVICE_NAME": STACK,
+                "OUTBOX_DESTINATION": "eventbridge",
+                "OUTBOX_EVENT_BUS_NAME": "default",
+                "MAX_ATTEMPTS": "3",
+            }.items():
+                monkeypatch.setenv(name, value)
+            monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)
+            monkeypatch.setattr(processing, "sqs_client", lambda: sqs)
+            # Built at the processing module's import, under the test session's namespace.
+            monkeypatch.setattr(processing.metrics, "namespace", "WebhookInbox")
+            providers.reset_for_tests()
+            db.reset_for_tests()
+            now = int(time.time())
+            monkeypatch.setattr(ingest, "current_time", lambda: float(now))
+            ingest_app, processor_app, sweeper_app = (
+                load_function(name) for name in ("ingest", "processor", "sweeper")
+            )
+            ingest_app.reset_clients()
+            handlers.HANDLERS[("stripe", "invoice.payment_failed")] = _fails
+            handlers.HANDLERS[("stripe", "invoice.finalized")] = _refuses
+            stripe = providers.registry()["stripe"]
+
+            def delivery(timestamp: int = now, *, tamper: bool = False) -> dict[str, Any]:
+                body = stripe_body(_stripe_id(), now)
+                signed = providers.sign_delivery(stripe, body, timestamp=timestamp)
+                return v2_event("stripe", body + (b" " if tamper else b""), signed.headers)
+
+            def deliver(event: dict[str, Any]) -> Run:
+                return recorder.invoke(
+                    "ingest", lambda: ingest_app.handler(event, FakeLambdaContext())
+                )
+
+            def process(row_ids: list[int]) -> Run:
+                event = sqs_event_for(row_ids)
+                return recorder.invoke(
+                    "processor", lambda: processor_app.handler(event, FakeLambdaContext())
+                )
+
+            def sweep() -> Run:
+                return recorder.invoke(
+                    "sweeper",
+                    lambda: sweeper_app.handler(load_event("schedule"), FakeLambdaContext()),
+                )
+
+            found: dict[str, Run] = {}
+            first = delivery()
+            found["accepted"] = deliver(first)
+            found["duplicate"] = deliver(first)
+            found["rejected_signature"] = deliver(delivery(tamper=True))
+            found["rejected_stale"] = deliver(delivery(timestamp=now - 10_000))
+            with monkeypatch.context() as patch:
+                patch.setattr(aws, "send_wakeup", lambda *_: "EndpointConnectionError")
+                found["enqueue_failed"] = deliver(delivery())
+            rows = [line["row_id"] for run in (found["accepted"],) for line in run.lines]
+            rows.append(
+                store_event(conn, event_type="invoice.payment_failed", payload={"id": "in_1"})
+            )
+            rows.append(store_event(conn, event_type="charge.unknown", payload={"id": "ch_1"}))
+            found["batch"] = process(rows)
+            found["sweep"] = sweep()
+            found["dead_letter"] = process(
+                [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
+            )
+            found["sweep_with_dead_letters"] = sweep()  # its gauge counts the row
+
+            with monkeypatch.context() as patch:
+                patch.setenv("PROVIDERS_CONFIG", "{not json")
+                patch.delenv("PROVIDERS_CONFIG_FILE")
+                providers.reset_for_tests()
+                ingest_app.reset_clients()
+                found["ingest_500"] = deliver(delivery())
+            providers.reset_for_tests()
+            ingest_app.reset_clients()
+
+            with monkeypatch.context() as patch:
+                patch.setenv("DATABASE_URL", UNREACHABLE)
+                db.reset_for_tests()
+                found["ingest_503_store"] = deliver(delivery())
+                found["sweep_database_down"] = sweep()
+            with monkeypatch.context() as patch:
+                patch.delenv("DATABASE_URL")
+                patch.setenv("DATABASE_SECRET_ARN", MISSING_SECRET)
+                db.reset_for_tests()
+                found["ingest_secret"] = deliver(delivery())
+                found["processor_secret"] = process(rows[:1])
+                found["sweeper_secret"] = sweep()
+            db.reset_for_tests()
+            providers.reset_for_tests()
+    finally:
+        handler.setStream(previous)
+    return found
+
+
+# --- timelines ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Timeline:
+    """What CloudWatch holds after MINUTES of one scenario, at one level combination."""
+
+    levels: tuple[str, str, str]
+    points: list[Datapoint] = field(default_factory=list)
+    lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def kept(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        log_level, application, system = self.levels
+        return [
+            line
+            for line in lines
+            if reaches_cloudwatch(
+                line, log_level=log_level, application_level=application, system_level=system
+            )
+        ]
+
+    def write(self, function: str, minute: int, lines: list[dict[str, Any]]) -> None:
+        kept = self.kept(lines)
+        self.lines.setdefault(function, []).extend(kept)
+        self.points += metrics_of(kept, LOG_GROUP[function], minute)
+
+    def run(self, minute: int, run: Run, times: int = 1) -> None:
+        for _ in range(times):
+            self.invoked(run.function, minute, run.lines, failed=run.raised)
+
+    def invoked(
+        self, function: str, minute: int, lines: list[dict[str, Any]], *, failed: bool = False
+    ) -> None:
+        """One invocation: Lambda counts it (and its failure); its lines reach the log group."""
+        self.points.append(lambda_metric(minute, "Invocations", FUNCTIONS[function]))
+        if failed:
+            self.points.append(lambda_metric(minute, "Errors", FUNCTIONS[function]))
+        self.write(function, minute, lines)
+
+    def firing(self) -> set[str]:
+        return {
+            name for name, alarm in template_alarms().items() if alarm.fires(self.points, MINUTES)
+        }
+
+
+def healthy(runs: dict[str, Run], levels: tuple[str, str, str], *, skip: str = "") -> Timeline:
+    """Steady traffic: deliveries, batches and a sweep every minute (``skip``: a function
+    whose invocations the scenario replaces while the failure lasts)."""
+    timeline = Timeline(levels)
+    for minute in range(MINUTES):
+        replaced = minute in FAILING
+        if not (replaced and skip == "ingest"):
+            timeline.run(minute, runs["accepted"], times=3)
+        if not (replaced and skip == "processor"):
+            timeline.run(minute, runs["batch"])
+        if not (replaced and skip == "sweeper"):
+            timeline.run(minute, runs["sweep"])
+    return timeline
+
+
+Scenario = Callable[[dict[str, Run], tuple[str, str, str]], Timeline]
+
+
+def lasting(run_name: str, times: int = 1, *, replaces: str = "") -> Scenario:
+    """A real outcome that repeats every minute while the failure lasts."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=replaces)
+        for minute in FAILING:
+            timeline.run(minute, runs[run_name], times)
+        return timeline
+
+    return build
+
+
+def killed(function: str, status: str, error_type: str | None = None) -> Scenario:
+    """Lambda ends the invocation (timeout, memory): it counts an error, and its report is
+    the only line; the function wrote nothing after the kill."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=function)
+        for minute in FAILING:
+            report = platform_report(f"req-{minute}", status, error_type=error_type)
+            timeline.invoked(function, minute, [report], failed=True)
+        return timeline
+
+    return build
+
+
+def raising(function: str) -> Scenario:
+    """An exception escapes the handler: the runtime's error line and an error."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=function)
+        for minute in FAILING:
+            line = runtime_error_line(f"req-{minute}", "KeyError")
+            timeline.invoked(function, minute, [line], failed=True)
+        return timeline
+
+    return build
+
+
+def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) -> Scenario:
+    """A failure seen only in a metric (a queue's depth, a gauge the sweeper reports)."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels)
+        dims = tuple(sorted(dimensions.items()))
+        timeline.points += [Datapoint(m, namespace, name, dims, value) for m in FAILING]
+        return timeline
+
+    return build
+
+
+def dead_letters(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    """Events dead-lettered, and from then on every sweep reports the rows waiting."""
+    timeline = healthy(runs, levels, skip="sweeper")
+    for minute in FAILING:
+        timeline.run(minute, runs["dead_letter"])
+        timeline.run(minute, runs["sweep_with_dead_letters"])
+    return timeline
+
+
+def sweeper_stops(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    return healthy(runs, levels, skip="sweeper")
+
+
+def throttled(per_minute: float, minutes: range) -> Scenario:
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels)
+        for minute in minutes:
+            timeline.points.append(lambda_metric(minute, "Throttles", "IngestFunction", per_minute))
+            timeline.run(minute + 1, runs["accepted"], times=int(per_minute))  # retried, accepted
+        return timeline
+
+    return build
+
+
+GAUGE = {"service": STACK}
+# The RUNBOOK table's classes: (function it names for "the function", scenario) per variant.
+CLASSES: dict[str, list[tuple[str, Scenario]]] = {
+    "ingest answers 500": [("ingest", lasting("ingest_500"))],
+    "ingest answers 503: the database": [("ingest", lasting("ingest_503_store"))],
+    "a secret cannot be read (ingest, processor, sweeper)": [
+        ("ingest", lasting("ingest_secret")),
+        ("processor", lasting("processor_secret", replaces="processor")),
+        ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
+    ],
+    "ingest raises": [("ingest", raising("ingest"))],
+    "the processor raises": [("processor", raising("processor"))],
+    "the sweeper fails (raises, or its database fails)": [
+        ("sweeper", lasting("sweep_database_down", replaces="sweeper")),
+        ("sweeper", raising("sweeper")),
+    ],
+    "a function times out": [(fn, killed(fn, "timeout")) for fn in FUNCTIONS],
+    "a function runs out of memory": [
+        (fn, killed(fn, "error", "Runtime.OutOfMemory")) for fn in FUNCTIONS
+    ],
+    "throttling that lasts 15 minutes": [("ingest", throttled(3, FAILING))],
+    "an event dead-lettered": [("processor", dead_letters)],
+    "a wake-up message in the SQS DLQ": [
+        (
+            "processor",
+            metric(
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                {"QueueName": "ProcessingDeadLetterQueue"},
+                1,
+            ),
+        )
+    ],
+    "an outbox that does not drain": [
+        ("sweeper", metric("WebhookInbox", "OldestOutboxAgeSeconds", GAUGE, 1200))
+    ],
+    "the sweeper does not run": [("sweeper", sweeper_stops)],
+    "signatures rejected, sustained": [("ingest", lasting("rejected_signature", 30))],
+    "accepted events wait past the threshold": [
+        ("sweeper", metric("WebhookInbox", "OldestUnprocessedAgeSeconds", GAUGE, 1200))
+    ],
+    "a provider's retried burst above `IngestReservedConcurrency` (`Endpoint=FunctionUrl`)": [
+        ("ingest", throttled(200, range(5, 6)))
+    ],
+    "a duplicate delivery": [("ingest", lasting("duplicate", 10))],
+    "stale timestamps from a sender's clock, below the signature threshold": [
+        ("ingest", lasting("rejected_stale", 4))
+    ],
+}
+
+
+# --- the RUNBOOK's table --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    failure: str
+    alarm: str  # the link text: an alarm name, "x-, y- or z-errors", or "none (designed)"
+    anchor: str | None
+    evidence: str
+
+
+def runbook() -> str:
+    return (ROOT / "infra" / "RUNBOOK.md").read_text()
+
+
+def table_rows() -> list[Row]:
+    lines = runbook().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| failure class |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        failure, alarm, _sees, evidence, _fix = cells
+        link = re.fullmatch(r"\[(.+)\]\(#([a-z0-9-]+)\)", alarm)
+        rows.append(
+            Row(
+                failure=failure,
+                alarm=link[1] if link else alarm,
+                anchor=link[2] if link else None,
+                evidence=evidence.replace("\\|", "|"),
+            )
+        )
+    return rows
+
+
+def expected_alarm(row: Row, function: str) -> str | None:
+    if row.anchor is None:
+        assert row.alarm == "none (designed)", row
+        return None
+    if row.alarm == "ingest-, processor- or sweeper-errors":
+        return f"{function}-errors"
+    return row.alarm
+
+
+def evidence_query(row: Row, function: str) -> tuple[list[str], str] | None:
+    """(the functions whose log groups it searches, the Logs Insights query), or None."""
+    found = re.fullmatch(r"([a-z, ]+): `(.+)`", row.evidence)
+    if found is None:
+        return None
+    groups = [g.strip() for g in found[1].split(",")]
+    return [function if g == "the function" else g for g in groups], found[2]
+
+
+def runbook_queries() -> list[str]:
+    """Every Logs Insights query the RUNBOOK gives: its fenced blocks and its table."""
+    fenced = re.findall(r"```logs-insights\n(.*?)```", runbook(), flags=re.DOTALL)
+    queries = [" ".join(block.split()) for block in fenced]
+    for row in table_rows():
+        found = evidence_query(row, "ingest")
+        if found:
+            queries.append(found[1])
+    return queries
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def test_the_table_lists_every_class_and_every_alarm_of_the_template() -> None:
+    rows = table_rows()
+    assert [row.failure for row in rows] == list(CLASSES)
+    named = {row.alarm for row in rows} | {f"{fn}-errors" for fn in FUNCTIONS}
+    assert set(template_alarms()) <= named, "an alarm without a failure class in the table"
+    anchors = {line[3:].strip() for line in runbook().splitlines() if line.startswith("## ")}
+    assert {row.anchor for row in rows if row.anchor} <= anchors
+
+
+def test_every_failure_class_pages_exactly_its_alarm_at_every_log_level(
+    runs: dict[str, Run],
+) -> None:
+    """The whole contract, for every allowed (LogLevel, SystemLogLevel): the alarm the table
+    names is the only one in ALARM (none for designed behaviour), and the table's query finds
+    the class's own evidence among the lines that reached CloudWatch."""
+    combinations = level_combinations()
+    assert len(combinations) >= 4
+    rows = {row.failure: row for row in table_rows()}
+    wrong: dict[str, Any] = {}  # every class that misbehaves, not only the first
+    for levels in combinations:
+        calm = healthy(runs, levels)
+        assert calm.firing() == set(), ("healthy traffic pages", levels)
+        for failure, variants in CLASSES.items():
+            row = rows[failure]
+            for function, scenario in variants:
+                timeline = scenario(runs, levels)
+                wanted = expected_alarm(row, function)
+                key = f"{failure} [{function}] at {levels}"
+                if timeline.firing() != ({wanted} if wanted else set()):
+                    wrong[key] = {"pages": sorted(timeline.firing()), "want": wanted}
+                    continue
+                try:
+                    _assert_evidence_found(row, function, timeline, calm)
+                except AssertionError as exc:
+                    wrong[key] = {"evidence": str(exc)}
+    assert wrong == {}
+
+
+def _assert_evidence_found(row: Row, function: str, timeline: Timeline, calm: Timeline) -> None:
+    found = evidence_query(row, function)
+    if found is None:
+        command = row.evidence.strip("`")
+        if command.startswith("webhook-inbox "):
+            from webhook_inbox_tools.cli.app import build_parser
+
+            build_parser().parse_args(shlex.split(command)[1:])  # exits on a wrong command
+        else:
+            assert row.anchor is None, row
+            assert command == "—", row
+        return
+    groups, query = found
+    condition = next(c for c in query_clauses(query) if c.startswith("filter "))[7:]
+    matched = [
+        line
+        for g in groups
+        for line in timeline.lines.get(g, [])
+        if filter_matches(condition, line)
+    ]
+    assert matched, (row.failure, function, "the evidence query finds nothing", timeline.levels)
+    if row.failure != "the sweeper does not run":  # its evidence is the last run's line
+        before = [
+            line
+            for g in groups
+            for line in calm.lines.get(g, [])
+            if filter_matches(condition, line)
+        ]
+        assert before == [], (row.failure, "the query also finds healthy traffic")
+
+
+def test_counting_does_not_depend_on_the_log_levels(runs: dict[str, Run]) -> None:
+    """Every metric an alarm or widget uses, produced by the real lines, still arrives at every
+    allowed level combination (on 5276659, LogLevel WARNING or ERROR silenced Accepted,
+    Duplicate and the EMF summaries, and SystemLogLevel WARN the timeout's only line)."""
+    used = set(
+        re.findall(r"\b(?:SUM|MAX|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
+    )
+    for levels in level_combinations():
+        timeline = Timeline(levels)
+        for run in runs.values():
+            timeline.write(run.function, 0, run.lines)
+        arrived = {point.metric for point in timeline.points}
+        assert used - arrived == set(), (levels, sorted(used - arrived))
+        report = platform_report("r", "timeout")
+        assert timeline.kept([report]) == [report], (levels, "a timeout leaves no line")
+
+
+def test_every_runbook_query_names_fields_the_lines_carry(runs: dict[str, Run]) -> None:
+    """Fields of the real lines, Lambda's report and runtime error line, and Logs Insights'
+    own; a query naming anything else finds nothing."""
+    carried: set[str] = {"@timestamp", "@message", "@log", "@logStream", "@requestId"}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                carried.add(prefix + key)
+                walk(inner, f"{prefix}{key}.")
+
+    for line in [line for run in runs.values() for line in run.lines] + [
+        platform_report("r", "error", error_type="Runtime.OutOfMemory"),
+        runtime_error_line("r", "KeyError"),
+    ]:
+        walk(line, "")
+    queries = runbook_queries()
+    assert len(queries) >= 15
+    for query in queries:
+        unknown = query_fields(query) - carried
+        assert unknown == set(), (query, unknown)
