@@ -550,3 +550,16 @@ def test_docs_deploy_lists_every_parameter_with_the_templates_default() -> None:
         if documented[name] != (None if default is None else str(default))
     }
     assert wrong == {}, "docs/deploy.md default (documented, template)"
+
+
+def test_processor_memory_holds_its_worst_batch_with_headroom() -> None:
+    """Issue 27: ProcessorMemorySize from bench/processor_memory.py's measurement of ten
+    events at MaxBodyBytes' default (docs/benchmarks.md), with room for the runtime client and
+    the handlers: at least half again the measured peak. (128 MB on 5276659; the peak is 130.)"""
+    defaults = parameter_defaults()
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("<!-- bench:processor_memory -->")
+    assert len(section) == 2, "docs/benchmarks.md has no processor_memory section"
+    body = int(defaults["MaxBodyBytes"])
+    row = re.search(rf"\| 10 bodies of {body:,} B \| \d+ \| (\d+) \|", section[1])
+    assert row, f"no measurement for bodies of {body:,} B"
+    assert int(defaults["ProcessorMemorySize"]) >= 1.5 * int(row[1])
