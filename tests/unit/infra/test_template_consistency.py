@@ -563,3 +563,14 @@ def test_processor_memory_holds_its_worst_batch_with_headroom() -> None:
     row = re.search(rf"\| 10 bodies of {body:,} B \| \d+ \| (\d+) \|", section[1])
     assert row, f"no measurement for bodies of {body:,} B"
     assert int(defaults["ProcessorMemorySize"]) >= 1.5 * int(row[1])
+
+
+def test_the_function_url_sizing_text_respects_lambdas_cap() -> None:
+    """Issue 27: Lambda caps a Function URL at 10 requests a second per unit of reserved
+    concurrency; 5276659's text promised 20 / 0.03 s = 600 deliveries a second."""
+    spec = load_template()["Parameters"]["IngestReservedConcurrency"]
+    cap = 10 * int(spec["Default"])
+    claimed = [int(n) for n in re.findall(r"(\d+) deliveries a second", spec["Description"])]
+    assert claimed == [cap], spec["Description"]
+    deploy = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
+    assert f"({cap} a second at the default {spec['Default']})" in deploy
