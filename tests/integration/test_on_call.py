@@ -585,3 +585,27 @@ def test_every_runbook_query_names_fields_the_lines_carry(runs: dict[str, Run]) 
     for query in queries:
         unknown = query_fields(query) - carried
         assert unknown == set(), (query, unknown)
+
+
+def test_every_alarms_entry_names_a_query_or_a_command_that_parses() -> None:
+    """Each alarm's RUNBOOK entry (the anchor its description links) gives the evidence: a Logs
+    Insights query, or a webhook-inbox command the CLI accepts."""
+    from webhook_inbox_tools.cli.app import build_parser
+
+    sections = re.split(r"^## ", runbook(), flags=re.MULTILINE)
+    entries = {section.split("\n", 1)[0].strip(): section for section in sections[1:]}
+    for resource in load_template()["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        link = re.search(
+            r"infra/RUNBOOK\.md#([a-z0-9-]+)", resource["Properties"]["AlarmDescription"]
+        )
+        assert link, resource["Properties"]["AlarmName"]
+        entry = entries[link[1]]
+        commands = re.findall(r"```sh\n(.*?)```", entry, flags=re.DOTALL)
+        queries = re.findall(r"```logs-insights\n(.*?)```", entry, flags=re.DOTALL)
+        assert commands or queries, f"#{link[1]} names no query or command"
+        for command in commands:
+            words = shlex.split(command.strip())
+            assert words[0] == "webhook-inbox", command
+            build_parser().parse_args(words[1:])
