@@ -331,10 +331,11 @@ def test_private_dns_endpoints_need_the_vpcs_dns_attributes(vpc: Vpc, ec2: Any) 
 
 
 def preflight_calls() -> set[str]:
-    """Every IAM action behind an ``aws.<client>.<method>(…)`` call in the preflight module."""
-    source = Path(pf.__file__).read_text()
+    """Every IAM action behind an ``aws.<client>.<method>(…)`` call in the preflight package."""
+    modules = sorted(Path(pf.__file__).parent.glob("*.py"))
     actions = set()
-    for node in ast.walk(ast.parse(source)):
+    nodes = (node for module in modules for node in ast.walk(ast.parse(module.read_text())))
+    for node in nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         owner = node.func.value

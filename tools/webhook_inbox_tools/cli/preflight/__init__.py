@@ -1,0 +1,130 @@
+"""``webhook-inbox preflight``: read the account before ``sam deploy`` and list what would fail.
+
+Describe/get calls only (IAM needs in docs/deploy.md, a test pairs them with the calls); nothing
+is created or changed. Each check returns findings, ``ok``, ``warn`` (the deploy works, but
+look) or ``fail`` (the deploy or the running stack would fail), and every finding that is not
+``ok`` says how to fix it. Exit 0 when nothing fails, 1 otherwise, 2 for a usage error (no
+region included). Secret values are read only to check their shape and are never printed.
+
+The checks live in one module per family: account (stack, Lambda concurrency), network (subnets,
+routes), endpoints (interface endpoints, DNS), secrets; settings reads the deploy's parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from collections.abc import Iterable
+
+from webhook_inbox_tools.cli.preflight.account import check_concurrency, check_stack
+from webhook_inbox_tools.cli.preflight.common import (
+    FAIL,
+    OK,
+    WARN,
+    Clients,
+    Finding,
+    Options,
+    could_not_check,
+)
+from webhook_inbox_tools.cli.preflight.endpoints import check_interface_endpoints, check_vpc_dns
+from webhook_inbox_tools.cli.preflight.network import (
+    check_s3_route,
+    check_subnets,
+    read_network,
+)
+from webhook_inbox_tools.cli.preflight.secrets import (
+    check_database_secret,
+    check_provider_secrets,
+)
+from webhook_inbox_tools.cli.preflight.settings import (
+    add_arguments,
+    options_from_args,
+    options_from_config,
+    options_from_overrides,
+)
+
+__all__ = [
+    "FAIL",
+    "OK",
+    "WARN",
+    "Clients",
+    "Finding",
+    "Options",
+    "add_arguments",
+    "check_concurrency",
+    "check_stack",
+    "cmd_preflight",
+    "options_from_config",
+    "options_from_overrides",
+    "render",
+    "run",
+]
+
+# --- running -------------------------------------------------------------------------------
+
+
+def run(aws: Clients, opts: Options) -> list[Finding]:
+    findings = check_stack(aws, opts)
+    if not opts.vpc_id or not opts.subnet_ids:
+        findings.append(
+            Finding(FAIL, "network", "no VPC or subnets given", "pass --vpc-id and --subnet-ids")
+        )
+    else:
+        try:
+            net = read_network(aws, opts)
+        except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
+            findings.append(
+                could_not_check(
+                    "network",
+                    exc,
+                    "ec2:DescribeSubnets, DescribeRouteTables, DescribeVpcEndpoints, "
+                    "DescribeVpcAttribute",
+                )
+            )
+        else:
+            findings += check_subnets(opts, net)
+            findings += check_s3_route(opts, net)
+            findings += check_interface_endpoints(opts, net)
+            findings += check_vpc_dns(opts, net)
+    findings += check_database_secret(aws, opts)
+    findings += check_provider_secrets(aws, opts)
+    findings += check_concurrency(aws, opts)
+    return findings
+
+
+def render(findings: Iterable[Finding]) -> str:
+    lines = []
+    for f in findings:
+        lines.append(f"[{f.status:>4}] {f.check}: {f.detail}")
+        if f.fix:
+            lines.append(f"       fix: {f.fix}")
+    failed = sum(f.status == FAIL for f in findings)
+    lines.append(
+        f"{failed} problem(s): fix them before `sam deploy`"
+        if failed
+        else "ready: `sam deploy` should succeed with these settings"
+    )
+    return "\n".join(lines)
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    try:
+        opts = options_from_args(args)
+    except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
+        print(f"error: cannot read the settings: {exc}", file=sys.stderr)
+        return 2
+    from botocore.exceptions import NoRegionError
+
+    try:
+        clients = Clients(opts.region)
+    except NoRegionError:
+        print(
+            "error: no AWS region: pass --region, set it in samconfig.toml (region = ...) or "
+            "AWS_REGION, or configure your profile's",
+            file=sys.stderr,
+        )
+        return 2
+    findings = run(clients, opts)
+    print(render(findings))
+    return 1 if any(f.status == FAIL for f in findings) else 0
