@@ -110,7 +110,10 @@ def test_a_subnet_whose_route_table_is_left_out_fails(vpc: Vpc) -> None:
 
 
 def test_no_endpoints_and_no_nat_fails(vpc: Vpc) -> None:
-    only_failure(options(vpc, create_vpc_endpoints=False), "S3 route for the custom resource")
+    """Two problems: the custom resource cannot answer, the functions cannot call SQS & co."""
+    found = failures(options(vpc, create_vpc_endpoints=False))
+    assert [f.check for f in found] == ["S3 route for the custom resource", "VPC endpoints"]
+    assert "reach no sqs, secretsmanager, events" in found[1].detail
 
 
 def test_no_endpoints_with_a_nat_passes(vpc: Vpc, ec2: Any) -> None:
@@ -209,7 +212,8 @@ def test_providers_config_must_name_secrets_under_the_prefix(vpc: Vpc) -> None:
     arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
         Name="elsewhere/stripe", SecretString="s"
     )["ARN"]
-    config = json.dumps({"providers": {"stripe": {"secrets": [{"secret_arn": arn}]}}})
+    stripe = {"scheme": "stripe", "secrets": [{"secret_arn": arn}]}
+    config = json.dumps({"providers": {"stripe": stripe}})
     finding = only_failure(options(vpc, providers_config=config), "provider secrets")
     assert arn in finding.detail
 

@@ -7,7 +7,10 @@ look) or ``fail`` (the deploy or the running stack would fail), and every findin
 region included). Secret values are read only to check their shape and are never printed.
 
 The checks live in one module per family: account (stack, Lambda concurrency), network (subnets,
-routes), endpoints (interface endpoints, DNS), secrets; settings reads the deploy's parameters.
+routes, ways out), zones (Route 53 private zones and Profiles), endpoints (how the functions
+reach each service, VPC DNS), access (existing endpoints' security groups and policies), secrets
+(ProvidersConfig too), organization (SCPs against a public Function URL); settings reads the
+deploy's parameters, common holds what they share (and how a failed call is reported).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import sys
 import tomllib
 from collections.abc import Iterable
 
+from webhook_inbox_tools.cli.preflight.access import check_existing_endpoint_access
 from webhook_inbox_tools.cli.preflight.account import check_concurrency, check_stack
 from webhook_inbox_tools.cli.preflight.common import (
     FAIL,
+    NO_CREDENTIALS,
     OK,
     WARN,
     Clients,
@@ -33,9 +38,11 @@ from webhook_inbox_tools.cli.preflight.network import (
     check_subnets,
     read_network,
 )
+from webhook_inbox_tools.cli.preflight.organization import check_function_url_policy
 from webhook_inbox_tools.cli.preflight.secrets import (
     check_database_secret,
     check_provider_secrets,
+    check_providers_config,
 )
 from webhook_inbox_tools.cli.preflight.settings import (
     add_arguments,
@@ -43,6 +50,7 @@ from webhook_inbox_tools.cli.preflight.settings import (
     options_from_config,
     options_from_overrides,
 )
+from webhook_inbox_tools.cli.preflight.zones import read_private_names
 
 __all__ = [
     "FAIL",
@@ -66,31 +74,57 @@ __all__ = [
 
 def run(aws: Clients, opts: Options) -> list[Finding]:
     findings = check_stack(aws, opts)
-    if not opts.vpc_id or not opts.subnet_ids:
-        findings.append(
-            Finding(FAIL, "network", "no VPC or subnets given", "pass --vpc-id and --subnet-ids")
-        )
-    else:
-        try:
-            net = read_network(aws, opts)
-        except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
-            findings.append(
-                could_not_check(
-                    "network",
-                    exc,
-                    "ec2:DescribeSubnets, DescribeRouteTables, DescribeVpcEndpoints, "
-                    "DescribeVpcAttribute",
-                )
-            )
-        else:
-            findings += check_subnets(opts, net)
-            findings += check_s3_route(opts, net)
-            findings += check_interface_endpoints(opts, net)
-            findings += check_vpc_dns(opts, net)
+    if any(f.check == NO_CREDENTIALS for f in findings):
+        return findings  # every other call would fail the same way
+    findings += check_network(aws, opts)
+    findings += check_providers_config(opts)
     findings += check_database_secret(aws, opts)
     findings += check_provider_secrets(aws, opts)
     findings += check_concurrency(aws, opts)
+    findings += check_function_url_policy(aws, opts)
     return findings
+
+
+def check_network(aws: Clients, opts: Options) -> list[Finding]:
+    if not opts.vpc_id and not opts.subnet_ids:
+        return [
+            Finding(
+                OK,
+                "network",
+                "no VpcId: the stack builds its own (a dual-stack VPC, private subnets in two "
+                "AZs, an S3 gateway endpoint, an egress-only internet gateway)",
+            )
+        ]
+    if not opts.vpc_id or not opts.subnet_ids:
+        return [
+            Finding(
+                FAIL,
+                "network",
+                "a VPC needs its subnets (and subnets their VPC)",
+                "pass both --vpc-id and --subnet-ids, or neither (the stack builds its own)",
+            )
+        ]
+    try:
+        net = read_network(aws, opts)
+    except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
+        return [
+            could_not_check(
+                "network",
+                exc,
+                "ec2:DescribeSubnets, DescribeRouteTables, DescribeVpcEndpoints, "
+                "DescribeVpcAttribute",
+                aws.region,
+            )
+        ]
+    names = read_private_names(aws, opts)
+    return [
+        *check_subnets(opts, net),
+        *check_s3_route(opts, net),
+        *names.findings,
+        *check_interface_endpoints(opts, net, names, aws.region),
+        *check_existing_endpoint_access(aws, opts, net),
+        *check_vpc_dns(opts, net),
+    ]
 
 
 def render(findings: Iterable[Finding]) -> str:

@@ -44,7 +44,7 @@ def check_stack(aws: Clients, opts: Options) -> list[Finding]:
     except Exception as exc:  # noqa: BLE001 - ClientError: "does not exist" is the common case
         if "does not exist" in str(exc):
             return [Finding(OK, "stack name", f"{name}: valid; a new stack will be created")]
-        return [could_not_check("stack name", exc, "cloudformation:DescribeStacks")]
+        return [could_not_check("stack name", exc, "cloudformation:DescribeStacks", aws.region)]
     status = stacks[0]["StackStatus"]
     if STACK_STATES_THAT_BLOCK.search(status) and status not in STACK_STATES_THAT_BLOCK_EXCEPT:
         fix = (
@@ -67,7 +67,7 @@ def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
     try:
         limits = aws.lambda_.get_account_settings()["AccountLimit"]
     except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
-        return [could_not_check(check, exc, "lambda:GetAccountSettings")]
+        return [could_not_check(check, exc, "lambda:GetAccountSettings", aws.region)]
     findings = []
     # A deployed stack's reservation is given back to the pool when the deploy changes it.
     held = _ingest_reservation(aws, opts)

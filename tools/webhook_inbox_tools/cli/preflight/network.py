@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook_inbox_tools.cli.preflight.common import FAIL, OK, Clients, Finding, Options
-from webhook_inbox_tools.cli.preflight.endpoints import VPC_DNS_ATTRIBUTES, service_of
 
-# --- network -------------------------------------------------------------------------------
+# Both must be on for an interface endpoint with private DNS (the API creates VPCs without DNS
+# hostnames; the console's wizard and the default VPC have them): attribute -> the option of
+# `aws ec2 modify-vpc-attribute` that turns it on.
+VPC_DNS_ATTRIBUTES = {
+    "enableDnsSupport": "--enable-dns-support",
+    "enableDnsHostnames": "--enable-dns-hostnames",
+}
 
 
 @dataclass
@@ -18,6 +23,10 @@ class Network:
     route_table_of: dict[str, dict[str, Any]]  # subnet id -> its route table
     endpoints: list[dict[str, Any]]
     dns: dict[str, bool] = field(default_factory=dict)  # enableDnsSupport, enableDnsHostnames
+
+
+def service_of(endpoint: dict[str, Any]) -> str:
+    return str(endpoint["ServiceName"]).rsplit(".", 1)[-1]
 
 
 def read_network(aws: Clients, opts: Options) -> Network:
@@ -58,12 +67,58 @@ def _default_route(table: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _has_nat(table: dict[str, Any]) -> bool:
+# Default-route targets that carry traffic on towards public AWS endpoints. A NAT is the common
+# one; a transit gateway, Cloud WAN, a virtual private gateway or a Gateway Load Balancer
+# endpoint lead to an inspection or hub VPC that has one (preflight cannot see beyond them).
+EGRESS_TARGETS = (
+    ("NatGatewayId", "NAT gateway"),
+    ("TransitGatewayId", "transit gateway"),
+    ("CoreNetworkArn", "Cloud WAN core network"),
+    ("NetworkInterfaceId", "network interface (NAT instance or appliance)"),
+    ("InstanceId", "instance (NAT instance)"),
+    ("LocalGatewayId", "Outposts local gateway"),
+)
+EGRESS_GATEWAYS = {"vgw-": "virtual private gateway", "vpce-": "Gateway Load Balancer endpoint"}
+
+
+def ipv4_egress(table: dict[str, Any]) -> str:
+    """What carries the table's traffic to public IPv4 addresses, '' when nothing does. A peering
+    connection does not: AWS never forwards through a peer's NAT or gateways (no edge-to-edge
+    routing)."""
     route = _default_route(table)
-    return any(
-        route.get(key)
-        for key in ("NatGatewayId", "TransitGatewayId", "InstanceId", "NetworkInterfaceId")
+    if route.get("State") == "blackhole":
+        return ""
+    for key, kind in EGRESS_TARGETS:
+        if route.get(key):
+            return f"{kind} {route[key]}"
+    gateway = str(route.get("GatewayId", ""))
+    return next(
+        (
+            f"{kind} {gateway}"
+            for prefix, kind in EGRESS_GATEWAYS.items()
+            if gateway.startswith(prefix)
+        ),
+        "",
     )
+
+
+def ipv6_egress(table: dict[str, Any]) -> str:
+    """The egress-only internet gateway the table sends ::/0 to, '' when none."""
+    route: dict[str, Any] = next(
+        (r for r in table.get("Routes", []) if r.get("DestinationIpv6CidrBlock") == "::/0"), {}
+    )
+    if route.get("State") == "blackhole":
+        return ""
+    return str(route.get("EgressOnlyInternetGatewayId", ""))
+
+
+def s3_gateway_tables(net: Network) -> set[str]:
+    return {
+        table
+        for e in net.endpoints
+        if e.get("VpcEndpointType") == "Gateway" and service_of(e) == "s3"
+        for table in e.get("RouteTableIds", [])
+    }
 
 
 def check_subnets(opts: Options, net: Network) -> list[Finding]:
@@ -113,14 +168,11 @@ def check_subnets(opts: Options, net: Network) -> list[Finding]:
 def check_s3_route(opts: Options, net: Network) -> list[Finding]:
     """The schema custom resource answers CloudFormation with a PUT to a pre-signed S3 URL."""
     check = "S3 route for the custom resource"
-    s3_gateways = [
-        e for e in net.endpoints if e.get("VpcEndpointType") == "Gateway" and service_of(e) == "s3"
-    ]
-    tables_with_s3 = {t for e in s3_gateways for t in e.get("RouteTableIds", [])}
+    tables_with_s3 = s3_gateway_tables(net)
     subnet_tables = {sid: t.get("RouteTableId", "") for sid, t in net.route_table_of.items()}
     needed = sorted(set(subnet_tables.values()))
     if not opts.create_vpc_endpoints:
-        return _s3_through_nat(net, needed)
+        return _s3_through_egress(net, tables_with_s3, needed)
     if "s3" in opts.existing_vpc_endpoints:
         return _s3_through_existing_gateway(tables_with_s3, needed)
     if tables_with_s3 & set(needed):
@@ -148,20 +200,39 @@ def check_s3_route(opts: Options, net: Network) -> list[Finding]:
     return [Finding(OK, check, f"the stack adds an S3 gateway endpoint to {', '.join(needed)}")]
 
 
-def _s3_through_nat(net: Network, needed: list[str]) -> list[Finding]:
+def _s3_through_egress(net: Network, tables_with_s3: set[str], needed: list[str]) -> list[Finding]:
     check = "S3 route for the custom resource"
-    no_nat = [sid for sid, t in net.route_table_of.items() if not _has_nat(t)]
-    if no_nat:
+    routes = {
+        sid: ("S3 gateway endpoint" if t.get("RouteTableId") in tables_with_s3 else ipv4_egress(t))
+        for sid, t in net.route_table_of.items()
+    }
+    stranded = sorted(sid for sid, route in routes.items() if not route)
+    if stranded:
+        peered = [
+            sid
+            for sid in stranded
+            if _default_route(net.route_table_of[sid]).get("VpcPeeringConnectionId")
+        ]
         return [
             Finding(
                 FAIL,
                 check,
-                f"CreateVpcEndpoints=false but {', '.join(no_nat)} have no NAT: neither the "
-                "custom resource nor the functions reach AWS",
+                f"CreateVpcEndpoints=false but {', '.join(stranded)} have neither an S3 gateway "
+                "endpoint nor a way out (NAT, transit gateway, Cloud WAN, virtual private gateway, "
+                "Gateway Load Balancer endpoint): the custom resource cannot answer CloudFormation"
+                + (
+                    f" ({', '.join(peered)}: a peering connection does not carry traffic beyond "
+                    "the peer VPC)"
+                    if peered
+                    else ""
+                ),
                 f"set CreateVpcEndpoints=true PrivateRouteTableIds={','.join(needed)}",
             )
         ]
-    return [Finding(OK, check, "every subnet has a NAT route")]
+    ways = sorted(
+        {route.split(" ")[0] if route.startswith("S3") else route for route in routes.values()}
+    )
+    return [Finding(OK, check, f"every subnet reaches S3 through {'; '.join(ways)}")]
 
 
 def _s3_through_existing_gateway(tables_with_s3: set[str], needed: list[str]) -> list[Finding]:

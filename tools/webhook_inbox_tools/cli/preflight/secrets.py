@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.providers import registry_for
 from webhook_inbox_tools.cli.preflight.common import (
     FAIL,
     OK,
@@ -37,7 +39,10 @@ def check_database_secret(aws: Clients, opts: Options) -> list[Finding]:
     except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
         return [
             could_not_check(
-                check, exc, "secretsmanager:DescribeSecret, GetSecretValue, kms:DescribeKey"
+                check,
+                exc,
+                "secretsmanager:DescribeSecret, GetSecretValue, kms:DescribeKey",
+                aws.region,
             )
         ]
     findings = []
@@ -107,7 +112,9 @@ def check_provider_secrets(aws: Clients, opts: Options) -> list[Finding]:
             if key and key != app_key:
                 unreadable.append(f"{secret['Name']} ({key})")
     except Exception as exc:  # noqa: BLE001 - any AWS error is this check's finding
-        return [could_not_check(check, exc, "secretsmanager:ListSecrets, kms:DescribeKey")]
+        return [
+            could_not_check(check, exc, "secretsmanager:ListSecrets, kms:DescribeKey", aws.region)
+        ]
     findings = []
     if unreadable:
         findings.append(
@@ -135,20 +142,40 @@ def check_provider_secrets(aws: Clients, opts: Options) -> list[Finding]:
         detail = (
             f"{len(secrets)} under {prefix!r}, all readable by ingest"
             if secrets
-            else f"none under {prefix!r} yet: add them after the deploy (README: Add a provider)"
+            else f"none under {prefix!r} yet: add them after the deploy "
+            "(docs/deploy.md, 'Add a provider')"
         )
         findings.append(Finding(status, check, detail))
     return findings
 
 
+def check_providers_config(opts: Options) -> list[Finding]:
+    """ProvidersConfig parsed and validated by the runtime's own code, as ingest does when it
+    starts: a configuration it refuses makes every delivery a 500."""
+    check = "ProvidersConfig"
+    try:
+        registry = registry_for(opts.providers_config, "")
+    except ConfigurationError as exc:
+        return [
+            Finding(
+                FAIL,
+                check,
+                f"ingest would refuse it ({exc}) and answer every delivery with 500",
+                "fix it as docs/providers.md#configuration describes",
+            )
+        ]
+    names = ", ".join(sorted(registry.providers)) or "none yet"
+    return [Finding(OK, check, f"valid; providers: {names}")]
+
+
 def _configured_secret_arns(providers_config: str) -> list[str]:
     try:
-        providers = json.loads(providers_config or "{}").get("providers", {})
-    except (ValueError, AttributeError):
-        return []
+        registry = registry_for(providers_config, "")
+    except ConfigurationError:
+        return []  # check_providers_config reports it
     return [
-        str(secret["secret_arn"])
-        for provider in providers.values()
-        for secret in provider.get("secrets", [])
-        if isinstance(secret, dict) and "secret_arn" in secret
+        ref.ref
+        for provider in registry.providers.values()
+        for ref in provider.secret_refs
+        if ref.kind == "secret_arn"
     ]

@@ -11,12 +11,14 @@ from typing import Any
 
 from webhook_inbox_tools.cli.preflight.common import ENDPOINTS, Options
 
+# One Key=Value of a parameter_overrides string, the grammar samcli reads and `sam deploy
 # --guided` writes (Key="value" with the value's double quotes escaped, as JSON needs).
 OVERRIDE = re.compile(r"""(\w+)=("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|(?:\\.|[^\s"'\\])+)""")
 
 # template parameter -> Options field, for samconfig.toml's parameter_overrides
 PARAMETERS = {
     "VpcId": "vpc_id",
+    "SecurityGroupId": "security_group_id",
     "SubnetIds": "subnet_ids",
     "PrivateRouteTableIds": "route_table_ids",
     "CreateVpcEndpoints": "create_vpc_endpoints",
@@ -92,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="AWS region (default: the config's, else your profile's)")
     parser.add_argument("--stack-name")
     parser.add_argument("--vpc-id")
+    parser.add_argument("--security-group-id", help="SecurityGroupId (the functions' own)")
     parser.add_argument("--subnet-ids", help="comma-separated (SubnetIds)")
     parser.add_argument("--route-table-ids", help="comma-separated (PrivateRouteTableIds)")
     parser.add_argument("--create-vpc-endpoints", choices=["true", "false"])
