@@ -6,6 +6,7 @@ that must pass, in moto (botocore's Stubber only where moto lacks the call)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,45 @@ def test_peering_is_no_way_out(vpc: Vpc, ec2: Any) -> None:
     found = failures(options(vpc, create_vpc_endpoints=False, route_table_ids=[]))
     assert [f.check for f in found] == ["S3 route for the custom resource", "VPC endpoints"]
     assert "peering connection does not carry traffic" in found[0].detail
+
+
+def dual_stack(ec2: Any, vpc: Vpc, subnets: list[str]) -> None:
+    """An Amazon IPv6 block for the VPC and ``subnets``, ::/0 to an egress-only gateway, and the
+    S3 gateway endpoint: the stack's own network, by hand."""
+    block = ec2.associate_vpc_cidr_block(VpcId=vpc.vpc_id, AmazonProvidedIpv6CidrBlock=True)
+    prefix = block["Ipv6CidrBlockAssociation"]["Ipv6CidrBlock"].split("::")[0]
+    for i, subnet in enumerate(subnets):
+        ec2.associate_subnet_cidr_block(SubnetId=subnet, Ipv6CidrBlock=f"{prefix}{i:02x}::/64")
+    eigw = ec2.create_egress_only_internet_gateway(VpcId=vpc.vpc_id)
+    gateway = eigw["EgressOnlyInternetGateway"]["EgressOnlyInternetGatewayId"]
+    for table in vpc.route_tables:
+        ec2.create_route(
+            RouteTableId=table, DestinationIpv6CidrBlock="::/0", EgressOnlyInternetGatewayId=gateway
+        )
+    ec2.create_vpc_endpoint(
+        VpcId=vpc.vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.s3",
+        VpcEndpointType="Gateway",
+        RouteTableIds=vpc.route_tables,
+    )
+
+
+def test_ipv6_reaches_the_dual_stack_services_when_the_functions_use_it(vpc: Vpc, ec2: Any) -> None:
+    dual_stack(ec2, vpc, vpc.subnets)
+    opts = options(vpc, create_vpc_endpoints=False, route_table_ids=[], outbox_destination="sns")
+    assert "reach no sqs, secretsmanager, sns" in only_failure(opts, "VPC endpoints").detail
+    found = findings(replace(opts, functions_use_dual_stack=True))
+    assert [f for f in found if f.status == pf.FAIL] == []
+    assert "IPv6 (egress-only internet gateway eigw-" in of(found, "VPC endpoints")[0].detail
+
+
+def test_an_ipv4_only_subnet_gets_nothing_from_an_egress_only_gateway(vpc: Vpc, ec2: Any) -> None:
+    dual_stack(ec2, vpc, vpc.subnets[:1])
+    opts = options(
+        vpc, create_vpc_endpoints=False, route_table_ids=[], functions_use_dual_stack=True
+    )
+    finding = only_failure(opts, "VPC endpoints")
+    assert finding.detail.startswith(f"CreateVpcEndpoints=false, but {vpc.subnets[1]} reach no")
 
 
 # --- organisation policies against a public Function URL ---------------------------------------

@@ -19,6 +19,7 @@ ENDPOINT_SERVICES = ("sqs", "secretsmanager", "events", "sns", "s3")
 # Services the functions call that answer on IPv6 too (their dual-stack endpoints, which the
 # SDK uses with AWS_USE_DUALSTACK_ENDPOINT): reachable through an egress-only internet gateway.
 DUAL_STACK_SERVICES = frozenset({"sqs", "secretsmanager", "events", "sns"})
+GONE = frozenset({"disassociating", "disassociated", "failing", "failed"})  # IPv6 block states
 
 
 def check_interface_endpoints(
@@ -197,7 +198,7 @@ def _way_out(opts: Options, net: Network, subnet_id: str, service: str) -> str:
         return ipv4_egress(table)
     subnet = next(s for s in net.subnets if s["SubnetId"] == subnet_id)
     dual_stack = any(
-        a.get("Ipv6CidrBlockState", {}).get("State") == "associated"
+        a.get("Ipv6CidrBlock") and a.get("Ipv6CidrBlockState", {}).get("State") not in GONE
         for a in subnet.get("Ipv6CidrBlockAssociationSet", [])
     )
     gateway = ipv6_egress(table)

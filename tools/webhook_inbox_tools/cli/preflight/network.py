@@ -229,10 +229,8 @@ def _s3_through_egress(net: Network, tables_with_s3: set[str], needed: list[str]
                 f"set CreateVpcEndpoints=true PrivateRouteTableIds={','.join(needed)}",
             )
         ]
-    ways = sorted(
-        {route.split(" ")[0] if route.startswith("S3") else route for route in routes.values()}
-    )
-    return [Finding(OK, check, f"every subnet reaches S3 through {'; '.join(ways)}")]
+    ways = "; ".join(sorted(set(routes.values())))
+    return [Finding(OK, check, f"every subnet reaches S3 through {ways}")]
 
 
 def _s3_through_existing_gateway(tables_with_s3: set[str], needed: list[str]) -> list[Finding]:
