@@ -334,6 +334,10 @@ def test_private_dns_endpoints_need_the_vpcs_dns_attributes(vpc: Vpc, ec2: Any) 
     assert failures(options(vpc)) == []
 
 
+# IAM prefix (the Clients attribute) -> boto3's client name, where they differ.
+CLIENT_NAMES = {"servicequotas": "service-quotas"}
+
+
 def preflight_calls() -> set[str]:
     """Every IAM action behind an ``aws.<client>.<method>(…)`` call in the preflight package."""
     modules = sorted(Path(pf.__file__).parent.glob("*.py"))
@@ -349,7 +353,8 @@ def preflight_calls() -> set[str]:
             and owner.value.id == "aws"
         ):
             service = owner.attr.rstrip("_")  # Clients.lambda_ is the lambda client
-            mapping = boto3.client(service, region_name=REGION).meta.method_to_api_mapping
+            client = CLIENT_NAMES.get(service, service)
+            mapping = boto3.client(client, region_name=REGION).meta.method_to_api_mapping
             actions.add(f"{service}:{mapping[node.func.attr]}")
     return actions
 

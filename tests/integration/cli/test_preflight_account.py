@@ -296,6 +296,26 @@ def test_an_ipv4_only_subnet_gets_nothing_from_an_egress_only_gateway(vpc: Vpc, 
     assert finding.detail.startswith(f"CreateVpcEndpoints=false, but {vpc.subnets[1]} reach no")
 
 
+def test_without_a_vpc_the_stack_builds_its_own_when_the_region_has_room(aws: None) -> None:
+    """On 5276659 an empty VpcId was a FAIL ("no VPC or subnets given")."""
+    found = findings(pf.Options(region=REGION))
+    assert [f for f in found if f.status == pf.FAIL] == []
+    (network,) = of(found, "network")
+    assert network.detail.startswith("no VpcId: the stack builds its own")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    for i in range(len(ec2.describe_vpcs()["Vpcs"]), 5):  # moto's default VPC, then the quota
+        ec2.create_vpc(CidrBlock=f"10.{i}.0.0/16")
+    finding = only_failure(pf.Options(region=REGION), "network")
+    assert "5 VPCs in us-east-1, the quota is 5" in finding.detail
+    assert "L-F678F1CE" in finding.fix
+
+
+def test_existing_vpc_settings_without_a_vpc_fail_as_the_rules_would(aws: None) -> None:
+    opts = pf.Options(region=REGION, route_table_ids=["rtb-1"], existing_vpc_endpoints=["s3"])
+    finding = only_failure(opts, "network")
+    assert finding.detail.startswith("PrivateRouteTableIds, ExistingVpcEndpoints describe")
+
+
 # --- organisation policies against a public Function URL ---------------------------------------
 
 DENY_PUBLIC_URLS = {

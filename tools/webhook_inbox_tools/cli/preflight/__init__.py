@@ -39,6 +39,7 @@ from webhook_inbox_tools.cli.preflight.network import (
     read_network,
 )
 from webhook_inbox_tools.cli.preflight.organization import check_function_url_policy
+from webhook_inbox_tools.cli.preflight.own_network import check_own_network
 from webhook_inbox_tools.cli.preflight.secrets import (
     check_database_secret,
     check_provider_secrets,
@@ -86,22 +87,16 @@ def run(aws: Clients, opts: Options) -> list[Finding]:
 
 
 def check_network(aws: Clients, opts: Options) -> list[Finding]:
-    if not opts.vpc_id and not opts.subnet_ids:
-        return [
-            Finding(
-                OK,
-                "network",
-                "no VpcId: the stack builds its own (a dual-stack VPC, private subnets in two "
-                "AZs, an S3 gateway endpoint, an egress-only internet gateway)",
-            )
-        ]
-    if not opts.vpc_id or not opts.subnet_ids:
+    if not opts.vpc_id:
+        return check_own_network(aws, opts)
+    if not opts.subnet_ids:
         return [
             Finding(
                 FAIL,
                 "network",
-                "a VPC needs its subnets (and subnets their VPC)",
-                "pass both --vpc-id and --subnet-ids, or neither (the stack builds its own)",
+                f"VpcId={opts.vpc_id} without SubnetIds",
+                "pass --subnet-ids (private subnets of that VPC in two AZs), or no --vpc-id "
+                "(the stack builds its own network)",
             )
         ]
     try:

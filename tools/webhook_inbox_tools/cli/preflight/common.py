@@ -89,6 +89,10 @@ class Clients:
     def sts(self) -> Any:
         return self._make("sts")
 
+    @cached_property
+    def servicequotas(self) -> Any:
+        return self._make("service-quotas")
+
 
 def _boto3_factory(region: str) -> Callable[[str], Any]:
     import boto3
