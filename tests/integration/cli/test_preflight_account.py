@@ -103,6 +103,34 @@ def test_shared_services_endpoints_behind_a_private_zone_are_reused(vpc: Vpc) ->
     assert "shared-services" in endpoints.detail
 
 
+def test_a_zone_for_a_parent_domain_warns(vpc: Vpc) -> None:
+    private_zone(vpc, f"{REGION}.amazonaws.com")
+    found = findings(options(vpc))
+    assert [f for f in found if f.status == pf.FAIL] == []
+    warned = [f for f in of(found, "VPC endpoints") if f.status == pf.WARN]
+    assert len(warned) == 3  # sqs, secretsmanager, events: each name is under the zone
+    assert f"answers for sqs.{REGION}.amazonaws.com" in warned[0].detail
+
+
+def test_a_listed_endpoint_with_private_dns_off_does_not_serve_the_functions(
+    vpc: Vpc, ec2: Any
+) -> None:
+    endpoint = ec2.create_vpc_endpoint(
+        VpcId=vpc.vpc_id,
+        ServiceName=f"com.amazonaws.{REGION}.sqs",
+        VpcEndpointType="Interface",
+        SubnetIds=vpc.subnets,
+        PrivateDnsEnabled=False,
+    )["VpcEndpoint"]["VpcEndpointId"]
+    finding = only_failure(options(vpc, existing_vpc_endpoints=["sqs"]), "VPC endpoints")
+    assert "private DNS off" in finding.detail
+    assert (
+        finding.fix
+        == f"aws ec2 modify-vpc-endpoint --vpc-endpoint-id {endpoint} --private-dns-enabled"
+    )
+    assert failures(options(vpc)) == []  # not listed: the stack creates its own beside it
+
+
 def test_route53_profiles_moto_lacks_are_could_not_check_not_a_failure(vpc: Vpc) -> None:
     (profiles,) = of(findings(options(vpc)), "Route 53 Profiles")
     assert profiles.status == pf.WARN

@@ -46,7 +46,7 @@ def check_interface_endpoints(
     reused = [s for s in needed if s in declared]
     served = []
     for service in reused:
-        finding, how = _reused(service, in_vpc, names, region)
+        finding, how = _reused(service, in_vpc, names, region, _private_dns_off(net).get(service))
         if finding:
             findings.append(finding)
         served.append(f"{service} ({how})" if how else service)
@@ -116,8 +116,21 @@ def _collisions(
     return findings
 
 
+def _private_dns_off(net: Network) -> dict[str, str]:
+    """Interface endpoints the SDK's names do not reach: service -> endpoint id."""
+    return {
+        service_of(e): str(e["VpcEndpointId"])
+        for e in net.endpoints
+        if e.get("VpcEndpointType") == "Interface" and not e.get("PrivateDnsEnabled")
+    }
+
+
 def _reused(
-    service: str, in_vpc: dict[str, dict[str, object]], names: PrivateNames, region: str
+    service: str,
+    in_vpc: dict[str, dict[str, object]],
+    names: PrivateNames,
+    region: str,
+    dark: str | None,
 ) -> tuple[Finding | None, str]:
     """Where a service listed in ExistingVpcEndpoints is served: an endpoint of this VPC, or a
     shared-services endpoint that a private zone associated with the VPC points at."""
@@ -137,6 +150,17 @@ def _reused(
                 "run preflight with a role allowed route53:ListHostedZonesByVPC",
             ),
             "not confirmed",
+        )
+    if dark:
+        return (
+            Finding(
+                FAIL,
+                CHECK,
+                f"ExistingVpcEndpoints lists {service}, but its endpoint {dark} has private DNS "
+                f"off: the functions call {host}, which does not lead to it",
+                f"aws ec2 modify-vpc-endpoint --vpc-endpoint-id {dark} --private-dns-enabled",
+            ),
+            "",
         )
     return (
         Finding(
