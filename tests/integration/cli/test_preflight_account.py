@@ -344,6 +344,38 @@ def test_existing_vpc_settings_without_a_vpc_fail_as_the_rules_would(aws: None) 
     assert finding.detail.startswith("PrivateRouteTableIds, ExistingVpcEndpoints describe")
 
 
+def test_without_rds_proxy_ingest_reserves_concurrency_too(vpc: Vpc) -> None:
+    """The small set (CreateDatabaseProxy=false) reserves IngestReservedConcurrency behind the
+    HTTP API as well: the template's ReserveIngestConcurrency condition."""
+    small = options(vpc, create_database_proxy=False, ingest_reserved_concurrency=20)
+    found = failures(small, make_clients(unreserved=110))
+    assert [f.check for f in found] == ["Lambda concurrency"]
+    assert "(CreateDatabaseProxy=false) leaves 90" in found[0].detail
+    assert found[0].fix.endswith("or keep RDS Proxy (CreateDatabaseProxy=true) (no reservation)")
+    assert failures(options(vpc), make_clients(unreserved=110)) == []
+    (database,) = of(findings(small), "database secret")
+    assert database.detail.endswith("without RDS Proxy")
+
+
+@pytest.mark.parametrize("env", ["default", "small"])
+def test_the_shipped_samconfig_passes_preflight_in_a_fresh_account(
+    env: str,
+    aws: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every default deploys (issue 26): the repository's samconfig.toml, both environments,
+    against an account that has only its default VPC."""
+    shipped = Path(__file__).parents[3] / "samconfig.toml"
+    monkeypatch.setattr(pf, "Clients", lambda region: make_clients())
+    args = ["preflight", "--config", str(shipped), "--config-env", env, "--region", REGION]
+    assert main(args) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[  ok] network: no VpcId: the stack builds its own" in out
+    reserved = "10 reserved to bound ingest's database connections"
+    assert (reserved in out) == (env == "small")
+
+
 # --- organisation policies against a public Function URL ---------------------------------------
 
 DENY_PUBLIC_URLS = {

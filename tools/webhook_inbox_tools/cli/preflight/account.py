@@ -61,8 +61,9 @@ def check_stack(aws: Clients, opts: Options) -> list[Finding]:
 
 
 def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
-    """Enough unreserved concurrency for the processor beside ingest; with Endpoint=FunctionUrl,
-    room for ingest's own reservation too (the throttle of its URL)."""
+    """Enough unreserved concurrency for the processor beside ingest; when the template reserves
+    ingest's (Endpoint=FunctionUrl: the throttle of its URL; a created database without RDS
+    Proxy: the bound on its connections), room for that reservation too."""
     check = "Lambda concurrency"
     try:
         limits = aws.lambda_.get_account_settings()["AccountLimit"]
@@ -83,7 +84,8 @@ def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
         )
     unreserved = int(limits["UnreservedConcurrentExecutions"]) + (held or 0)
     needed = opts.processor_max_concurrency + CONCURRENCY_HEADROOM
-    if opts.endpoint != "FunctionUrl":
+    why, instead = _reservation(opts)
+    if not why:
         if unreserved < needed:
             findings.append(
                 Finding(
@@ -109,12 +111,12 @@ def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
                 FAIL,
                 check,
                 f"{unreserved} unreserved concurrent executions: reserving "
-                f"IngestReservedConcurrency={reserve} for the Function URL leaves {left}, and "
+                f"IngestReservedConcurrency={reserve} {why} leaves {left}, and "
                 f"Lambda keeps at least {UNRESERVED_MINIMUM} unreserved (the processor and "
                 f"sweeper need {needed} of them)",
                 (f"lower IngestReservedConcurrency to {most} or less, " if most >= 1 else "")
                 + f"request more (Service Quotas, Lambda {LAMBDA_CONCURRENCY_QUOTA}), "
-                "or deploy with Endpoint=HttpApi (no reservation)",
+                f"or {instead} (no reservation)",
             )
         )
     else:
@@ -122,11 +124,28 @@ def check_concurrency(aws: Clients, opts: Options) -> list[Finding]:
             Finding(
                 OK,
                 check,
-                f"{unreserved} unreserved concurrent executions: {reserve} reserved for the "
-                f"Function URL leaves {left} (need {floor})",
+                f"{unreserved} unreserved concurrent executions: {reserve} reserved {why} "
+                f"leaves {left} (need {floor})",
             )
         )
     return findings
+
+
+def _reservation(opts: Options) -> tuple[str, str]:
+    """Why the template reserves ingest's concurrency for these settings ('' when it does not),
+    and the settings that would not."""
+    without_proxy = not opts.database_secret_arn and not opts.create_database_proxy
+    if opts.endpoint == "FunctionUrl":
+        instead = "deploy with Endpoint=HttpApi" + (
+            " and CreateDatabaseProxy=true" if without_proxy else ""
+        )
+        return "for the Function URL", instead
+    if without_proxy:
+        return (
+            "to bound ingest's database connections (CreateDatabaseProxy=false)",
+            "keep RDS Proxy (CreateDatabaseProxy=true)",
+        )
+    return "", ""
 
 
 def _ingest_reservation(aws: Clients, opts: Options) -> int | None:

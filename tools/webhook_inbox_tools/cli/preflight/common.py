@@ -22,6 +22,7 @@ class Options:
     subnet_ids: list[str] = field(default_factory=list)
     route_table_ids: list[str] = field(default_factory=list)
     create_vpc_endpoints: bool = True
+    create_database_proxy: bool = True
     existing_vpc_endpoints: list[str] = field(default_factory=list)
     outbox_destination: str = "eventbridge"
     database_secret_arn: str = ""

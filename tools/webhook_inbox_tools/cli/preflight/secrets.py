@@ -31,7 +31,8 @@ def check_database_secret(aws: Clients, opts: Options) -> list[Finding]:
     check = "database secret"
     arn = opts.database_secret_arn
     if not arn:
-        return [Finding(OK, check, "none given: the stack creates RDS PostgreSQL and RDS Proxy")]
+        proxy = "behind RDS Proxy" if opts.create_database_proxy else "without RDS Proxy"
+        return [Finding(OK, check, f"none given: the stack creates RDS PostgreSQL {proxy}")]
     try:
         described = aws.secretsmanager.describe_secret(SecretId=arn)
         key = _customer_key(aws, described.get("KmsKeyId"))

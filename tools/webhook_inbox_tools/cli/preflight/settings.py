@@ -22,6 +22,7 @@ PARAMETERS = {
     "SubnetIds": "subnet_ids",
     "PrivateRouteTableIds": "route_table_ids",
     "CreateVpcEndpoints": "create_vpc_endpoints",
+    "CreateDatabaseProxy": "create_database_proxy",
     "ExistingVpcEndpoints": "existing_vpc_endpoints",
     "OutboxDestination": "outbox_destination",
     "DatabaseSecretArn": "database_secret_arn",
@@ -45,7 +46,7 @@ def _csv(text: str) -> list[str]:
 def _coerce(name: str, value: str) -> Any:
     if name in {"subnet_ids", "route_table_ids", "existing_vpc_endpoints"}:
         return _csv(value)
-    if name == "create_vpc_endpoints":
+    if name in {"create_vpc_endpoints", "create_database_proxy"}:
         return value.strip().lower() == "true"
     if name in {"processor_max_concurrency", "ingest_reserved_concurrency"}:
         return int(value)
@@ -54,9 +55,10 @@ def _coerce(name: str, value: str) -> Any:
     return value
 
 
-def options_from_config(path: Path) -> dict[str, Any]:
-    """Settings from samconfig.toml: stack name, region and the parameter overrides."""
-    config = tomllib.loads(path.read_text())["default"]
+def options_from_config(path: Path, env: str = "default") -> dict[str, Any]:
+    """Settings from samconfig.toml's ``env`` (``sam deploy --config-env``): stack name, region
+    and the parameter overrides."""
+    config = tomllib.loads(path.read_text())[env]
     deploy = config.get("deploy", {}).get("parameters", {})
     merged = {**config.get("global", {}).get("parameters", {}), **deploy}
     found: dict[str, Any] = {}
@@ -91,6 +93,9 @@ def _unquote(value: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="read settings from samconfig.toml")
+    parser.add_argument(
+        "--config-env", default="default", help="its environment, as sam deploy --config-env"
+    )
     parser.add_argument("--region", help="AWS region (default: the config's, else your profile's)")
     parser.add_argument("--stack-name")
     parser.add_argument("--vpc-id")
@@ -101,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--existing-vpc-endpoints", help="comma-separated (ExistingVpcEndpoints)")
     parser.add_argument("--outbox-destination", choices=["eventbridge", "sns"])
     parser.add_argument("--database-secret-arn")
+    parser.add_argument("--create-database-proxy", choices=["true", "false"])
     parser.add_argument("--database-secret-kms-key-arn")
     parser.add_argument("--database-host")
     parser.add_argument("--provider-secrets-prefix")
@@ -116,7 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
-    values: dict[str, Any] = options_from_config(args.config) if args.config else {}
+    values: dict[str, Any] = (
+        options_from_config(args.config, args.config_env) if args.config else {}
+    )
     if args.parameter_overrides:
         values.update(options_from_overrides(args.parameter_overrides))
     for item in fields(Options):
