@@ -86,6 +86,14 @@ def failures(opts: pf.Options, clients: pf.Clients | None = None) -> list[pf.Fin
     return [f for f in pf.run(clients or make_clients(), opts) if f.status == pf.FAIL]
 
 
+def findings(opts: pf.Options, clients: pf.Clients | None = None) -> list[pf.Finding]:
+    return pf.run(clients or make_clients(), opts)
+
+
+def of(found: list[pf.Finding], check: str) -> list[pf.Finding]:
+    return [f for f in found if f.check == check]
+
+
 def only_failure(opts: pf.Options, check: str) -> pf.Finding:
     found = failures(opts)
     assert [f.check for f in found] == [check], pf.render(found)
