@@ -122,6 +122,15 @@ def test_an_existing_vpc_needs_its_subnets() -> None:
     assert rule_failures(resolver(**EXISTING_VPC)) == []
 
 
+def test_an_existing_database_needs_the_vpc_that_reaches_it() -> None:
+    existing_db = {
+        "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbC"
+    }
+    (failure,) = rule_failures(resolver(**existing_db))
+    assert failure.startswith("DatabaseSecretArn (an existing database) needs VpcId")
+    assert rule_failures(resolver(**existing_db, **EXISTING_VPC)) == []
+
+
 # --- the network it builds -------------------------------------------------------------------
 
 
@@ -161,7 +170,9 @@ def test_two_private_dual_stack_subnets_in_two_zones_share_the_route_table() -> 
         assert props["MapPublicIpOnLaunch"] is False
         assert "Ipv6CidrBlock" in props
         assert subnet["DependsOn"] == "VpcIpv6Block"  # the VPC's IPv6 block must exist first
-        zones.append(props["AvailabilityZone"]["Fn::Select"][0])
+        default_zone = props["AvailabilityZone"]["Fn::If"][2]
+        assert default_zone["Fn::Select"][1] == {"Fn::GetAZs": ""}
+        zones.append(default_zone["Fn::Select"][0])
         (association,) = [
             res["Properties"]
             for res in RESOURCES.values()
@@ -171,6 +182,19 @@ def test_two_private_dual_stack_subnets_in_two_zones_share_the_route_table() -> 
         assert association["RouteTableId"] == {"Ref": "PrivateRouteTable"}
     assert sorted(zones) == [0, 1]
     assert RESOURCES["VpcIpv6Block"]["Properties"]["AmazonProvidedIpv6CidrBlock"] is True
+
+
+def test_chosen_zones_place_the_subnets_and_must_come_with_the_own_network() -> None:
+    r = resolver(NewVpcZones="us-east-1b,us-east-1d")
+    zones = [
+        r.resolve(RESOURCES[n]["Properties"]["AvailabilityZone"])
+        for n in ("PrivateSubnetA", "PrivateSubnetB")
+    ]
+    assert zones == ["us-east-1b", "us-east-1d"]
+    assert rule_failures(r) == []
+    failures = rule_failures(resolver(NewVpcZones="us-east-1b,us-east-1d", **EXISTING_VPC))
+    assert len(failures) == 1
+    assert "NewVpcZones" in failures[0]
 
 
 @pytest.mark.parametrize(
@@ -253,6 +277,17 @@ def test_the_environment_variable_sends_the_sdk_to_the_dual_stack_name(
     monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "")  # an existing VPC: the usual names
     client = boto3.Session(region_name="eu-west-1").client(service)
     assert client.meta.endpoint_url == f"https://{service}.eu-west-1.amazonaws.com"
+
+
+@pytest.mark.parametrize("service", ["sqs", "secretsmanager", "events", "sns"])
+def test_a_local_stacks_endpoint_still_wins_under_sam_local(
+    service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sam local invoke` resolves the template's "true"; `webhook-inbox dev` sets the URL."""
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    client = boto3.Session(region_name="us-east-1").client(service)
+    assert client.meta.endpoint_url == "http://127.0.0.1:5000"
 
 
 # --- an address without a route: urllib3 moves on to the next one ---------------------------
