@@ -51,6 +51,9 @@ def test_existing_vpc_settings_without_a_vpc_fail_as_the_rules_would(aws: None) 
     opts = pf.Options(region=REGION, route_table_ids=["rtb-1"], existing_vpc_endpoints=["s3"])
     finding = only_failure(opts, "network")
     assert finding.detail.startswith("PrivateRouteTableIds, ExistingVpcEndpoints describe")
+    arn = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:db-AbCdEf"
+    found = failures(pf.Options(region=REGION, database_secret_arn=arn))
+    assert "no VpcId: the stack's own network reaches only" in of(found, "network")[0].detail
 
 
 def test_without_rds_proxy_ingest_reserves_concurrency_too(vpc: Vpc) -> None:

@@ -45,6 +45,17 @@ def check_own_network(aws: Clients, opts: Options) -> list[Finding]:
                 "set VpcId too, or leave them empty and let the stack build its own network",
             )
         ]
+    if opts.database_secret_arn:
+        return [
+            Finding(
+                FAIL,
+                CHECK,
+                "DatabaseSecretArn (an existing database) but no VpcId: the stack's own network "
+                "reaches only the AWS APIs and what the stack creates (the template's Rules refuse "
+                "the deploy)",
+                "set VpcId and SubnetIds to the network that reaches the database",
+            )
+        ]
     try:
         used = {
             "VPCs": len(aws.ec2.describe_vpcs()["Vpcs"]),
