@@ -472,3 +472,11 @@ def test_an_unknown_endpoint_is_a_usage_error(
     args = ["preflight", "--region", REGION, "--parameter-overrides", "Endpoint=RestApi"]
     assert main(args) == 2
     assert "Endpoint must be one of HttpApi, FunctionUrl" in capsys.readouterr().err
+
+
+def test_each_check_family_stays_a_module_of_at_most_400_lines() -> None:
+    """Issue 26: preflight grew past 800 lines in one module; it is split by check family."""
+    modules = sorted(Path(pf.__file__).parent.glob("*.py"))
+    assert len(modules) >= 8
+    sizes = {m.name: len(m.read_text().splitlines()) for m in modules}
+    assert max(sizes.values()) <= 400, sizes
