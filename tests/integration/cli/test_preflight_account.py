@@ -168,7 +168,7 @@ def test_a_valid_providers_config_passes(vpc: Vpc) -> None:
 
 def test_the_add_a_provider_pointer_names_a_section_that_exists(vpc: Vpc) -> None:
     (secrets,) = of(findings(options(vpc)), "provider secrets")
-    assert "(docs/deploy.md, 'Add a provider')" in secrets.detail
+    assert secrets.fix == "add them after the deploy (docs/deploy.md, 'Add a provider')"
     deploy = (Path(__file__).parents[3] / "docs" / "deploy.md").read_text()
     assert "**Add a provider.**" in deploy
 

@@ -138,15 +138,19 @@ def check_provider_secrets(aws: Clients, opts: Options) -> list[Finding]:
                     f"create it under {prefix} (ingest may read only those) or fix the ARN",
                 )
             )
-    if not findings:
-        status = OK if secrets else WARN
-        detail = (
-            f"{len(secrets)} under {prefix!r}, all readable by ingest"
-            if secrets
-            else f"none under {prefix!r} yet: add them after the deploy "
-            "(docs/deploy.md, 'Add a provider')"
+    if not findings and secrets:
+        findings.append(
+            Finding(OK, check, f"{len(secrets)} under {prefix!r}, all readable by ingest")
         )
-        findings.append(Finding(status, check, detail))
+    elif not findings:
+        findings.append(
+            Finding(
+                WARN,
+                check,
+                f"none under {prefix!r} yet",
+                "add them after the deploy (docs/deploy.md, 'Add a provider')",
+            )
+        )
     return findings
 
 
