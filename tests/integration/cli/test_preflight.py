@@ -83,11 +83,14 @@ def options(vpc: Vpc, **overrides: Any) -> pf.Options:
 
 
 def failures(opts: pf.Options, clients: pf.Clients | None = None) -> list[pf.Finding]:
-    return [f for f in pf.run(clients or make_clients(), opts) if f.status == pf.FAIL]
+    return [f for f in findings(opts, clients) if f.status == pf.FAIL]
 
 
 def findings(opts: pf.Options, clients: pf.Clients | None = None) -> list[pf.Finding]:
-    return pf.run(clients or make_clients(), opts)
+    """Preflight's findings; every one that is not ``ok`` must say how to fix it."""
+    found = pf.run(clients or make_clients(), opts)
+    assert [f for f in found if f.status != pf.OK and not f.fix] == [], pf.render(found)
+    return found
 
 
 def of(found: list[pf.Finding], check: str) -> list[pf.Finding]:
