@@ -120,10 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_events.add_paging(p)
     p.set_defaults(func=inspect_events.cmd_events_list)
     p = events_sub.add_parser(
-        "show", parents=[reads], help="one event: state, attempts, timestamps, audit trail"
+        "show",
+        parents=[reads],
+        help="one event: state, attempts, timestamps, audit trail",
+        description="Show one event, named by its event id or by the delivery id its provider "
+        "shows (X-GitHub-Delivery, X-Shopify-Webhook-Id, ...): state, attempts, timestamps "
+        "and the operator actions taken on it.",
     )
     p.add_argument("provider", metavar="PROVIDER")
-    p.add_argument("event_id", metavar="EVENT_ID")
+    p.add_argument(
+        "event_id", metavar="ID", help="the event id, or the provider's delivery id for it"
+    )
     p.add_argument("--payload", action="store_true", help="also print the stored payload")
     p.set_defaults(func=inspect_events.cmd_events_show)
 
