@@ -1,13 +1,15 @@
 """The ``webhook-inbox`` command line: the parser, and the one place errors become exit codes.
 
 Exit codes scripts can trust: 0 success; 1 an operational failure (something refused, not found,
-or a confirmation declined); 2 a usage or configuration error; 3 the database is unreachable.
+or a confirmation declined); 2 a usage or configuration error; 3 the database is unreachable;
+141 the reader of the output went away (`| head`: nothing is printed about it).
 Expected errors print one ``error:`` line (plus a hint) to stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +35,8 @@ from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 
 APPLICATION_PACKAGE = "webhook_inbox_app"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+# What a shell reports for a program its reader stopped (`| head`): 128 + SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 # What to do about the AWS client failures a laptop meets and a Lambda function never does.
 AWS_SETUP_HINTS = {
     "NoRegionError": "no AWS region is configured: set AWS_REGION or AWS_DEFAULT_REGION",
@@ -88,14 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="webhook-inbox",
         description="Run, inspect and repair an idempotent webhook inbox.",
         epilog="exit codes: 0 ok, 1 operational failure, 2 usage/configuration error, "
-        "3 database unreachable",
+        "3 database unreachable, 141 the reader of the output went away (| head)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     reads = _common(json_output=True)
     writes = _common(json_output=True)
     plain = _common(json_output=False)
 
-    p = sub.add_parser("migrate", parents=[plain], help="apply pending schema migrations")
+    p = sub.add_parser(
+        "migrate",
+        parents=[plain],
+        help="apply pending schema migrations",
+        description="Apply the runtime's migrations, then your application's (application/), "
+        "each in its own transaction with a short lock timeout so live writes never wait "
+        "behind it. Safe to run twice and from several places at once; prints what it applied.",
+    )
     p.add_argument(
         "--role-timeouts",
         action="store_true",
@@ -108,13 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         parents=[reads],
         help="event counts per status, oldest ages, leases, outbox backlog",
+        description="One look at the inbox: events per status with the oldest of each, the "
+        "oldest unfinished event, live and expired leases, and the outbox's pending and dead "
+        "messages. Reads only.",
     )
     p.set_defaults(func=inspect_events.cmd_status)
 
     events = sub.add_parser("events", help="list and inspect inbox events")
     events_sub = events.add_subparsers(dest="events_command", required=True, metavar="COMMAND")
     p = events_sub.add_parser(
-        "list", parents=[reads], help="list events, newest first, a page at a time"
+        "list",
+        parents=[reads],
+        help="list events, newest first, a page at a time",
+        description="List events newest first, filtered by status, provider, type and time, "
+        "a page at a time (--cursor continues where the last page stopped).",
     )
     inspect_events.add_event_filters(p)
     inspect_events.add_paging(p)
@@ -127,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shows (X-GitHub-Delivery, X-Shopify-Webhook-Id, ...): state, attempts, timestamps "
         "and the operator actions taken on it.",
     )
-    p.add_argument("provider", metavar="PROVIDER")
+    p.add_argument("provider", metavar="PROVIDER", help="the provider's name in the inbox")
     p.add_argument(
         "event_id", metavar="ID", help="the event id, or the provider's delivery id for it"
     )
@@ -161,7 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     box = sub.add_parser("outbox", help="list outbox messages and retry dead ones")
     box_sub = box.add_subparsers(dest="outbox_command", required=True, metavar="COMMAND")
-    p = box_sub.add_parser("list", parents=[reads], help="list outbox messages, newest first")
+    p = box_sub.add_parser(
+        "list",
+        parents=[reads],
+        help="list outbox messages, newest first",
+        description="List outbox messages newest first, filtered by status, topic and time, "
+        "with their deduplication keys and last errors.",
+    )
     p.add_argument(
         "--status",
         action="append",
@@ -178,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         "retry",
         parents=[writes],
         help="move dead outbox messages back to pending (audited)",
+        description="Move dead outbox messages back to pending with a fresh attempt budget, "
+        "so the sweeper publishes them again; each is recorded in operator_actions.",
     )
     p.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help="outbox message ids")
     p.add_argument("--all-dead", action="store_true", help="every dead message (up to 1000)")
@@ -207,7 +233,12 @@ def _add_local_commands(sub: Any) -> None:
         description="Sign BODY_FILE as PROVIDER would, with the provider's first secret.",
     )
     signing.add_signing_options(p)
-    p.add_argument("--format", choices=signing.FORMATS, default="headers", help="output shape")
+    p.add_argument(
+        "--format",
+        choices=signing.FORMATS,
+        default="headers",
+        help="output shape (default headers)",
+    )
     p.add_argument(
         "--url",
         default=signing.DEFAULT_BASE_URL,
@@ -273,6 +304,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        # Output is block-buffered in a pipe: flush here, where a closed reader can be handled,
+        # rather than at interpreter exit, where it prints "Exception ignored ... BrokenPipeError".
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`events list --json | head`): stop quietly, as cat and grep do.
+        # Whatever is still buffered goes to /dev/null so the exit does not try to write it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     except WebhookInboxError as exc:
         code, message = _exit_code(exc)
         print(message, file=sys.stderr)
