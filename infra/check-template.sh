@@ -14,21 +14,6 @@ TOOLS_DIR=${TOOLS_DIR:-.venv-tools}
 REGION=${AWS_REGION:-us-east-1}
 export SAM_CLI_TELEMETRY=0
 
-find_python313() {
-    # pyenv shims exist for every installed version but fail unless it is selected: only take
-    # an interpreter that runs, and hand out its real path (sam build searches PATH for it).
-    if python3.13 -c '' >/dev/null 2>&1; then python3.13 -c 'import sys; print(sys.executable)'; return; fi
-    if command -v pyenv >/dev/null 2>&1; then
-        local version
-        version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.|$)' | tail -n1 || true)
-        if [ -n "$version" ] && [ -x "$(pyenv prefix "$version")/bin/python3.13" ]; then
-            echo "$(pyenv prefix "$version")/bin/python3.13"; return
-        fi
-    fi
-    echo "python3.13 not found: sam build needs the Lambda runtime's Python on PATH" >&2
-    return 1
-}
-
 if [ -z "${TEST_PYTHON:-}" ]; then
     if [ -n "${VIRTUAL_ENV:-}" ]; then TEST_PYTHON="$VIRTUAL_ENV/bin/python"; else TEST_PYTHON=.venv/bin/python; fi
 fi
@@ -37,7 +22,9 @@ if ! "$TEST_PYTHON" -c '' >/dev/null 2>&1; then
     exit 1
 fi
 
-PY313=$(find_python313)
+# The real interpreter, not a pyenv shim (which runs only while its version is selected): the same
+# lookup `make dev` and `webhook-inbox invoke` use. sam build needs it on PATH.
+PY313=$("$TEST_PYTHON" tools/webhook_inbox_tools/find_python.py 3.13)
 # sam build looks up python3.13 on PATH, and the layer Makefile compiles with it.
 export PATH="$(dirname "$PY313"):$PATH"
 echo "== python for sam build: $("$PY313" --version) at $PY313"
