@@ -276,7 +276,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
     registry = load_registry(str(providers_file) if providers_file else None)
     check_env_secrets(registry)
     check_output_files(args)
-    warn_unserved_handlers(registry)
     options = DevOptions(
         functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
         providers_file=providers_file,
@@ -292,6 +291,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         bind_host=args.bind_host,
     )
     stack = DevStack(options)
+    stack.listen()  # a taken port is one error line, before anything starts or stops
+    warn_unserved_handlers(registry)
     stop = stack.interrupted
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:

@@ -90,10 +90,15 @@ class DevStack:
 
     # --- start ------------------------------------------------------------------------------
 
+    def listen(self) -> None:
+        """Take the HTTP port now: a taken one is found before anything else starts (the
+        database, the application's imports) and before there is anything to stop."""
+        if self._gateway is None:
+            self._gateway = IngestGateway(self.options.host, self.options.port)
+            self.port = self._gateway.port
+
     def start(self) -> None:
-        # The port first: a taken one should not cost a database start to find out.
-        self._gateway = IngestGateway(self.options.host, self.options.port)
-        self.port = self._gateway.port
+        self.listen()
         self._start_database()
         self._start_moto()
         self._create_aws_resources()
