@@ -29,28 +29,24 @@ PY313=$("$TEST_PYTHON" tools/webhook_inbox_tools/find_python.py 3.13)
 export PATH="$(dirname "$PY313"):$PATH"
 echo "== python for sam build: $("$PY313" --version) at $PY313"
 
-install_tool() {  # install_tool NAME PIP-SPEC...
-    local name=$1; shift
-    if [ ! -x "$TOOLS_DIR/$name/bin/python" ]; then
-        "$PY313" -m venv "$TOOLS_DIR/$name"
-    fi
-    "$TOOLS_DIR/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
-}
-
-echo "== installing tools into $TOOLS_DIR/ (one virtualenv each)"
+# shellcheck source=infra/tools.sh
+. infra/tools.sh
+echo "== template tools (reused at their pinned versions, else installed into $TOOLS_DIR/)"
 mkdir -p "$TOOLS_DIR"
+# NAME PACKAGE VERSION COMMAND: the versions these checks were written against. Resolved in
+# parallel: three fresh installs take as long as the slowest one.
 pids=()
-install_tool sam aws-sam-cli >"$TOOLS_DIR/sam.log" 2>&1 & pids+=($!)
-install_tool checkov checkov >"$TOOLS_DIR/checkov.log" 2>&1 & pids+=($!)
-install_tool cfn-lint cfn-lint >"$TOOLS_DIR/cfn-lint.log" 2>&1 & pids+=($!)
-failed=0
-for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-if [ "$failed" -ne 0 ]; then
-    tail -n 20 "$TOOLS_DIR"/*.log >&2
-    exit 1
-fi
-SAM="$TOOLS_DIR/sam/bin/sam"
-echo "   $("$SAM" --version); checkov $("$TOOLS_DIR/checkov/bin/checkov" --version); $("$TOOLS_DIR/cfn-lint/bin/cfn-lint" --version)"
+for pin in "sam aws-sam-cli 1.170.0 sam" "checkov checkov 3.3.30 checkov" \
+    "cfn-lint cfn-lint 1.58.0 cfn-lint"; do
+    # shellcheck disable=SC2086  # the pin is four words on purpose
+    set -- $pin
+    resolve_tool "$@" >"$TOOLS_DIR/$1.path" & pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+SAM=$(cat "$TOOLS_DIR/sam.path")
+CHECKOV=$(cat "$TOOLS_DIR/checkov.path")
+CFN_LINT=$(cat "$TOOLS_DIR/cfn-lint.path")
+echo "   $("$SAM" --version); checkov $("$CHECKOV" --version); $("$CFN_LINT" --version)"
 
 # Offline: no credentials are needed, and none may be used.
 export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
@@ -69,9 +65,9 @@ for TEMPLATE in template.yaml "$VARIANT"; do
     echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
     echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
     echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
-    echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" "$TEMPLATE"
+    echo "== cfn-lint";                       "$CFN_LINT" "$TEMPLATE"
     echo "== checkov"
-    "$TOOLS_DIR/checkov/bin/checkov" -f "$TEMPLATE" --framework cloudformation --skip-download \
+    "$CHECKOV" -f "$TEMPLATE" --framework cloudformation --skip-download \
         --quiet --compact
 done
 echo "== sam build"
