@@ -30,7 +30,9 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class DevProcess:
-    def __init__(self, *args: str, cwd: Path | None = None) -> None:
+    def __init__(
+        self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
         # Its own working folder: the command writes its operator environment file there.
         self.cwd = cwd or Path(tempfile.mkdtemp(prefix="webhook-inbox-dev-e2e-"))
         self.proc = subprocess.Popen(
@@ -39,7 +41,7 @@ class DevProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=clean_env(),
+            env=clean_env(env),
             cwd=self.cwd,
             start_new_session=True,  # its own process group, like a terminal job
         )  # fmt: skip

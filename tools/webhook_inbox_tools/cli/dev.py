@@ -18,6 +18,7 @@ from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
 from webhook_inbox_tools.dev import sam_env
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
+from webhook_inbox_tools.dev.reload import SourceWatcher, application_folder
 from webhook_inbox_tools.dev.samples import application_handlers, sample_deliveries
 from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
@@ -96,6 +97,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--template", type=Path, metavar="FILE",
         help="the SAM template the env-vars file follows (unset: template.yaml beside functions/)",
     )  # fmt: skip
+    parser.add_argument(
+        "--reload",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restart the functions when a file of your application (application/) or the "
+        "providers file changes; the database and the queues stay",
+    )
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -267,6 +275,53 @@ def check_env_secrets(registry: providers.Registry) -> None:
                 raise ConfigurationError(f"provider {provider.name}: ${ref.ref} is not set")
 
 
+def reload_functions(stack: DevStack, changed: list[Path], providers_file: Path | None) -> None:
+    """--reload: a providers file that no longer validates keeps the running configuration; any
+    other change restarts the function processes (which import everything afresh)."""
+    names = ", ".join(str(p) for p in changed[:3]) + (" ..." if len(changed) > 3 else "")
+    if providers_file is not None and providers_file.resolve() in changed:
+        try:
+            load_registry(str(providers_file))
+        except ConfigurationError as exc:
+            say("dev", f"{providers_file} changed but does not validate ({exc}): the functions "
+                "keep the configuration they started with")  # fmt: skip
+            return
+    say("dev", f"{names} changed: restarting the functions")
+    problem = stack.restart_functions()
+    if problem is None:
+        say("dev", "functions restarted with the new code")
+    else:
+        say("dev", f"the functions did not start again: {problem}; deliveries wait until the "
+            "next change restarts them")  # fmt: skip
+
+
+def serve_until_stopped(
+    stack: DevStack, args: argparse.Namespace, providers_file: Path | None
+) -> int:
+    """Watch for a stop request, for edits (--reload) and for function processes dying."""
+    folder = application_folder()
+    watcher = SourceWatcher([folder] if folder else [], [providers_file] if providers_file else [])
+    mode = "restarts the functions on a change" if args.reload else "--no-reload"
+    say("dev", f"watching {', '.join(map(str, watcher.watched))} ({mode})")
+    say("dev", "ready; Ctrl-C stops everything")
+    told_to_restart = False
+    while not stack.interrupted.wait(0.5):
+        changed = watcher.changed()
+        if changed and args.reload:
+            reload_functions(stack, changed, providers_file)
+        elif changed and not told_to_restart:
+            say("dev", f"{changed[0]} changed: the functions still run the code they started "
+                "with; restart dev (or leave out --no-reload) to use it")  # fmt: skip
+            told_to_restart = True
+        # A signal to the whole group reaches the workers too: one may exit a moment before
+        # this process's own handler has run. Only a death with no stop request in sight is
+        # unexpected.
+        if not stack.children_alive() and not stack.interrupted.wait(2.0):
+            say("dev", "a function process exited unexpectedly; stopping")
+            return 1
+    return 0
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     providers_file = _providers_file(args)
     if providers_file is None and not (
@@ -322,15 +377,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             sam_file = write_sam_env_vars(stack, args, providers_file)
             written[sam_file] = sam_file.read_bytes()
         print_samples(registry, base)
-        say("dev", "ready; Ctrl-C stops everything")
-        while not stop.wait(0.5):
-            # A signal to the whole group reaches the workers too: one may exit a moment
-            # before this process's own handler has run. Only a death with no stop request
-            # in sight is unexpected.
-            if not stack.children_alive() and not stop.wait(2.0):
-                say("dev", "a function process exited unexpectedly; stopping")
-                return 1
-        return 0
+        return serve_until_stopped(stack, args, providers_file)
     finally:
         say("dev", "stopping")
         stack.stop()

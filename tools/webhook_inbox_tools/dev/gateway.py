@@ -60,12 +60,29 @@ class IngestGateway:
         return int(self._server.server_address[1])
 
     def start(self, workers: list[Connection]) -> None:
+        self.add_workers(workers)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+            )
+            self._thread.start()
+
+    def add_workers(self, workers: list[Connection]) -> None:
         for channel in workers:
             self._idle.put(channel)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
-        self._thread.start()
+
+    def take_workers(self, count: int, timeout: float) -> list[Connection]:
+        """Take ``count`` environments out of service, waiting for busy ones to answer first
+        (a reload must not cut an invocation short); those still busy at ``timeout`` are left
+        to answer into a closed pipe. Requests meanwhile wait for :meth:`add_workers`."""
+        deadline = time.monotonic() + timeout
+        taken: list[Connection] = []
+        while len(taken) < count:
+            try:
+                taken.append(self._idle.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return taken
 
     def stop(self) -> None:
         if self._thread is not None:

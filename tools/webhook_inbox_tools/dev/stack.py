@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from webhook_inbox import db
-from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.migrate import migrate
 from webhook_inbox.queries import query
 from webhook_inbox_tools.dev import postgres_tcp
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
 from webhook_inbox_tools.dev.workers import (
+    INGEST_TIMEOUT_S,
     WorkerSettings,
     ingest_main,
     processor_main,
@@ -261,6 +262,30 @@ class DevStack:
         if self._gateway is not None:  # bound by start(); None once stopped
             self._gateway.start(channels)
 
+    def restart_functions(self) -> str | None:
+        """Start the function processes again from the files as they are now (--reload), and
+        apply your application's new migrations; PostgreSQL, the queues, the bus and the HTTP
+        port stay as they are. None when all started, else why not: then none runs, and
+        deliveries wait (503 after the ingest timeout) until the next restart."""
+        taken = (
+            self._gateway.take_workers(self.options.ingest_concurrency, INGEST_TIMEOUT_S)
+            if self._gateway is not None
+            else []
+        )
+        self._stop_processes()
+        for channel in taken:
+            channel.close()
+        try:
+            with db.connect(self.database_url, application_name="webhook-inbox-dev") as conn:
+                applied = migrate(conn, package="webhook_inbox_app")
+            if applied:
+                say("dev", f"migrations applied: {', '.join(applied)}")
+            self._start_workers()
+        except WebhookInboxError as exc:
+            self._stop_processes()
+            return str(exc)
+        return None
+
     def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
         process = self._ctx.Process(target=target, name=f"webhook-inbox-dev-{name}", args=args)
         process.start()
@@ -367,17 +392,7 @@ class DevStack:
         if self._gateway is not None:  # no new requests
             self._gateway.stop()
             self._gateway = None
-        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
-        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
-        for process in self._processes:
-            if process.is_alive():
-                process.terminate()
-        deadline = time.monotonic() + 10
-        for process in self._processes:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        self._stop_processes()
         self._stop_threads.set()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -391,6 +406,20 @@ class DevStack:
             shutil.rmtree(self._pg_dir, ignore_errors=True)
             self._pg_dir = None
         self._release_reaper()
+
+    def _stop_processes(self) -> None:
+        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
+        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self._processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+        self._processes = []
 
     def _release_reaper(self) -> None:
         if self._reaper is None:
