@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
@@ -77,6 +77,17 @@ class DevProcess:
             except queue.Empty:
                 break
         return [m[1] for line in self.transcript if (m := re.search(pattern, line))]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll the state a test is about to assert (never a console line standing in for it: the
+    console may print an effect before the commit that makes it true)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def session_processes(session_id: int) -> list[str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.e2e.dev_support import DevProcess, post
-from tests.e2e.test_dev_lifecycle import STOP_WITHIN_S, wait_until
+from tests.e2e.dev_support import DevProcess, post, wait_until
+from tests.e2e.test_dev_lifecycle import STOP_WITHIN_S
 from tests.support import ROOT
 from webhook_inbox import providers
 
