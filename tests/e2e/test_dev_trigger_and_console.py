@@ -29,6 +29,16 @@ __all__ = ["started"]  # the fixture, imported for pytest
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 THREE_YEARS_S = 3 * 365 * 24 * 3600
+TUNNEL = "https://sample-tunnel.trycloudflare.com"
+
+
+def signer(folder: Path, name: str) -> Path:
+    """A configuration that signs as Twilio would for the tunnel's URL."""
+    path = folder / f"signer-{name}.json"
+    path.write_text(json.dumps({"providers": {name: {
+        "scheme": "twilio", "secrets": [{"value": "dev-only-twilio-token-issue-29"}],
+        "public_url": f"{TUNNEL}/webhooks/{name}"}}}))  # fmt: skip
+    return path
 
 
 def run(
@@ -162,19 +172,30 @@ def test_every_command_dev_prints_works_as_printed_for_every_provider_kind(
     }
     document["providers"]["hooks"] = {  # a secret
         "scheme": "stripe", "secrets": [{"value": "whsec_dev_only_issue_29"}]}  # fmt: skip
+    # A URL-signed provider behind a tunnel (docs/local.md): public_url is the URL it calls.
+    twilio = {"scheme": "twilio", "secrets": [{"value": "dev-only-twilio-token-issue-29"}]}
+    document["providers"]["sms"] = {**twilio, "public_url": TUNNEL + "/webhooks/sms"}
+    document["providers"]["sms-no-public-url"] = twilio
     config.write_text(json.dumps(document))
     dev = start(started, "--providers", str(config), cwd=tmp_path)
     database_url = dev.wait_for(r"DATABASE_URL=(\S+)")[1]
     samples = _printed_samples(dev)
 
-    # The secret and the token: a curl each, accepted.
-    assert sorted(name for name, _ in samples) == ["hooks", "tok"]
+    # The secret, the token and the URL-signed one: a curl each, accepted (Twilio: 200 TwiML).
+    assert sorted(name for name, _ in samples) == ["hooks", "sms", "tok"]
     for name, command in samples:
-        assert _run_curl(command) == 202, name
+        assert _run_curl(command) == (200 if name == "sms" else 202), name
+    # As the tunnel forwards it: signed for the tunnel's URL, received on loopback. Accepted
+    # with public_url; without it, refused, and the console says why.
+    for name, expected in (("sms", "200"), ("sms-no-public-url", "401")):
+        done = run("trigger", name, "message.delivered", "--providers", str(signer(tmp_path, name)),
+                   cwd=tmp_path)  # fmt: skip
+        assert f"-> {expected}" in done.stdout, done.stdout + done.stderr
+    printed(dev, r"POST /webhooks/sms-no-public-url -> 401 .*no matching signature")
     # Public keys only: a trigger command each, which works as printed once KEY is a key file.
-    printed = dev.mentioned(r"with the private key in KEY: (.+)$")
-    assert len(printed) == 3, dev.transcript
-    for command in printed:
+    commands = dev.mentioned(r"with the private key in KEY: (.+)$")
+    assert len(commands) == 3, dev.transcript
+    for command in commands:
         name = command.split()[2]
         ran = subprocess.run(["bash", "-c", command.replace(" KEY", f" {keys[name]}")],
                              cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
@@ -211,6 +232,6 @@ def test_every_command_dev_prints_works_as_printed_for_every_provider_kind(
     def every_kind_stored() -> bool:
         with psycopg.connect(database_url) as conn:
             names = {r[0] for r in conn.execute("SELECT DISTINCT provider FROM webhook_events")}
-        return names == {"hooks", "tok", "sg", "bot", "example"}
+        return names == {"hooks", "tok", "sg", "bot", "example", "sms"}
 
     wait_until(every_kind_stored, 30, "an event from every provider")
