@@ -94,3 +94,18 @@ def test_an_override_through_a_scalar_or_out_of_range_is_refused() -> None:
 def test_an_unknown_type_names_the_known_ones() -> None:
     with pytest.raises(ConfigurationError, match=r"customer\.created"):
         sample_events.build(REGISTRY.providers["stripe"], "no.such.type", now=1)
+
+
+def test_every_type_a_handler_is_registered_for_can_be_triggered() -> None:
+    from webhook_inbox_app.handlers import HANDLERS
+
+    for provider, event_type in HANDLERS:
+        assert event_type in sample_events.event_types(REGISTRY.providers[provider]), event_type
+
+
+def test_dev_prints_a_sample_a_handler_processes_where_there_is_one() -> None:
+    from webhook_inbox_app.handlers import HANDLERS
+
+    stripe_types = [t for p, t in HANDLERS if p == "stripe"]
+    assert sample_events.preferred_type(REGISTRY.providers["stripe"], stripe_types) in stripe_types
+    assert sample_events.preferred_type(REGISTRY.providers["github"], []) == "ping"
