@@ -247,6 +247,11 @@ def test_trigger_sign_and_send_act_on_what_the_running_dev_serves(
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert ran.returncode == 0, ran.stdout + ran.stderr  # main: "unknown provider"
     assert len(state.received) == 2
+    # sign's curl goes where that dev listens (not the default port 3000).
+    curl = subprocess.run([str(CONSOLE_SCRIPT), "sign", "only-here", "body.json", "--format",
+                           "curl"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60, check=True).stdout  # fmt: skip
+    assert f"curl -sS -i -X POST {url}/webhooks/only-here" in curl
 
     # A file left by a dev that is gone points nowhere: ignored.
     stale = (tmp_path / ".webhook-inbox-dev.env").read_text()

@@ -203,10 +203,11 @@ def _add_local_commands(sub: Any) -> None:
     p.add_argument("--format", choices=signing.FORMATS, default="headers", help="output shape")
     p.add_argument(
         "--url",
-        default=signing.DEFAULT_BASE_URL,
+        default=None,
         help="base or full URL the delivery is for: curl's target, the API Gateway event's host "
         "and path, the URL that Twilio, Square and HubSpot sign "
-        f"(default {signing.DEFAULT_BASE_URL})",
+        f"(default: $WEBHOOK_INBOX_URL, else the URL of the webhook-inbox dev running from this "
+        f"folder, else {signing.DEFAULT_BASE_URL})",
     )
     p.set_defaults(func=signing.cmd_sign)
 

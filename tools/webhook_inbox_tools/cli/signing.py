@@ -20,7 +20,7 @@ from webhook_inbox import providers, schemes
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
-from webhook_inbox_tools.dev.env_file import running_dev_environment
+from webhook_inbox_tools.dev.env_file import URL_VARIABLE, running_dev_environment
 from webhook_inbox_tools.dev.lambda_runtime import sample_providers_file
 
 FORMATS = ("headers", "curl", "apigw-v2", "apigw-v1", "json")
@@ -131,7 +131,7 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
             "not in the body: pass --type"
         )
     body = _read_body(args.body_file)
-    target = webhook_url(args.url, provider.name)
+    target = webhook_url(_base_url(args.url), provider.name)
     signed = providers.sign_delivery(
         provider,
         body,
@@ -143,6 +143,17 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
     url = destination(provider, target, signed)
     rewritten = signed.body != body
     return SignedRequest(provider, signed, url, not rewritten and args.body_file != "-", rewritten)
+
+
+def _base_url(given: str | None) -> str:
+    """``send``'s URL; for ``sign``, --url, else where the running dev listens, else port 3000."""
+    if given:
+        return given
+    return (
+        os.environ.get(URL_VARIABLE)
+        or running_dev_environment().get(URL_VARIABLE)
+        or DEFAULT_BASE_URL
+    )
 
 
 def destination(provider: providers.Provider, target: str, signed: schemes.Signed) -> str:
