@@ -23,7 +23,7 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.migrate import available_migrations, migrate
 from webhook_inbox_tools import operator_actions
-from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing
+from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
 from webhook_inbox_tools.cli.database import (
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_local_commands(sub: Any) -> None:
-    """Commands that need no database: preflight, sign, send, dev, invoke."""
+    """Commands that need no database: preflight, sign, send, trigger, dev, invoke."""
     p = sub.add_parser(
         "preflight",
         help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",
@@ -241,10 +241,11 @@ def _add_local_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--url",
-        default=signing.DEFAULT_BASE_URL,
+        default=None,
         help="base or full URL the delivery is for: curl's target, the API Gateway event's host "
         "and path, the URL that Twilio, Square and HubSpot sign "
-        f"(default {signing.DEFAULT_BASE_URL})",
+        f"(default: $WEBHOOK_INBOX_URL, else the URL of the webhook-inbox dev running from this "
+        f"folder, else {signing.DEFAULT_BASE_URL})",
     )
     p.set_defaults(func=signing.cmd_sign)
 
@@ -258,6 +259,17 @@ def _add_local_commands(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(func=signing.cmd_send)
+
+    p = sub.add_parser(
+        "trigger",
+        help="send a freshly signed sample event of a chosen type (to dev, or --url)",
+        description="Build a realistic delivery of EVENT_TYPE for PROVIDER from the sample "
+        "files, sign it as the provider would and POST it to the webhook-inbox dev running "
+        "from this folder (or --url); show the answer, or a summary with --count. Exit 0 when "
+        "every answer is 2xx, 1 otherwise, 2 for a usage error or an unreachable URL.",
+    )
+    trigger.add_arguments(p)
+    p.set_defaults(func=trigger.cmd_trigger)
 
     p = sub.add_parser(
         "dev",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import signal
 import tomllib
@@ -17,13 +16,19 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
 from webhook_inbox_tools.dev import sam_env
+from webhook_inbox_tools.dev.env_file import (
+    DEFAULT_ENV_FILE,
+    URL_VARIABLE,
+    cli_name,
+    running_owner,
+    write_env_file,
+)
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
 from webhook_inbox_tools.dev.reload import SourceWatcher, application_folder
 from webhook_inbox_tools.dev.samples import application_handlers, sample_deliveries
 from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
 
-DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -130,44 +135,24 @@ def _validity(provider: providers.Provider) -> str:
     return f"valid for {seconds} seconds"
 
 
-def operator_environment(stack: DevStack) -> dict[str, str]:
-    """What `webhook-inbox replay / inspect / outbox` need to act on this stack."""
-    return {
+def operator_environment(
+    stack: DevStack, base_url: str, providers_file: Path | None
+) -> dict[str, str]:
+    """What `status`, `events`, `replay` and `outbox` need to act on this stack, and what
+    `trigger`, `sign` and `send` need to sign for the providers it serves and reach it."""
+    env = {
         "DATABASE_URL": stack.database_url,
         "PROCESSING_QUEUE_URL": stack.queue_url,
         **stack.aws_env(),
+        URL_VARIABLE: base_url,
     }
-
-
-_OWNER = re.compile(r"^# written by webhook-inbox dev, pid (\d+)$", re.MULTILINE)
-
-
-def write_env_file(path: Path, env: dict[str, str]) -> None:
-    lines = [
-        "# webhook-inbox dev: the environment for operator commands against the running stack.",
-        f"# Load it in another shell:  set -a; . {shlex.quote(str(path))}; set +a",
-        f"# written by webhook-inbox dev, pid {os.getpid()}",
-    ]
-    lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def running_owner(path: Path) -> int | None:
-    """The pid of another webhook-inbox dev, still running, that wrote the env file ``path``."""
-    try:
-        match = _OWNER.search(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
-    pid = int(match[1]) if match else 0
-    if pid in {0, os.getpid()}:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # left behind by a dev that was killed: ours to replace
-    except PermissionError:
-        pass  # alive, another user's
-    return pid
+    if providers_file is not None:
+        env["PROVIDERS_CONFIG_FILE"] = str(providers_file)
+    elif os.environ.get("PROVIDERS_CONFIG"):
+        env["PROVIDERS_CONFIG"] = os.environ["PROVIDERS_CONFIG"]
+    else:
+        env["PROVIDERS_CONFIG_FILE"] = str(Path(os.environ["PROVIDERS_CONFIG_FILE"]).resolve())
+    return env
 
 
 def check_output_files(args: argparse.Namespace) -> None:
@@ -245,8 +230,24 @@ def write_sam_env_vars(
     return path
 
 
-def print_samples(registry: providers.Registry, base: str) -> None:
-    for sample in sample_deliveries(registry, base):
+def print_banner(registry: providers.Registry, base: str) -> None:
+    """The providers served, each with its scheme and the handlers registered for it."""
+    handlers = application_handlers()
+    names = ", ".join(sorted(registry.providers))
+    say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+    for name in sorted(registry.providers):
+        provider = registry.providers[name]
+        registered = sorted(
+            f"{event_type} -> {handler.__name__}"
+            for (owner, event_type), handler in handlers.items()
+            if owner == name
+        )
+        what = ", ".join(registered) if registered else "no handlers (its events are ignored)"
+        say("dev", f"  {name} ({provider.scheme.name}): {what}")
+
+
+def print_samples(registry: providers.Registry, base: str, providers_file: Path | None) -> None:
+    for sample in sample_deliveries(registry, base, providers_file):
         if sample.curl is None:
             say("dev", f"no sample for {sample.provider!r} ({sample.scheme}): {sample.outcome}")
             continue
@@ -360,8 +361,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         if stop.is_set():
             return 0
         base = f"http://{options.host}:{stack.port}"
-        names = ", ".join(sorted(registry.providers))
-        say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+        print_banner(registry, base)
         say("dev", f"ingest: {options.ingest_concurrency} execution environments")
         say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
         say("dev", f"DATABASE_URL={stack.database_url}")
@@ -369,14 +369,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
             tcp = stack.postgres_tcp
             say("dev", f"PostgreSQL also on TCP at {tcp.host}:{tcp.port} (password required)")
         env_file = args.env_file.resolve()
-        write_env_file(env_file, operator_environment(stack))
+        write_env_file(env_file, operator_environment(stack, base, providers_file))
         written[env_file] = env_file.read_bytes()
         say("dev", f"operator environment written to {env_file}; in another shell:")
         say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
+        say("dev", f"  {cli_name()} trigger --list   # then: trigger PROVIDER EVENT_TYPE")
         if args.sam_env_vars is not None:
             sam_file = write_sam_env_vars(stack, args, providers_file)
             written[sam_file] = sam_file.read_bytes()
-        print_samples(registry, base)
+        print_samples(registry, base, providers_file)
         return serve_until_stopped(stack, args, providers_file)
     finally:
         say("dev", "stopping")

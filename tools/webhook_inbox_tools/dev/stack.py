@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.migrate import migrate
@@ -379,9 +381,24 @@ class DevStack:
             for message in self._drain(self.dlq_url):
                 say(
                     "dlq",
-                    f"message {message['Body']} moved to the DLQ after "
+                    f"{self._event_named(message['Body'])}: its wake-up moved to the DLQ after "
                     f"{self.options.max_receive_count} receives (the sweeper still owns the row)",
                 )
+
+    def _event_named(self, wakeup: str) -> str:
+        """``provider/event_id [type] (status)`` for a wake-up's row, else the message as is."""
+        try:
+            row_id = int(json.loads(wakeup)["id"])
+            with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as c:
+                row = c.execute(
+                    query("dev", "event_by_row", package="webhook_inbox_tools"), {"id": row_id}
+                ).fetchone()
+        except (ValueError, KeyError, TypeError, WebhookInboxError, psycopg.Error):
+            row = None
+        if row is None:
+            return f"message {wakeup}"
+        provider, event_id, event_type, status = row
+        return f"{provider}/{event_id} [{event_type}] ({status})"
 
     def children_alive(self) -> bool:
         return all(p.is_alive() for p in self._processes)
