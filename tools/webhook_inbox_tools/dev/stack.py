@@ -20,17 +20,14 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-import psycopg
 
 from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.migrate import migrate
-from webhook_inbox.queries import query
 from webhook_inbox_tools.dev import postgres_tcp
+from webhook_inbox_tools.dev.console import Console
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
 from webhook_inbox_tools.dev.workers import (
@@ -311,94 +308,20 @@ class DevStack:
             waiting.discard(name)
 
     def _start_watchers(self) -> None:
-        for target in (self._watch_transitions, self._watch_outbox, self._watch_dlq):
+        console = Console(
+            database_url=self.database_url,
+            region=REGION,
+            endpoint=self.endpoint,
+            tap_url=self.tap_url,
+            dlq_url=self.dlq_url,
+            bus_name=self.bus_name,
+            max_receive_count=self.options.max_receive_count,
+            stopping=self._stop_threads,
+        )
+        for target in (console.watch_transitions, console.watch_outbox, console.watch_dlq):
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)
-
-    # --- the console ------------------------------------------------------------------------
-
-    def _watch_transitions(self) -> None:
-        """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
-        # Keyed on updated_at too: a replayed event ends as it did before (processed, attempt 1),
-        # and would otherwise go by without a line.
-        seen: dict[int, tuple[str, int, datetime]] = {}
-        since = datetime.now(UTC) - timedelta(seconds=1)
-        with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
-            conn.autocommit = True
-            while not self._stop_threads.wait(0.3):
-                rows = conn.execute(
-                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
-                ).fetchall()
-                for (
-                    row_id,
-                    provider,
-                    event_id,
-                    event_type,
-                    status,
-                    attempts,
-                    kind,
-                    error,
-                    updated,
-                ) in rows:
-                    before = seen.get(row_id)
-                    if before == (status, attempts, updated):
-                        continue
-                    seen[row_id] = (status, attempts, updated)
-                    was = before[0] if before else "new"
-                    detail = f" attempt {attempts}" if attempts else ""
-                    if error and status in {"failed", "dead_letter"}:
-                        detail += f" ({kind}: {error[:80]})"
-                    change = f"{status} again" if was == status else f"{was} -> {status}"
-                    say("event", f"{provider}/{event_id} [{event_type}] {change}{detail}")
-                    since = max(since, updated - timedelta(seconds=1))
-
-    def _drain(self, url: str) -> list[dict[str, Any]]:
-        import boto3
-
-        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.endpoint)
-        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-        messages: list[dict[str, Any]] = [dict(m) for m in reply.get("Messages", [])]
-        for m in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        return messages
-
-    def _watch_outbox(self) -> None:
-        while not self._stop_threads.wait(0.5):
-            for message in self._drain(self.tap_url):
-                try:
-                    event = json.loads(message["Body"])
-                    text = (
-                        f"published to {self.bus_name}: {event.get('detail-type')} "
-                        f"from {event.get('source')}: {json.dumps(event.get('detail'))[:200]}"
-                    )
-                except (ValueError, AttributeError):
-                    text = f"published: {message['Body'][:200]}"
-                say("outbox", text)
-
-    def _watch_dlq(self) -> None:
-        while not self._stop_threads.wait(1.0):
-            for message in self._drain(self.dlq_url):
-                say(
-                    "dlq",
-                    f"{self._event_named(message['Body'])}: its wake-up moved to the DLQ after "
-                    f"{self.options.max_receive_count} receives (the sweeper still owns the row)",
-                )
-
-    def _event_named(self, wakeup: str) -> str:
-        """``provider/event_id [type] (status)`` for a wake-up's row, else the message as is."""
-        try:
-            row_id = int(json.loads(wakeup)["id"])
-            with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as c:
-                row = c.execute(
-                    query("dev", "event_by_row", package="webhook_inbox_tools"), {"id": row_id}
-                ).fetchone()
-        except (ValueError, KeyError, TypeError, WebhookInboxError, psycopg.Error):
-            row = None
-        if row is None:
-            return f"message {wakeup}"
-        provider, event_id, event_type, status = row
-        return f"{provider}/{event_id} [{event_type}] ({status})"
 
     def children_alive(self) -> bool:
         return all(p.is_alive() for p in self._processes)
