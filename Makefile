@@ -1,11 +1,14 @@
 # Contributor shortcuts. `make dev` once, then `make test` / `make lint`.
-PYTHON ?= python3.13
+# The Lambda runtime's Python as an absolute path (a pyenv shim runs only while its version is
+# selected); the same lookup infra/check-template.sh and `webhook-inbox invoke` use.
+PYTHON ?= $(shell python3 tools/webhook_inbox_tools/find_python.py 3.13)
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
 .PHONY: dev test lint format build deploy clean ci
 
 dev:            ## virtualenv with the project and its dev tools
+	@test -n "$(PYTHON)" || { echo "make dev: no Python 3.13 (above: what was tried); or make dev PYTHON=/path/to/python3.13" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --require-hashes --no-deps -r layers/shared/requirements.lock
 	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' layers/shared/requirements.lock > $(VENV)/runtime-pins.txt

@@ -14,21 +14,6 @@ TOOLS_DIR=${TOOLS_DIR:-.venv-tools}
 REGION=${AWS_REGION:-us-east-1}
 export SAM_CLI_TELEMETRY=0
 
-find_python313() {
-    # pyenv shims exist for every installed version but fail unless it is selected: only take
-    # an interpreter that runs, and hand out its real path (sam build searches PATH for it).
-    if python3.13 -c '' >/dev/null 2>&1; then python3.13 -c 'import sys; print(sys.executable)'; return; fi
-    if command -v pyenv >/dev/null 2>&1; then
-        local version
-        version=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.13(\.|$)' | tail -n1 || true)
-        if [ -n "$version" ] && [ -x "$(pyenv prefix "$version")/bin/python3.13" ]; then
-            echo "$(pyenv prefix "$version")/bin/python3.13"; return
-        fi
-    fi
-    echo "python3.13 not found: sam build needs the Lambda runtime's Python on PATH" >&2
-    return 1
-}
-
 if [ -z "${TEST_PYTHON:-}" ]; then
     if [ -n "${VIRTUAL_ENV:-}" ]; then TEST_PYTHON="$VIRTUAL_ENV/bin/python"; else TEST_PYTHON=.venv/bin/python; fi
 fi
@@ -37,33 +22,31 @@ if ! "$TEST_PYTHON" -c '' >/dev/null 2>&1; then
     exit 1
 fi
 
-PY313=$(find_python313)
+# The real interpreter, not a pyenv shim (which runs only while its version is selected): the same
+# lookup `make dev` and `webhook-inbox invoke` use. sam build needs it on PATH.
+PY313=$("$TEST_PYTHON" tools/webhook_inbox_tools/find_python.py 3.13)
 # sam build looks up python3.13 on PATH, and the layer Makefile compiles with it.
 export PATH="$(dirname "$PY313"):$PATH"
 echo "== python for sam build: $("$PY313" --version) at $PY313"
 
-install_tool() {  # install_tool NAME PIP-SPEC...
-    local name=$1; shift
-    if [ ! -x "$TOOLS_DIR/$name/bin/python" ]; then
-        "$PY313" -m venv "$TOOLS_DIR/$name"
-    fi
-    "$TOOLS_DIR/$name/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
-}
-
-echo "== installing tools into $TOOLS_DIR/ (one virtualenv each)"
+# shellcheck source=infra/tools.sh
+. infra/tools.sh
+echo "== template tools (reused at their pinned versions, else installed into $TOOLS_DIR/)"
 mkdir -p "$TOOLS_DIR"
+# NAME PACKAGE VERSION COMMAND: the versions these checks were written against. Resolved in
+# parallel: three fresh installs take as long as the slowest one.
 pids=()
-install_tool sam aws-sam-cli >"$TOOLS_DIR/sam.log" 2>&1 & pids+=($!)
-install_tool checkov checkov >"$TOOLS_DIR/checkov.log" 2>&1 & pids+=($!)
-install_tool cfn-lint cfn-lint >"$TOOLS_DIR/cfn-lint.log" 2>&1 & pids+=($!)
-failed=0
-for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-if [ "$failed" -ne 0 ]; then
-    tail -n 20 "$TOOLS_DIR"/*.log >&2
-    exit 1
-fi
-SAM="$TOOLS_DIR/sam/bin/sam"
-echo "   $("$SAM" --version); checkov $("$TOOLS_DIR/checkov/bin/checkov" --version); $("$TOOLS_DIR/cfn-lint/bin/cfn-lint" --version)"
+for pin in "sam aws-sam-cli 1.170.0 sam" "checkov checkov 3.3.30 checkov" \
+    "cfn-lint cfn-lint 1.58.0 cfn-lint"; do
+    # shellcheck disable=SC2086  # the pin is four words on purpose
+    set -- $pin
+    resolve_tool "$@" >"$TOOLS_DIR/$1.path" & pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+SAM=$(cat "$TOOLS_DIR/sam.path")
+CHECKOV=$(cat "$TOOLS_DIR/checkov.path")
+CFN_LINT=$(cat "$TOOLS_DIR/cfn-lint.path")
+echo "   $("$SAM" --version); checkov $("$CHECKOV" --version); $("$CFN_LINT" --version)"
 
 # Offline: no credentials are needed, and none may be used.
 export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
@@ -92,9 +75,9 @@ for TEMPLATE in template.yaml "$VARIANT" "$EXISTING_VPC"; do
     echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
     echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
     echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
-    echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" "$TEMPLATE"
+    echo "== cfn-lint";                       "$CFN_LINT" "$TEMPLATE"
     echo "== checkov"
-    "$TOOLS_DIR/checkov/bin/checkov" -f "$TEMPLATE" --framework cloudformation --skip-download \
+    "$CHECKOV" -f "$TEMPLATE" --framework cloudformation --skip-download \
         --quiet --compact
 done
 echo "== sam build"

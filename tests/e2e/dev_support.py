@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
@@ -30,7 +30,9 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 class DevProcess:
-    def __init__(self, *args: str, cwd: Path | None = None) -> None:
+    def __init__(
+        self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
         # Its own working folder: the command writes its operator environment file there.
         self.cwd = cwd or Path(tempfile.mkdtemp(prefix="webhook-inbox-dev-e2e-"))
         self.proc = subprocess.Popen(
@@ -39,7 +41,7 @@ class DevProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=clean_env(),
+            env=clean_env(env),
             cwd=self.cwd,
             start_new_session=True,  # its own process group, like a terminal job
         )  # fmt: skip
@@ -75,6 +77,17 @@ class DevProcess:
             except queue.Empty:
                 break
         return [m[1] for line in self.transcript if (m := re.search(pattern, line))]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll the state a test is about to assert (never a console line standing in for it: the
+    console may print an effect before the commit that makes it true)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def session_processes(session_id: int) -> list[str]:

@@ -31,6 +31,7 @@ from tests.e2e.dev_support import (
     post,
     processes_mentioning,
     session_processes,
+    wait_until,
 )
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
@@ -68,15 +69,6 @@ def start(started: list[DevProcess], *args: str, cwd: Path | None = None) -> Dev
     process = DevProcess(*args, cwd=cwd)
     started.append(process)
     return process
-
-
-def wait_until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(condition) and condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def nothing_left(pid: int, pg_dir: str) -> bool:

@@ -102,6 +102,7 @@ def test_a_start_up_mistake_is_one_error_line_before_anything_starts(
     assert re.search(expected, errors[0]), done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert "throwaway PostgreSQL" not in done.stdout  # found before the database started
+    assert "stopping" not in done.stdout  # nor anything else that would need stopping
     assert dev_data_folders() <= before
     if case == "env file of a running dev":  # the other dev's file is left as it was
         assert "DATABASE_URL=postgresql://x" in (tmp_path / ".webhook-inbox-dev.env").read_text()

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from webhook_inbox_tools.cli.dev import remove_if_unchanged, running_owner, write_env_file
 
@@ -48,3 +51,50 @@ def test_a_file_is_removed_on_exit_only_while_it_still_holds_what_this_run_wrote
 
     assert not ours.exists()
     assert replaced.read_text() == "A=2\n"
+
+
+def test_the_env_file_is_private_and_reads_back_exactly(tmp_path: Path) -> None:
+    from webhook_inbox_tools.dev.env_file import running_dev_environment
+
+    path = tmp_path / "dev.env"
+    values = {
+        "PROVIDERS_CONFIG": '{"providers": {"a b": {"secrets": [{"value": "it\'s $HOME"}]}}}',
+        "WEBHOOK_INBOX_URL": "http://127.0.0.1:3000",
+        "EMPTY": "",
+    }
+    write_env_file(path, values)
+    assert path.stat().st_mode & 0o777 == 0o600  # may inline the dev secrets it serves
+    # Read by another process while this one (standing for dev) runs...
+    path.write_text(path.read_text().replace(f"pid {os.getpid()}", f"pid {os.getppid()}"))
+    assert running_dev_environment(path) == values
+    # ... and as a shell loads it.
+    shell = subprocess.run(
+        ["bash", "-c", f'set -a; . "{path}"; set +a; printf %s "$PROVIDERS_CONFIG"'],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert shell.stdout == values["PROVIDERS_CONFIG"]
+    # A file no running dev owns says nothing.
+    path.write_text(path.read_text().replace(f"pid {os.getppid()}", f"pid {exited_pid()}"))
+    assert running_dev_environment(path) == {}
+
+
+def test_the_operator_environment_names_what_dev_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from webhook_inbox_tools.cli.dev import operator_environment
+
+    stack: Any = SimpleNamespace(
+        database_url="postgresql://x", queue_url="http://q", aws_env=lambda: {"AWS_REGION": "r"}
+    )
+    config = tmp_path / "providers.json"
+    env = operator_environment(stack, "http://127.0.0.1:3000", config)
+    assert env["PROVIDERS_CONFIG_FILE"] == str(config)
+    assert env["WEBHOOK_INBOX_URL"] == "http://127.0.0.1:3000"
+    monkeypatch.setenv("PROVIDERS_CONFIG", '{"providers": {}}')
+    assert operator_environment(stack, "u", None)["PROVIDERS_CONFIG"] == '{"providers": {}}'
+    monkeypatch.delenv("PROVIDERS_CONFIG")
+    monkeypatch.setenv("PROVIDERS_CONFIG_FILE", "relative.json")
+    served = operator_environment(stack, "u", None)["PROVIDERS_CONFIG_FILE"]
+    assert served == str(Path("relative.json").resolve())  # another shell's folder may differ

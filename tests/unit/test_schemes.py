@@ -395,3 +395,20 @@ def test_the_sample_configuration_has_a_provider_for_every_scheme() -> None:
     registry = load_config_text((EVENTS_DIR / "providers.local.json").read_text())
     configured = {provider.scheme.name for provider in registry.providers.values()}
     assert configured == set(schemes.SCHEMES)
+
+
+@pytest.mark.parametrize(
+    ("age", "said"),
+    [(96_191_534, "96191534s in the past"), (-400, "400s in the future")],
+    ids=["three-years-old", "from-the-future"],
+)
+def test_a_stale_timestamp_says_which_way_it_is_off(age: int, said: str) -> None:
+    # Issue 29: a three-year-old timestamp was reported as "+96191534s from now".
+    now = 1_700_000_000
+    body = b'{"id":"evt","type":"t"}'
+    headers = lower(
+        schemes.Stripe().sign(STRIPE_SECRET, body, event_id=None, timestamp=now - age).headers
+    )
+    with pytest.raises(AuthenticationFailed) as info:
+        schemes.Stripe().verify(Delivery(headers, body), [STRIPE_SECRET], now=now, tolerance=300)
+    assert info.value.detail == f"timestamp {said}, tolerance 300s"

@@ -96,6 +96,21 @@ def find_events(
     return [by_id[e] for e in dict.fromkeys(event_ids) if e in by_id]
 
 
+# More than one event per delivery id happens only when a captured delivery is replayed under
+# another type header; a handful is plenty to show the operator what to choose from.
+_DELIVERY_ID_MATCHES = 10
+
+
+@translated
+def event_ids_by_delivery_id(conn: Connection[Any], provider: str, delivery_id: str) -> list[str]:
+    """The event ids stored under a provider's own delivery id (oldest first, at most ten)."""
+    rows = conn.execute(
+        _q("event_ids_by_delivery_id"),
+        {"provider": provider, "delivery_id": delivery_id, "limit": _DELIVERY_ID_MATCHES},
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 @translated
 def event_payload(conn: Connection[Any], event_row_id: int) -> Any:
     row = conn.execute(_q("event_payload"), {"id": event_row_id}).fetchone()

@@ -170,3 +170,26 @@ def test_an_application_that_does_not_import_stops_only_what_needs_it(
         f"invalid syntax at {handlers}, line {len(handlers.read_text().splitlines())}"
     ]
     assert "throwaway PostgreSQL" not in dev.stdout
+
+
+def test_a_reader_that_goes_away_stops_the_listing_quietly(
+    database_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # `webhook-inbox events list --json | head -1`: the reader closes the pipe before the
+    # command has written. Closing our end before the child writes makes that deterministic.
+    for i in range(50):
+        seed_event(conn, f"evt_pipe_{i}")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["DATABASE_URL"] = database_url
+    child = subprocess.Popen(
+        [str(CONSOLE_SCRIPT), "events", "list", "--json", "--limit", "50"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 141
+    assert err == ""

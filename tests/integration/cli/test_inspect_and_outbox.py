@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from tests.integration.cli.conftest import seed_event, seed_outbox, table_snapshot
+from webhook_inbox.queries import query
 from webhook_inbox_tools.cli.app import build_parser
 
 
@@ -105,6 +106,67 @@ def test_events_show_unknown_event_fails_with_a_message(cli: Any) -> None:
     result = cli("events", "show", "stripe", "evt_nope")
     assert result.code == 1
     assert "no event 'evt_nope'" in result.err
+
+
+def _give_delivery_id(conn: psycopg.Connection[Any], row_id: int, delivery_id: str) -> None:
+    conn.execute("UPDATE webhook_events SET delivery_id = %s WHERE id = %s", (delivery_id, row_id))
+
+
+def test_events_are_found_by_the_delivery_id_the_provider_shows(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    # GitHub's row is keyed by a digest of type and body; the operator holds X-GitHub-Delivery.
+    key = "9f2c" * 16
+    row = seed_event(conn, key, provider="github", event_type="push", status="processed")
+    _give_delivery_id(conn, row, "72d3162e-cc78-11e3-81ab-4c9367dc0958")
+
+    listed = cli("events", "list", "--provider", "github", "--json").json()["events"]
+    assert [e["delivery_id"] for e in listed] == ["72d3162e-cc78-11e3-81ab-4c9367dc0958"]
+    table = cli("events", "list", "--provider", "github")
+    assert "DELIVERY" in table.out
+    assert "72d3162e-cc78-11e3-81ab-4c9367dc0958" in table.out
+
+    shown = cli("events", "show", "github", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "--json")
+    assert shown.code == 0, shown.err
+    assert shown.json()["event_id"] == key
+    assert "found by delivery id" in shown.err
+    # The event id still works, and says nothing about delivery ids.
+    by_key = cli("events", "show", "github", key, "--json")
+    assert by_key.json()["id"] == row
+    assert by_key.err == ""
+
+
+def test_a_delivery_id_naming_two_events_lists_both(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    # A captured delivery replayed under another type header is a second event (issue 12).
+    for key, event_type in (("a" * 64, "push"), ("b" * 64, "issues")):
+        row = seed_event(conn, key, provider="github", event_type=event_type)
+        _give_delivery_id(conn, row, "d-1")
+    result = cli("events", "show", "github", "d-1")
+    assert result.code == 1
+    assert "names 2 events" in result.err
+    assert f"events show github {'a' * 64}" in result.err
+    assert f"events show github {'b' * 64}" in result.err
+
+
+def test_the_delivery_id_lookup_reads_its_index(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "INSERT INTO webhook_events (provider, event_id, delivery_id, event_type, body_sha256,"
+        " payload) SELECT 'github', md5(g::text), CASE WHEN g % 2 = 0 THEN 'd-' || g END, 'push',"
+        " sha256(g::text::bytea), '{}' FROM generate_series(1, 20000) AS g"
+    )
+    conn.execute("ANALYZE webhook_events")
+    statement = query(
+        "operator_actions", "event_ids_by_delivery_id", package="webhook_inbox_tools"
+    ).as_string(conn)
+    params = {"provider": "github", "delivery_id": "d-42", "limit": 10}
+    plan = "\n".join(
+        r[0]
+        for r in conn.execute("EXPLAIN " + statement, params).fetchall()  # type: ignore[operator]
+    )
+    assert "webhook_events_delivery_id_idx" in plan, plan
+    assert "Seq Scan" not in plan, plan
 
 
 def test_outbox_list_and_retry_of_a_dead_message(cli: Any, conn: psycopg.Connection[Any]) -> None:

@@ -71,7 +71,8 @@ def dev_gateway(harness: IngestHarness) -> Iterator[str]:
                 event = theirs.recv()
             except (EOFError, OSError):
                 return
-            theirs.send(harness.app.handler(event, FakeLambdaContext()))
+            # (response, outcome summary): the summary only feeds the console's line.
+            theirs.send((harness.app.handler(event, FakeLambdaContext()), None))
 
     worker = threading.Thread(target=serve, daemon=True)
     worker.start()

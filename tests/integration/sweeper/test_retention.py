@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from typing import Any
 
 import psycopg
@@ -176,17 +175,17 @@ def test_retention_skips_a_row_locked_elsewhere_instead_of_waiting(
     make_terminal(conn, locked, "processed", days_ago=31)
     make_terminal(conn, free, "processed", days_ago=31)
 
+    # A sweep that waited for the lock would fail at this lock timeout (the lock is released
+    # only after it returns): judged by what it did, not by a wall clock a busy machine bends.
+    conn.execute("SET lock_timeout = '10s'")
     with psycopg.connect(database_url) as other:  # e.g. an operator replaying it right now
         other.execute("SELECT 1 FROM webhook_events WHERE id = %s FOR UPDATE", (locked,))
-        started = time.monotonic()
         report = make_sweep(conn, aws, events).run()
-        elapsed = time.monotonic() - started
         other.rollback()
 
     assert report.payloads_purged == 1
     assert _payload_state(conn, free) == (False, True)
     assert _payload_state(conn, locked) == (True, False)
-    assert elapsed < 1.5  # well under the 2 s lock timeout: skipped, not waited for
 
     assert make_sweep(conn, aws, events).run().payloads_purged == 1
     assert _payload_state(conn, locked) == (False, True)

@@ -1,13 +1,15 @@
 """The ``webhook-inbox`` command line: the parser, and the one place errors become exit codes.
 
 Exit codes scripts can trust: 0 success; 1 an operational failure (something refused, not found,
-or a confirmation declined); 2 a usage or configuration error; 3 the database is unreachable.
+or a confirmation declined); 2 a usage or configuration error; 3 the database is unreachable;
+141 the reader of the output went away (`| head`: nothing is printed about it).
 Expected errors print one ``error:`` line (plus a hint) to stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +23,7 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.migrate import available_migrations, migrate
 from webhook_inbox_tools import operator_actions
-from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing
+from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
 from webhook_inbox_tools.cli.database import (
@@ -33,6 +35,8 @@ from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 
 APPLICATION_PACKAGE = "webhook_inbox_app"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+# What a shell reports for a program its reader stopped (`| head`): 128 + SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 # What to do about the AWS client failures a laptop meets and a Lambda function never does.
 AWS_SETUP_HINTS = {
     "NoRegionError": "no AWS region is configured: set AWS_REGION or AWS_DEFAULT_REGION",
@@ -88,14 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="webhook-inbox",
         description="Run, inspect and repair an idempotent webhook inbox.",
         epilog="exit codes: 0 ok, 1 operational failure, 2 usage/configuration error, "
-        "3 database unreachable",
+        "3 database unreachable, 141 the reader of the output went away (| head)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     reads = _common(json_output=True)
     writes = _common(json_output=True)
     plain = _common(json_output=False)
 
-    p = sub.add_parser("migrate", parents=[plain], help="apply pending schema migrations")
+    p = sub.add_parser(
+        "migrate",
+        parents=[plain],
+        help="apply pending schema migrations",
+        description="Apply the runtime's migrations, then your application's (application/), "
+        "each in its own transaction with a short lock timeout so live writes never wait "
+        "behind it. Safe to run twice and from several places at once; prints what it applied.",
+    )
     p.add_argument(
         "--role-timeouts",
         action="store_true",
@@ -108,22 +119,36 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         parents=[reads],
         help="event counts per status, oldest ages, leases, outbox backlog",
+        description="One look at the inbox: events per status with the oldest of each, the "
+        "oldest unfinished event, live and expired leases, and the outbox's pending and dead "
+        "messages. Reads only.",
     )
     p.set_defaults(func=inspect_events.cmd_status)
 
     events = sub.add_parser("events", help="list and inspect inbox events")
     events_sub = events.add_subparsers(dest="events_command", required=True, metavar="COMMAND")
     p = events_sub.add_parser(
-        "list", parents=[reads], help="list events, newest first, a page at a time"
+        "list",
+        parents=[reads],
+        help="list events, newest first, a page at a time",
+        description="List events newest first, filtered by status, provider, type and time, "
+        "a page at a time (--cursor continues where the last page stopped).",
     )
     inspect_events.add_event_filters(p)
     inspect_events.add_paging(p)
     p.set_defaults(func=inspect_events.cmd_events_list)
     p = events_sub.add_parser(
-        "show", parents=[reads], help="one event: state, attempts, timestamps, audit trail"
+        "show",
+        parents=[reads],
+        help="one event: state, attempts, timestamps, audit trail",
+        description="Show one event, named by its event id or by the delivery id its provider "
+        "shows (X-GitHub-Delivery, X-Shopify-Webhook-Id, ...): state, attempts, timestamps "
+        "and the operator actions taken on it.",
     )
-    p.add_argument("provider", metavar="PROVIDER")
-    p.add_argument("event_id", metavar="EVENT_ID")
+    p.add_argument("provider", metavar="PROVIDER", help="the provider's name in the inbox")
+    p.add_argument(
+        "event_id", metavar="ID", help="the event id, or the provider's delivery id for it"
+    )
     p.add_argument("--payload", action="store_true", help="also print the stored payload")
     p.set_defaults(func=inspect_events.cmd_events_show)
 
@@ -154,7 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     box = sub.add_parser("outbox", help="list outbox messages and retry dead ones")
     box_sub = box.add_subparsers(dest="outbox_command", required=True, metavar="COMMAND")
-    p = box_sub.add_parser("list", parents=[reads], help="list outbox messages, newest first")
+    p = box_sub.add_parser(
+        "list",
+        parents=[reads],
+        help="list outbox messages, newest first",
+        description="List outbox messages newest first, filtered by status, topic and time, "
+        "with their deduplication keys and last errors.",
+    )
     p.add_argument(
         "--status",
         action="append",
@@ -171,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         "retry",
         parents=[writes],
         help="move dead outbox messages back to pending (audited)",
+        description="Move dead outbox messages back to pending with a fresh attempt budget, "
+        "so the sweeper publishes them again; each is recorded in operator_actions.",
     )
     p.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help="outbox message ids")
     p.add_argument("--all-dead", action="store_true", help="every dead message (up to 1000)")
@@ -182,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_local_commands(sub: Any) -> None:
-    """Commands that need no database: preflight, sign, send, dev, invoke."""
+    """Commands that need no database: preflight, sign, send, trigger, dev, invoke."""
     p = sub.add_parser(
         "preflight",
         help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",
@@ -200,13 +233,19 @@ def _add_local_commands(sub: Any) -> None:
         description="Sign BODY_FILE as PROVIDER would, with the provider's first secret.",
     )
     signing.add_signing_options(p)
-    p.add_argument("--format", choices=signing.FORMATS, default="headers", help="output shape")
+    p.add_argument(
+        "--format",
+        choices=signing.FORMATS,
+        default="headers",
+        help="output shape (default headers)",
+    )
     p.add_argument(
         "--url",
-        default=signing.DEFAULT_BASE_URL,
+        default=None,
         help="base or full URL the delivery is for: curl's target, the API Gateway event's host "
         "and path, the URL that Twilio, Square and HubSpot sign "
-        f"(default {signing.DEFAULT_BASE_URL})",
+        f"(default: $WEBHOOK_INBOX_URL, else the URL of the webhook-inbox dev running from this "
+        f"folder, else {signing.DEFAULT_BASE_URL})",
     )
     p.set_defaults(func=signing.cmd_sign)
 
@@ -220,6 +259,17 @@ def _add_local_commands(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(func=signing.cmd_send)
+
+    p = sub.add_parser(
+        "trigger",
+        help="send a freshly signed sample event of a chosen type (to dev, or --url)",
+        description="Build a realistic delivery of EVENT_TYPE for PROVIDER from the sample "
+        "files, sign it as the provider would and POST it to the webhook-inbox dev running "
+        "from this folder (or --url); show the answer, or a summary with --count. Exit 0 when "
+        "every answer is 2xx, 1 otherwise, 2 for a usage error or an unreachable URL.",
+    )
+    trigger.add_arguments(p)
+    p.set_defaults(func=trigger.cmd_trigger)
 
     p = sub.add_parser(
         "dev",
@@ -266,6 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        # Output is block-buffered in a pipe: flush here, where a closed reader can be handled,
+        # rather than at interpreter exit, where it prints "Exception ignored ... BrokenPipeError".
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`events list --json | head`): stop quietly, as cat and grep do.
+        # Whatever is still buffered goes to /dev/null so the exit does not try to write it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     except WebhookInboxError as exc:
         code, message = _exit_code(exc)
         print(message, file=sys.stderr)

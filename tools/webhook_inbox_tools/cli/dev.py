@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import signal
 import tomllib
@@ -17,12 +16,19 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry
 from webhook_inbox_tools.dev import sam_env
+from webhook_inbox_tools.dev.env_file import (
+    DEFAULT_ENV_FILE,
+    URL_VARIABLE,
+    cli_name,
+    running_owner,
+    write_env_file,
+)
 from webhook_inbox_tools.dev.lambda_runtime import default_functions_dir, sample_providers_file
+from webhook_inbox_tools.dev.reload import SourceWatcher, application_folder
 from webhook_inbox_tools.dev.samples import application_handlers, sample_deliveries
 from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
 
-DEFAULT_ENV_FILE = ".webhook-inbox-dev.env"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -97,6 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the SAM template the env-vars file follows (unset: template.yaml beside functions/)",
     )  # fmt: skip
     parser.add_argument(
+        "--reload",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restart the functions when a file of your application (application/) or the "
+        "providers file changes; the database and the queues stay",
+    )
+    parser.add_argument(
         "--verbose",
         action="store_true",
         help="also print the functions' own JSON log lines and metrics (without it: one "
@@ -122,44 +135,24 @@ def _validity(provider: providers.Provider) -> str:
     return f"valid for {seconds} seconds"
 
 
-def operator_environment(stack: DevStack) -> dict[str, str]:
-    """What `webhook-inbox replay / inspect / outbox` need to act on this stack."""
-    return {
+def operator_environment(
+    stack: DevStack, base_url: str, providers_file: Path | None
+) -> dict[str, str]:
+    """What `status`, `events`, `replay` and `outbox` need to act on this stack, and what
+    `trigger`, `sign` and `send` need to sign for the providers it serves and reach it."""
+    env = {
         "DATABASE_URL": stack.database_url,
         "PROCESSING_QUEUE_URL": stack.queue_url,
         **stack.aws_env(),
+        URL_VARIABLE: base_url,
     }
-
-
-_OWNER = re.compile(r"^# written by webhook-inbox dev, pid (\d+)$", re.MULTILINE)
-
-
-def write_env_file(path: Path, env: dict[str, str]) -> None:
-    lines = [
-        "# webhook-inbox dev: the environment for operator commands against the running stack.",
-        f"# Load it in another shell:  set -a; . {shlex.quote(str(path))}; set +a",
-        f"# written by webhook-inbox dev, pid {os.getpid()}",
-    ]
-    lines += [f"{name}={shlex.quote(value)}" for name, value in env.items()]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def running_owner(path: Path) -> int | None:
-    """The pid of another webhook-inbox dev, still running, that wrote the env file ``path``."""
-    try:
-        match = _OWNER.search(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
-    pid = int(match[1]) if match else 0
-    if pid in {0, os.getpid()}:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None  # left behind by a dev that was killed: ours to replace
-    except PermissionError:
-        pass  # alive, another user's
-    return pid
+    if providers_file is not None:
+        env["PROVIDERS_CONFIG_FILE"] = str(providers_file)
+    elif os.environ.get("PROVIDERS_CONFIG"):
+        env["PROVIDERS_CONFIG"] = os.environ["PROVIDERS_CONFIG"]
+    else:
+        env["PROVIDERS_CONFIG_FILE"] = str(Path(os.environ["PROVIDERS_CONFIG_FILE"]).resolve())
+    return env
 
 
 def check_output_files(args: argparse.Namespace) -> None:
@@ -237,8 +230,24 @@ def write_sam_env_vars(
     return path
 
 
-def print_samples(registry: providers.Registry, base: str) -> None:
-    for sample in sample_deliveries(registry, base):
+def print_banner(registry: providers.Registry, base: str) -> None:
+    """The providers served, each with its scheme and the handlers registered for it."""
+    handlers = application_handlers()
+    names = ", ".join(sorted(registry.providers))
+    say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+    for name in sorted(registry.providers):
+        provider = registry.providers[name]
+        registered = sorted(
+            f"{event_type} -> {handler.__name__}"
+            for (owner, event_type), handler in handlers.items()
+            if owner == name
+        )
+        what = ", ".join(registered) if registered else "no handlers (its events are ignored)"
+        say("dev", f"  {name} ({provider.scheme.name}): {what}")
+
+
+def print_samples(registry: providers.Registry, base: str, providers_file: Path | None) -> None:
+    for sample in sample_deliveries(registry, base, providers_file):
         if sample.curl is None:
             say("dev", f"no sample for {sample.provider!r} ({sample.scheme}): {sample.outcome}")
             continue
@@ -267,6 +276,53 @@ def check_env_secrets(registry: providers.Registry) -> None:
                 raise ConfigurationError(f"provider {provider.name}: ${ref.ref} is not set")
 
 
+def reload_functions(stack: DevStack, changed: list[Path], providers_file: Path | None) -> None:
+    """--reload: a providers file that no longer validates keeps the running configuration; any
+    other change restarts the function processes (which import everything afresh)."""
+    names = ", ".join(str(p) for p in changed[:3]) + (" ..." if len(changed) > 3 else "")
+    if providers_file is not None and providers_file.resolve() in changed:
+        try:
+            load_registry(str(providers_file))
+        except ConfigurationError as exc:
+            say("dev", f"{providers_file} changed but does not validate ({exc}): the functions "
+                "keep the configuration they started with")  # fmt: skip
+            return
+    say("dev", f"{names} changed: restarting the functions")
+    problem = stack.restart_functions()
+    if problem is None:
+        say("dev", "functions restarted with the new code")
+    else:
+        say("dev", f"the functions did not start again: {problem}; deliveries wait until the "
+            "next change restarts them")  # fmt: skip
+
+
+def serve_until_stopped(
+    stack: DevStack, args: argparse.Namespace, providers_file: Path | None
+) -> int:
+    """Watch for a stop request, for edits (--reload) and for function processes dying."""
+    folder = application_folder()
+    watcher = SourceWatcher([folder] if folder else [], [providers_file] if providers_file else [])
+    mode = "restarts the functions on a change" if args.reload else "--no-reload"
+    say("dev", f"watching {', '.join(map(str, watcher.watched))} ({mode})")
+    say("dev", "ready; Ctrl-C stops everything")
+    told_to_restart = False
+    while not stack.interrupted.wait(0.5):
+        changed = watcher.changed()
+        if changed and args.reload:
+            reload_functions(stack, changed, providers_file)
+        elif changed and not told_to_restart:
+            say("dev", f"{changed[0]} changed: the functions still run the code they started "
+                "with; restart dev (or leave out --no-reload) to use it")  # fmt: skip
+            told_to_restart = True
+        # A signal to the whole group reaches the workers too: one may exit a moment before
+        # this process's own handler has run. Only a death with no stop request in sight is
+        # unexpected.
+        if not stack.children_alive() and not stack.interrupted.wait(2.0):
+            say("dev", "a function process exited unexpectedly; stopping")
+            return 1
+    return 0
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     providers_file = _providers_file(args)
     if providers_file is None and not (
@@ -276,7 +332,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
     registry = load_registry(str(providers_file) if providers_file else None)
     check_env_secrets(registry)
     check_output_files(args)
-    warn_unserved_handlers(registry)
     options = DevOptions(
         functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
         providers_file=providers_file,
@@ -292,6 +347,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         bind_host=args.bind_host,
     )
     stack = DevStack(options)
+    stack.listen()  # a taken port is one error line, before anything starts or stops
+    warn_unserved_handlers(registry)
     stop = stack.interrupted
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -304,8 +361,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         if stop.is_set():
             return 0
         base = f"http://{options.host}:{stack.port}"
-        names = ", ".join(sorted(registry.providers))
-        say("dev", f"POST {base}/webhooks/{{provider}}  providers: {names}")
+        print_banner(registry, base)
         say("dev", f"ingest: {options.ingest_concurrency} execution environments")
         say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
         say("dev", f"DATABASE_URL={stack.database_url}")
@@ -313,23 +369,16 @@ def cmd_dev(args: argparse.Namespace) -> int:
             tcp = stack.postgres_tcp
             say("dev", f"PostgreSQL also on TCP at {tcp.host}:{tcp.port} (password required)")
         env_file = args.env_file.resolve()
-        write_env_file(env_file, operator_environment(stack))
+        write_env_file(env_file, operator_environment(stack, base, providers_file))
         written[env_file] = env_file.read_bytes()
         say("dev", f"operator environment written to {env_file}; in another shell:")
         say("dev", f"  set -a; . {shlex.quote(str(env_file))}; set +a")
+        say("dev", f"  {cli_name()} trigger --list   # then: trigger PROVIDER EVENT_TYPE")
         if args.sam_env_vars is not None:
             sam_file = write_sam_env_vars(stack, args, providers_file)
             written[sam_file] = sam_file.read_bytes()
-        print_samples(registry, base)
-        say("dev", "ready; Ctrl-C stops everything")
-        while not stop.wait(0.5):
-            # A signal to the whole group reaches the workers too: one may exit a moment
-            # before this process's own handler has run. Only a death with no stop request
-            # in sight is unexpected.
-            if not stack.children_alive() and not stop.wait(2.0):
-                say("dev", "a function process exited unexpectedly; stopping")
-                return 1
-        return 0
+        print_samples(registry, base, providers_file)
+        return serve_until_stopped(stack, args, providers_file)
     finally:
         say("dev", "stopping")
         stack.stop()

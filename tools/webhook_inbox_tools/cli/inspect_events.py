@@ -6,13 +6,17 @@ import argparse
 import sys
 from typing import Any
 
+from psycopg import Connection
+
 from webhook_inbox import inbox
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection
 from webhook_inbox_tools.cli.params import page_limit, positive_int, provider_name, when
 
-EVENT_COLUMNS = ("id", "provider", "event_id", "type", "status", "attempts", "received", "error")
+EVENT_COLUMNS = (
+    "id", "provider", "event_id", "delivery", "type", "status", "attempts", "received", "error",
+)  # fmt: skip
 
 
 def add_event_filters(parser: argparse.ArgumentParser, *, provider_flag: bool = True) -> None:
@@ -48,6 +52,7 @@ def event_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
             r["id"],
             r["provider"],
             r["event_id"],
+            r["delivery_id"],
             r["event_type"],
             r["status"],
             r["attempts"],
@@ -146,14 +151,40 @@ _SHOWN_FIELDS = (
 )
 
 
+def _find_event(conn: Connection[Any], provider: str, some_id: str) -> dict[str, Any] | None:
+    """The event whose key is ``some_id``, else the one whose provider delivery id it is.
+
+    GitHub and Shopify show their delivery id (X-GitHub-Delivery, X-Shopify-Webhook-Id), while
+    the row is keyed by a digest of the type and body: both names must find it.
+    """
+    event = inbox.get_event(conn, provider, some_id)
+    if event is not None:
+        return event
+    matches = operator_actions.event_ids_by_delivery_id(conn, provider, some_id)
+    if len(matches) > 1:
+        print(
+            f"error: delivery id {some_id!r} names {len(matches)} events from {provider!r}; "
+            "show one by its event id:",
+            file=sys.stderr,
+        )
+        for event_id in matches:
+            print(f"  webhook-inbox events show {provider} {event_id}", file=sys.stderr)
+        return None
+    if not matches:
+        print(
+            f"error: no event {some_id!r} from provider {provider!r} "
+            "(neither an event id nor a delivery id)",
+            file=sys.stderr,
+        )
+        return None
+    print(f"found by delivery id {some_id!r}", file=sys.stderr)
+    return inbox.get_event(conn, provider, matches[0])
+
+
 def cmd_events_show(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
-        event = inbox.get_event(conn, args.provider, args.event_id)
+        event = _find_event(conn, args.provider, args.event_id)
         if event is None:
-            print(
-                f"error: no event {args.event_id!r} from provider {args.provider!r}",
-                file=sys.stderr,
-            )
             return 1
         actions = operator_actions.event_actions(conn, event["id"])
         payload = operator_actions.event_payload(conn, event["id"]) if args.payload else None

@@ -40,7 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n", "--env-vars", metavar="FILE", help="SAM's env-vars JSON: local values by function"
     )
-    parser.add_argument("-t", "--template", default="template.yaml", help="the SAM template")
+    parser.add_argument(
+        "-t", "--template", default="template.yaml", help="the SAM template (default template.yaml)"
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--build-dir", metavar="DIR", help="sam build's output directory")
     where.add_argument(
@@ -58,7 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="samconfig.toml (default: next to the template)",
     )
-    parser.add_argument("--config-env", default="default", help="samconfig environment")
+    parser.add_argument(
+        "--config-env", default="default", help="samconfig environment (default 'default')"
+    )
     parser.add_argument(
         "--region", help="AWS region (default $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1)"
     )

@@ -20,6 +20,7 @@ from webhook_inbox import providers, schemes
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
+from webhook_inbox_tools.dev.env_file import URL_VARIABLE, running_dev_environment
 from webhook_inbox_tools.dev.lambda_runtime import sample_providers_file
 
 FORMATS = ("headers", "curl", "apigw-v2", "apigw-v1", "json")
@@ -34,8 +35,9 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
         metavar="FILE",
-        help="provider configuration (default: $PROVIDERS_CONFIG, $PROVIDERS_CONFIG_FILE, "
-        "else the sample events/providers.local.json)",
+        help="provider configuration (default: $PROVIDERS_CONFIG, $PROVIDERS_CONFIG_FILE, else "
+        "what the webhook-inbox dev running from this folder serves, else the sample "
+        "events/providers.local.json)",
     )
     parser.add_argument("--event-id", help="id for schemes that carry it in a header")
     parser.add_argument("--type", dest="event_type", help="type for schemes with a type header")
@@ -49,21 +51,32 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
 
 
 def load_registry(path: str | None) -> providers.Registry:
-    """The provider registry the deployed ingest function would use, or an explicit file."""
+    """The providers to sign for: an explicit file; else the configuration in the environment
+    (as the deployed ingest function reads it); else the one a `webhook-inbox dev` running from
+    this folder serves (its env file); else the sample."""
     if path:
-        try:
-            text = Path(path).read_text("utf-8")
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
-        return providers.load_config_text(text, toml=path.endswith(".toml"))
+        return _registry_from_file(path)
     if os.environ.get("PROVIDERS_CONFIG") or os.environ.get("PROVIDERS_CONFIG_FILE"):
         return providers.registry()
+    dev = running_dev_environment()
+    if dev.get("PROVIDERS_CONFIG"):
+        return providers.load_config_text(dev["PROVIDERS_CONFIG"])
+    if dev.get("PROVIDERS_CONFIG_FILE"):
+        return _registry_from_file(dev["PROVIDERS_CONFIG_FILE"])
     sample = sample_providers_file()
     if sample is None:
         raise ConfigurationError(
             "no provider configuration: pass --providers FILE or set PROVIDERS_CONFIG_FILE"
         )
     return providers.load_config_text(sample.read_text("utf-8"))
+
+
+def _registry_from_file(path: str) -> providers.Registry:
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    return providers.load_config_text(text, toml=path.endswith(".toml"))
 
 
 def resolve_provider(registry: providers.Registry, name: str) -> providers.Provider:
@@ -118,7 +131,7 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
             "not in the body: pass --type"
         )
     body = _read_body(args.body_file)
-    target = webhook_url(args.url, provider.name)
+    target = webhook_url(_base_url(args.url), provider.name)
     signed = providers.sign_delivery(
         provider,
         body,
@@ -130,6 +143,17 @@ def signed_request(args: argparse.Namespace) -> SignedRequest:
     url = destination(provider, target, signed)
     rewritten = signed.body != body
     return SignedRequest(provider, signed, url, not rewritten and args.body_file != "-", rewritten)
+
+
+def _base_url(given: str | None) -> str:
+    """``send``'s URL; for ``sign``, --url, else where the running dev listens, else port 3000."""
+    if given:
+        return given
+    return (
+        os.environ.get(URL_VARIABLE)
+        or running_dev_environment().get(URL_VARIABLE)
+        or DEFAULT_BASE_URL
+    )
 
 
 def destination(provider: providers.Provider, target: str, signed: schemes.Signed) -> str:

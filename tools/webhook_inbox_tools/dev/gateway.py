@@ -21,6 +21,7 @@ from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.dev.explain import explain
 from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, say
 
 ROUTE = re.compile(r"^/webhooks/([^/?]+)$")
@@ -29,6 +30,7 @@ LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
 # timeout is 350 s; shorter here so a forgotten client does not hold a thread for long).
 IDLE_CONNECTION_TIMEOUT_S = 60.0
 _JSON = {"content-type": "application/json"}
+Outcome = dict[str, Any] | None  # the ingest outcome's summary (dev.explain.OUTCOME_FIELDS)
 
 
 def _message(text: str) -> bytes:
@@ -60,12 +62,29 @@ class IngestGateway:
         return int(self._server.server_address[1])
 
     def start(self, workers: list[Connection]) -> None:
+        self.add_workers(workers)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+            )
+            self._thread.start()
+
+    def add_workers(self, workers: list[Connection]) -> None:
         for channel in workers:
             self._idle.put(channel)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
-        self._thread.start()
+
+    def take_workers(self, count: int, timeout: float) -> list[Connection]:
+        """Take ``count`` environments out of service, waiting for busy ones to answer first
+        (a reload must not cut an invocation short); those still busy at ``timeout`` are left
+        to answer into a closed pipe. Requests meanwhile wait for :meth:`add_workers`."""
+        deadline = time.monotonic() + timeout
+        taken: list[Connection] = []
+        while len(taken) < count:
+            try:
+                taken.append(self._idle.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return taken
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -74,25 +93,26 @@ class IngestGateway:
             self._thread = None
         self._server.server_close()
 
-    def invoke(self, event: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-        """One invocation on an idle ingest environment, as API Gateway's integration makes it."""
+    def invoke(self, event: dict[str, Any]) -> tuple[int, dict[str, str], bytes, Outcome]:
+        """One invocation on an idle ingest environment, as API Gateway's integration makes it,
+        and the ingest outcome's summary (None for an answer the gateway gave itself)."""
         try:
             channel = self._idle.get(timeout=INGEST_TIMEOUT_S)
         except queue.Empty:
-            return 503, _JSON, _message("Service Unavailable")
+            return 503, _JSON, _message("Service Unavailable"), None
         try:
             channel.send(event)
             if not channel.poll(INGEST_TIMEOUT_S + 5):
                 # The environment is stuck mid-invocation: its late answer would be read by the
                 # next request, so it never goes back into the pool.
-                return 503, _JSON, _message("Service Unavailable")
-            response = channel.recv()
+                return 503, _JSON, _message("Service Unavailable"), None
+            response, outcome = channel.recv()
         except (EOFError, OSError):
-            return 502, _JSON, _message("Internal Server Error")  # the worker died
+            return 502, _JSON, _message("Internal Server Error"), None  # the worker died
         self._idle.put(channel)
         if response is None:  # the handler raised (the worker printed the traceback)
-            return 500, _JSON, _message("Internal Server Error")
-        return apigw_response_to_http(response)
+            return 500, _JSON, _message("Internal Server Error"), None
+        return (*apigw_response_to_http(response), outcome)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         gateway = self
@@ -119,9 +139,11 @@ class IngestGateway:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 if not match:
+                    say("ingest", f"POST {path} -> 404: {explain(404, None, provider='')}")
                     self._reply(404, _JSON, _message("Not Found"))
                     return
                 if length > LAMBDA_SYNC_PAYLOAD_BYTES:
+                    say("ingest", f"POST {path} -> 413: {explain(413, None, provider='')}")
                     self._reply(413, _JSON, _message("Request Entity Too Large"))
                     return
                 event = http_to_apigw_v2(
@@ -136,9 +158,13 @@ class IngestGateway:
                     proto="http",
                 )
                 started = time.monotonic()
-                status, headers, out = gateway.invoke(event)
+                status, headers, out, outcome = gateway.invoke(event)
                 elapsed = (time.monotonic() - started) * 1000
-                say("ingest", f"POST {path} -> {status} ({elapsed:.0f} ms)")
+                why = explain(status, outcome, provider=match[1])
+                say(
+                    "ingest",
+                    f"POST {path} -> {status} ({elapsed:.0f} ms)" + (f": {why}" if why else ""),
+                )
                 self._reply(status, headers, out)
 
             def log_message(self, format: str, *args: Any) -> None:

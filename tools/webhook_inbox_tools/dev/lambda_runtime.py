@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -40,6 +41,12 @@ def default_functions_dir() -> Path:
 
 def load_handler(functions_dir: Path, name: str) -> Handler:
     """Import functions/<name>/app.py as SAM packages it and return its ``handler``."""
+    handler: Handler = load_module(functions_dir, name).handler
+    return handler
+
+
+def load_module(functions_dir: Path, name: str) -> ModuleType:
+    """Import functions/<name>/app.py as SAM packages it."""
     path = functions_dir / name / "app.py"
     if not path.is_file():
         from webhook_inbox.errors import ConfigurationError
@@ -55,8 +62,7 @@ def load_handler(functions_dir: Path, name: str) -> Handler:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    handler: Handler = module.handler
-    return handler
+    return module
 
 
 def sqs_event(messages: Sequence[dict[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools.dev.env_file import cli_name
 from webhook_inbox_tools.dev.stack import REGION, DevStack
 from webhook_inbox_tools.local_invoke import template
 
@@ -204,6 +205,6 @@ def commands(env_file: Path, *, container_host: str, bind_host: str, region: str
     if is_loopback(container_host) or container_host == bind_host:
         for function, event in EXAMPLE_EVENTS.items():
             lines.append(
-                f"webhook-inbox invoke {function} -e {event} --env-vars {env} --region {region}"
+                f"{cli_name()} invoke {function} -e {event} --env-vars {env} --region {region}"
             )
     return lines

@@ -20,18 +20,18 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from webhook_inbox import db
-from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.migrate import migrate
-from webhook_inbox.queries import query
 from webhook_inbox_tools.dev import postgres_tcp
+from webhook_inbox_tools.dev.console import Console
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
 from webhook_inbox_tools.dev.workers import (
+    INGEST_TIMEOUT_S,
     WorkerSettings,
     ingest_main,
     processor_main,
@@ -90,10 +90,15 @@ class DevStack:
 
     # --- start ------------------------------------------------------------------------------
 
+    def listen(self) -> None:
+        """Take the HTTP port now: a taken one is found before anything else starts (the
+        database, the application's imports) and before there is anything to stop."""
+        if self._gateway is None:
+            self._gateway = IngestGateway(self.options.host, self.options.port)
+            self.port = self._gateway.port
+
     def start(self) -> None:
-        # The port first: a taken one should not cost a database start to find out.
-        self._gateway = IngestGateway(self.options.host, self.options.port)
-        self.port = self._gateway.port
+        self.listen()
         self._start_database()
         self._start_moto()
         self._create_aws_resources()
@@ -256,6 +261,30 @@ class DevStack:
         if self._gateway is not None:  # bound by start(); None once stopped
             self._gateway.start(channels)
 
+    def restart_functions(self) -> str | None:
+        """Start the function processes again from the files as they are now (--reload), and
+        apply your application's new migrations; PostgreSQL, the queues, the bus and the HTTP
+        port stay as they are. None when all started, else why not: then none runs, and
+        deliveries wait (503 after the ingest timeout) until the next restart."""
+        taken = (
+            self._gateway.take_workers(self.options.ingest_concurrency, INGEST_TIMEOUT_S)
+            if self._gateway is not None
+            else []
+        )
+        self._stop_processes()
+        for channel in taken:
+            channel.close()
+        try:
+            with db.connect(self.database_url, application_name="webhook-inbox-dev") as conn:
+                applied = migrate(conn, package="webhook_inbox_app")
+            if applied:
+                say("dev", f"migrations applied: {', '.join(applied)}")
+            self._start_workers()
+        except WebhookInboxError as exc:
+            self._stop_processes()
+            return str(exc)
+        return None
+
     def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
         process = self._ctx.Process(target=target, name=f"webhook-inbox-dev-{name}", args=args)
         process.start()
@@ -279,79 +308,20 @@ class DevStack:
             waiting.discard(name)
 
     def _start_watchers(self) -> None:
-        for target in (self._watch_transitions, self._watch_outbox, self._watch_dlq):
+        console = Console(
+            database_url=self.database_url,
+            region=REGION,
+            endpoint=self.endpoint,
+            tap_url=self.tap_url,
+            dlq_url=self.dlq_url,
+            bus_name=self.bus_name,
+            max_receive_count=self.options.max_receive_count,
+            stopping=self._stop_threads,
+        )
+        for target in (console.watch_transitions, console.watch_outbox, console.watch_dlq):
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)
-
-    # --- the console ------------------------------------------------------------------------
-
-    def _watch_transitions(self) -> None:
-        """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
-        # Keyed on updated_at too: a replayed event ends as it did before (processed, attempt 1),
-        # and would otherwise go by without a line.
-        seen: dict[int, tuple[str, int, datetime]] = {}
-        since = datetime.now(UTC) - timedelta(seconds=1)
-        with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
-            conn.autocommit = True
-            while not self._stop_threads.wait(0.3):
-                rows = conn.execute(
-                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
-                ).fetchall()
-                for (
-                    row_id,
-                    provider,
-                    event_id,
-                    event_type,
-                    status,
-                    attempts,
-                    kind,
-                    error,
-                    updated,
-                ) in rows:
-                    before = seen.get(row_id)
-                    if before == (status, attempts, updated):
-                        continue
-                    seen[row_id] = (status, attempts, updated)
-                    was = before[0] if before else "new"
-                    detail = f" attempt {attempts}" if attempts else ""
-                    if error and status in {"failed", "dead_letter"}:
-                        detail += f" ({kind}: {error[:80]})"
-                    change = f"{status} again" if was == status else f"{was} -> {status}"
-                    say("event", f"{provider}/{event_id} [{event_type}] {change}{detail}")
-                    since = max(since, updated - timedelta(seconds=1))
-
-    def _drain(self, url: str) -> list[dict[str, Any]]:
-        import boto3
-
-        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.endpoint)
-        reply = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
-        messages: list[dict[str, Any]] = [dict(m) for m in reply.get("Messages", [])]
-        for m in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        return messages
-
-    def _watch_outbox(self) -> None:
-        while not self._stop_threads.wait(0.5):
-            for message in self._drain(self.tap_url):
-                try:
-                    event = json.loads(message["Body"])
-                    text = (
-                        f"published to {self.bus_name}: {event.get('detail-type')} "
-                        f"from {event.get('source')}: {json.dumps(event.get('detail'))[:200]}"
-                    )
-                except (ValueError, AttributeError):
-                    text = f"published: {message['Body'][:200]}"
-                say("outbox", text)
-
-    def _watch_dlq(self) -> None:
-        while not self._stop_threads.wait(1.0):
-            for message in self._drain(self.dlq_url):
-                say(
-                    "dlq",
-                    f"message {message['Body']} moved to the DLQ after "
-                    f"{self.options.max_receive_count} receives (the sweeper still owns the row)",
-                )
 
     def children_alive(self) -> bool:
         return all(p.is_alive() for p in self._processes)
@@ -362,17 +332,7 @@ class DevStack:
         if self._gateway is not None:  # no new requests
             self._gateway.stop()
             self._gateway = None
-        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
-        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
-        for process in self._processes:
-            if process.is_alive():
-                process.terminate()
-        deadline = time.monotonic() + 10
-        for process in self._processes:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        self._stop_processes()
         self._stop_threads.set()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -386,6 +346,20 @@ class DevStack:
             shutil.rmtree(self._pg_dir, ignore_errors=True)
             self._pg_dir = None
         self._release_reaper()
+
+    def _stop_processes(self) -> None:
+        # SIGTERM: each worker finishes its current invocation and exits (no shared lock to
+        # wait on, so a worker that already died cannot hang this); a stuck one is killed.
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self._processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+        self._processes = []
 
     def _release_reaper(self) -> None:
         if self._reaper is None:

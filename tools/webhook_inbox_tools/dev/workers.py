@@ -27,10 +27,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from webhook_inbox_tools.dev.explain import outcome_summary
 from webhook_inbox_tools.dev.lambda_runtime import (
     LocalContext,
     failed_message_ids,
     load_handler,
+    load_module,
     scheduled_event,
     sqs_event,
 )
@@ -113,7 +115,7 @@ def ingest_main(
 ) -> None:
     """Answer API Gateway events from ``channel`` one at a time until told to stop."""
     _enter(settings)
-    handler = load_handler(Path(settings.functions_dir), "ingest")
+    handler, outcomes = _observed_ingest(Path(settings.functions_dir))
     ready.put((f"ingest-{index}", 0))
     while _running(settings):
         try:
@@ -122,15 +124,34 @@ def ingest_main(
             event = channel.recv()
         except (EOFError, OSError):
             return  # the gateway (the parent) is gone
+        outcomes.clear()
         try:
             response = handler(event, LocalContext("IngestFunction", INGEST_TIMEOUT_S))
         except Exception:  # noqa: BLE001 - as Lambda does: a crashed invocation is an error reply
             traceback.print_exc()
             response = None
+        summary = outcome_summary(outcomes[-1]) if outcomes else None
         try:
-            channel.send(response)
+            channel.send((response, summary))
         except (BrokenPipeError, OSError):
             return
+
+
+def _observed_ingest(functions_dir: Path) -> tuple[Any, list[Any]]:
+    """The ingest handler, and the list where each invocation's outcome lands: the function's
+    own ``observe`` (which writes its log line) is wrapped to keep the outcome too, so that the
+    console can say why a delivery was refused without the JSON log lines."""
+    module = load_module(functions_dir, "ingest")
+    outcomes: list[Any] = []
+    observe = getattr(module, "observe", None)
+    if callable(observe):
+
+        def observe_and_keep(outcome: Any, context: Any) -> None:
+            outcomes.append(outcome)
+            observe(outcome, context)
+
+        setattr(module, "observe", observe_and_keep)  # noqa: B010 - a loaded module
+    return module.handler, outcomes
 
 
 # --- processor: the SQS event source mapping -----------------------------------------------

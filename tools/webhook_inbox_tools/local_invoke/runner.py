@@ -12,10 +12,8 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox_tools.find_python import PythonNotFound, find_python
 from webhook_inbox_tools.local_invoke import child
 
 EXIT_OK, EXIT_FUNCTION_ERROR, EXIT_TIMEOUT = (
@@ -79,17 +78,12 @@ def build_paths(
 
 
 def runtime_interpreter(runtime: str) -> str:
-    """A Python of the function's runtime version: the build's bytecode is for that version."""
-    wanted = runtime.removeprefix("python")
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == wanted:
-        return sys.executable
-    found = shutil.which(f"python{wanted}")
-    if found and subprocess.run([found, "-c", ""], check=False).returncode == 0:  # noqa: S603
-        return found
-    raise ConfigurationError(
-        f"the build is for {runtime}: put python{wanted} on PATH (found Python "
-        f"{platform.python_version()} only)"
-    )
+    """A Python of the function's runtime version (the build's bytecode is for that version), as
+    an absolute path: the child runs with a cleaned environment, where a pyenv shim exits 127."""
+    try:
+        return find_python(runtime.removeprefix("python"))
+    except PythonNotFound as exc:
+        raise ConfigurationError(f"the build is for {runtime}: {exc}") from None
 
 
 def architecture_note(architectures: tuple[str, ...]) -> str | None:

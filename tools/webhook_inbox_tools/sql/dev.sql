@@ -6,3 +6,6 @@ SELECT id, provider, event_id, event_type, status, attempts, error_kind, last_er
  WHERE updated_at >= %(since)s
  ORDER BY updated_at, id
  LIMIT 500
+
+-- name: event_by_row
+SELECT provider, event_id, event_type, status FROM webhook_events WHERE id = %(id)s

@@ -4,9 +4,9 @@
 
 -- name: list_events
 -- Keyset pagination, newest first: the next page starts below the last id of this one.
-SELECT id, provider, event_id, event_type, status, attempts, delivery_count, received_at,
-       updated_at, processed_at, available_at, lease_owner, lease_expires_at, enqueued_at,
-       error_kind, last_error
+SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
+       received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
+       enqueued_at, error_kind, last_error
   FROM webhook_events
  WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
    AND (%(provider)s::text IS NULL OR provider = %(provider)s::text)
@@ -18,11 +18,21 @@ SELECT id, provider, event_id, event_type, status, attempts, delivery_count, rec
  LIMIT %(limit)s
 
 -- name: find_events
-SELECT id, provider, event_id, event_type, status, attempts, delivery_count, received_at,
-       updated_at, processed_at, available_at, lease_owner, lease_expires_at, enqueued_at,
-       error_kind, last_error
+SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
+       received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
+       enqueued_at, error_kind, last_error
   FROM webhook_events
  WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+
+-- name: event_ids_by_delivery_id
+-- The events a provider's own delivery id names, where that id is not the event's key (GitHub's
+-- X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id): read through webhook_events_delivery_id_idx
+-- (0005). Usually one; a captured delivery replayed under another type header makes a second.
+SELECT event_id
+  FROM webhook_events
+ WHERE provider = %(provider)s AND delivery_id = %(delivery_id)s
+ ORDER BY id
+ LIMIT %(limit)s
 
 -- name: event_payload
 SELECT payload FROM webhook_events WHERE id = %(id)s

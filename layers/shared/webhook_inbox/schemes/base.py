@@ -148,10 +148,10 @@ def _timestamp(text: str) -> int:
 
 def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
     # Both directions: a far-future timestamp is as suspicious as an old one.
-    if abs(now - timestamp) > tolerance:
-        raise AuthenticationFailed(
-            f"timestamp {now - timestamp:+d}s from now, tolerance {tolerance}s", reason="stale"
-        )
+    age = now - timestamp  # positive: signed in the past
+    if abs(age) > tolerance:
+        when = f"{age}s in the past" if age > 0 else f"{-age}s in the future"
+        raise AuthenticationFailed(f"timestamp {when}, tolerance {tolerance}s", reason="stale")
 
 
 def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:

@@ -94,24 +94,43 @@ def _unquote(value: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="read settings from samconfig.toml")
     parser.add_argument(
-        "--config-env", default="default", help="its environment, as sam deploy --config-env"
+        "--config-env",
+        default="default",
+        help="its environment, as sam deploy --config-env (default 'default')",
     )
     parser.add_argument("--region", help="AWS region (default: the config's, else your profile's)")
-    parser.add_argument("--stack-name")
-    parser.add_argument("--vpc-id")
+    parser.add_argument(
+        "--stack-name", help="the stack to deploy: checks the name is free or updatable"
+    )
+    parser.add_argument(
+        "--vpc-id", help="VpcId: an existing VPC (empty: the stack builds its own network)"
+    )
     parser.add_argument("--security-group-id", help="SecurityGroupId (the functions' own)")
     parser.add_argument("--subnet-ids", help="comma-separated (SubnetIds)")
     parser.add_argument("--route-table-ids", help="comma-separated (PrivateRouteTableIds)")
-    parser.add_argument("--create-vpc-endpoints", choices=["true", "false"])
+    parser.add_argument(
+        "--create-vpc-endpoints", choices=["true", "false"], help="CreateVpcEndpoints"
+    )
     parser.add_argument("--existing-vpc-endpoints", help="comma-separated (ExistingVpcEndpoints)")
-    parser.add_argument("--outbox-destination", choices=["eventbridge", "sns"])
-    parser.add_argument("--database-secret-arn")
-    parser.add_argument("--create-database-proxy", choices=["true", "false"])
-    parser.add_argument("--database-secret-kms-key-arn")
-    parser.add_argument("--database-host")
-    parser.add_argument("--provider-secrets-prefix")
+    parser.add_argument(
+        "--outbox-destination", choices=["eventbridge", "sns"], help="OutboxDestination"
+    )
+    parser.add_argument(
+        "--database-secret-arn", help="an existing database secret (DatabaseSecretArn)"
+    )
+    parser.add_argument(
+        "--create-database-proxy", choices=["true", "false"], help="CreateDatabaseProxy"
+    )
+    parser.add_argument(
+        "--database-secret-kms-key-arn",
+        help="the key that encrypts that secret (DatabaseSecretKmsKeyArn)",
+    )
+    parser.add_argument("--database-host", help="an existing database's host (DatabaseHost)")
+    parser.add_argument(
+        "--provider-secrets-prefix", help="where provider secrets live (ProviderSecretsPrefix)"
+    )
     parser.add_argument("--providers-config", help="the ProvidersConfig JSON")
-    parser.add_argument("--processor-max-concurrency")
+    parser.add_argument("--processor-max-concurrency", help="ProcessorMaxConcurrency")
     parser.add_argument("--endpoint", choices=ENDPOINTS, help="Endpoint (default HttpApi)")
     parser.add_argument("--ingest-reserved-concurrency", help="with --endpoint FunctionUrl")
     parser.add_argument(
