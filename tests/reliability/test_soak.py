@@ -16,6 +16,7 @@ import pytest
 from tests.reliability.conftest import requested_soak_events
 from tests.reliability.infra import DedicatedPostgres
 from tests.reliability.soak import SoakReport, SoakSettings, run_soak
+from tests.reliability.soak_terminal import AFTER_COMMIT, LOST_WAKEUP_KINDS
 
 CI_EVENTS = 2000
 LARGE_EVENTS = 20000
@@ -36,8 +37,27 @@ FAULT_LAYER_CI = SoakSettings(
     idle_close_s=2.0,
     after_idle_window_s=2.0,
     plan_gap_s=2.0,
+    lost_send_windows=1,
+    lost_send_s=2.0,
+    lost_send_rate=0.5,
+    purges=1,
+    send_kills=1,
+    slow_answers=1,
+    # Answers reaching the proxy in this window come back 5 s late: past ingest's 4 s deadline.
+    slow_answer_s=1.5,
+    steady_tail_s=15.0,
 )
 FAULT_LAYER_LARGE_EVENTS = 5000
+
+# The soak's sweeper runs on a clock compressed 60-fold (soak_workers.run_sweeper: every ~1 s
+# instead of every minute, the 15-minute stale rule in 15 s), so a wait that only a sweeper
+# rule ends scales by 60 in production: the goal of a lost wake-up's row terminal within
+# 10 minutes of its stamp is 10 s here. A provider's retry after a 503-after-commit must wake
+# its row at once (goal: terminal within a minute, all of it real time): 5 s here is a third of
+# the compressed stale window, so no sweeper rule can have served it, and ample for a batch.
+SWEEPER_COMPRESSION = 60
+LOST_WAKEUP_GOAL_S = 600 / SWEEPER_COMPRESSION
+RETRY_AFTER_COMMIT_GOAL_S = 5.0
 
 
 def _assert_nothing_lost_or_applied_twice(report: SoakReport) -> None:
@@ -77,6 +97,34 @@ def _assert_every_failure_was_a_503_and_idle_cost_nothing(report: SoakReport) ->
     assert report.faults["stale_connection_retried"] > 0, "no stale connection was met"
 
 
+def _assert_lost_wakeups_and_late_answers_waited_within_the_goals(report: SoakReport) -> None:
+    """Issue 24: every row whose wake-up was lost after its stamp terminal within 10 minutes of
+    the stamp (compressed), and every event refused after its claim committed terminal within
+    moments of the provider's retry, under steady traffic."""
+    settings = report.settings
+    terminal = report.terminal
+    assert terminal is not None
+    for kind, planned in (
+        ("lost_send", settings.lost_send_windows),
+        ("purge", settings.purges),
+        ("send_kill", settings.send_kills),
+        ("slow_answer", settings.slow_answers),
+    ):
+        assert report.faults[kind] == planned, f"{kind}: {report.faults[kind]} of {planned}"
+    # The faults really struck: answers lost, a worker killed with its wake-up unsent, rows
+    # waiting when the queue was purged, a claim committed and answered 503.
+    assert report.faults["lost_send_answer"] > 0, "no SQS answer was lost"
+    assert report.faults["killed_before_send"] == settings.send_kills
+    assert 0 < report.connection_lost <= 2 * settings.sender_threads * settings.send_kills
+    for kind in (*LOST_WAKEUP_KINDS, AFTER_COMMIT):
+        assert kind in terminal.kinds, f"nothing hit by {kind}"  # (kinds hold only events hit)
+    for kind in LOST_WAKEUP_KINDS:
+        waited = terminal.kinds[kind].since_fault_s
+        assert waited <= LOST_WAKEUP_GOAL_S, f"{kind}: terminal {waited:.1f} s after its stamp"
+    waited = terminal.kinds[AFTER_COMMIT].since_fault_s
+    assert waited <= RETRY_AFTER_COMMIT_GOAL_S, f"terminal {waited:.1f} s after the retry"
+
+
 def _run(
     settings: SoakSettings,
     pg: DedicatedPostgres,
@@ -89,7 +137,9 @@ def _run(
         print("\n" + line)  # on the terminal even without -s
     target = os.environ.get("SOAK_REPORT")
     if target:
-        Path(target).write_text(json.dumps({"summary": line, "faults": report.faults}) + "\n")
+        terminal = report.terminal.as_dict() if report.terminal else None
+        document = {"summary": line, "faults": report.faults, "terminal": terminal}
+        Path(target).write_text(json.dumps(document) + "\n")
     return report
 
 
@@ -127,6 +177,7 @@ def test_chaos_soak_through_the_fault_layer(
     report = _run(FAULT_LAYER_CI, dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
     _assert_every_failure_was_a_503_and_idle_cost_nothing(report)
+    _assert_lost_wakeups_and_late_answers_waited_within_the_goals(report)
 
 
 @pytest.mark.slow
@@ -146,7 +197,15 @@ def test_chaos_soak_through_the_fault_layer_large(
         sqs_hangs=1,
         sqs_hang_s=10.0,
         quiet_periods=2,
+        lost_send_windows=2,
+        lost_send_s=5.0,
+        purges=2,
+        send_kills=3,
+        slow_answers=2,
+        slow_answer_s=3.0,
+        steady_tail_s=60.0,
     )
     report = _run(settings, dedicated_pg, tmp_path, capsys)
     _assert_nothing_lost_or_applied_twice(report)
     _assert_every_failure_was_a_503_and_idle_cost_nothing(report)
+    _assert_lost_wakeups_and_late_answers_waited_within_the_goals(report)
