@@ -76,13 +76,15 @@ class KindTimes:
     events: int = 0
     claim_to_terminal_s: float = 0.0  # longest
     since_fault_s: float = 0.0  # longest wait from the fault (see the module's docstring)
-    last_after_clear_s: float = 0.0  # last terminal after this kind's last fault ended
+    # The last terminal after this kind's last fault ended, of the events claimed before then.
+    last_after_clear_s: float = 0.0
 
     def add(self, claim_s: float, since_s: float, terminal: float, cleared: float) -> None:
         self.events += 1
         self.claim_to_terminal_s = max(self.claim_to_terminal_s, terminal - claim_s)
         self.since_fault_s = max(self.since_fault_s, terminal - since_s)
-        self.last_after_clear_s = max(self.last_after_clear_s, terminal - cleared)
+        if claim_s <= cleared:  # (an event that came later did not wait for the fault)
+            self.last_after_clear_s = max(self.last_after_clear_s, terminal - cleared)
 
 
 @dataclass
@@ -90,7 +92,8 @@ class TerminalTimes:
     kinds: dict[str, KindTimes] = field(default_factory=dict)
     events: int = 0
     claim_to_terminal_s: float = 0.0
-    last_after_clear_s: float = 0.0  # last terminal after every fault stopped
+    # The last terminal after every fault stopped, of the events claimed before then.
+    last_after_clear_s: float = 0.0
 
     def summary(self) -> str:
         kinds = "; ".join(
@@ -136,7 +139,8 @@ def measure(
     for row_id, provider, event_id, claimed, terminal in terminal_rows:
         times.events += 1
         times.claim_to_terminal_s = max(times.claim_to_terminal_s, terminal - claimed)
-        times.last_after_clear_s = max(times.last_after_clear_s, terminal - cleared_at)
+        if claimed <= cleared_at:
+            times.last_after_clear_s = max(times.last_after_clear_s, terminal - cleared_at)
         touched = row_id in last_loss
         if touched:
             _, kind, since = last_loss[row_id]

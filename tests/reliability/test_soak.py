@@ -2,7 +2,10 @@
 and a 1,000-event run through the fault layer with short blackholes; ``pytest tests/reliability
 --soak-events 20000`` (or ``SOAK_EVENTS=20000 pytest -m slow tests/reliability``) runs the large
 ones (``-k fault_layer_large`` for the fault layer's alone, 5,000 events unless told otherwise, with
-the issue's figures: two 10 s PostgreSQL blackholes and one 10 s SQS hang)."""
+the issue's figures: two 10 s PostgreSQL blackholes and one 10 s SQS hang). Both fault-layer runs
+also lose wake-ups after their stamp, answer 503 after a committed claim, keep the traffic
+steady after the plan, and check how long the events so touched took to reach a terminal state
+(issue 24; RELIABILITY.md, "The soak's clock")."""
 
 from __future__ import annotations
 
