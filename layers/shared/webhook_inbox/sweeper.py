@@ -13,7 +13,8 @@ Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCK
 stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
 receives the message), step 3 holds a time lease while it publishes. Before every batch the run
 checks the Lambda's remaining time and stops while a safety margin is left; what it leaves, the
-next run (a minute later) picks up.
+next run (a minute later) picks up. A database that stops answering is cut off a second before
+the invocation would end (``db.deadline``): the run fails like any database failure.
 """
 
 from __future__ import annotations
