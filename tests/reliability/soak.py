@@ -820,9 +820,12 @@ class Chaos:
 
     def _slow_answers(self, seconds: float) -> None:
         """ingest's database answers come back later than its deadline: its claims commit,
-        and it answers 503."""
+        and it answers 503. Nothing else is injected meanwhile (no kills, no failed sends), so
+        that the time from the provider's retry to the terminal state is the wake-up's alone."""
         assert self.layer is not None
         proxy = self.layer.ingest_pg
+        self._quiet.set()
+        (self.workers.control_dir / "faults.on").unlink(missing_ok=True)
         # A connection waiting for its answer is not idle: the compressed idle close (seconds,
         # where RDS Proxy waits minutes) would cut it and ingest would retry on a fresh one.
         proxy.idle_timeout_s = None
@@ -833,6 +836,9 @@ class Chaos:
             self.layer.normal_latency(proxy)
             self.stop.wait(self.settings.slow_answer_ms / 1000)  # the late answers arrive
             proxy.idle_timeout_s = self.settings.idle_close_s
+            if not self._calm.is_set():
+                (self.workers.control_dir / "faults.on").touch()
+            self._quiet.clear()
 
     def _quiet_period(self) -> None:
         """No deliveries until the proxies closed every idle connection, then a window in

@@ -9,7 +9,8 @@ Each terminal event is attributed to the faults that touched it:
   counts under the later loss, the one it waited for;
 - ``503_after_commit``: an event the provider was refused after its claim had committed and
   before any 2xx answer (the database's answer came back after ingest's deadline; a blackhole
-  mid-claim), so that its next retry is a duplicate;
+  mid-claim), so that its next retry is a duplicate; ``503_after_slow_answer`` those of them
+  refused inside a slow-answer window, where no other fault runs;
 - a fault window (``pg_blackhole``, ``sqs_hang``, ``db_restart``, ``slow_answer``): every event
   claimed before the window ended and terminal after it began;
 - ``other``: none of these (processor kills, backend terminations and failed sends still hit
@@ -35,6 +36,8 @@ import psycopg
 WINDOW_KINDS = ("pg_blackhole", "sqs_hang", "db_restart", "slow_answer")
 LOST_WAKEUP_KINDS = ("lost_send", "purge", "send_kill")
 AFTER_COMMIT = "503_after_commit"
+# The same, refused inside a slow-answer window, where nothing else was injected.
+AFTER_SLOW_ANSWER = "503_after_slow_answer"
 
 
 @dataclass
@@ -150,6 +153,8 @@ def measure(
             last_failure, answered = retry
             ends[AFTER_COMMIT] = max(ends.get(AFTER_COMMIT, 0.0), last_failure)
             found[AFTER_COMMIT].add(claimed, answered, terminal, last_failure)
+            if any(k == "slow_answer" and s <= last_failure <= e for k, s, e in windows):
+                found[AFTER_SLOW_ANSWER].add(claimed, answered, terminal, last_failure)
             touched = True
         for kind in WINDOW_KINDS:
             overlapping = [e for k, s, e in windows if k == kind and claimed <= e and terminal >= s]
@@ -158,7 +163,7 @@ def measure(
                 touched = True
         if not touched:
             found["other"].add(claimed, claimed, terminal, cleared_at)
-    order = (*LOST_WAKEUP_KINDS, AFTER_COMMIT, *WINDOW_KINDS, "other")
+    order = (*LOST_WAKEUP_KINDS, AFTER_COMMIT, AFTER_SLOW_ANSWER, *WINDOW_KINDS, "other")
     times.kinds = {kind: found[kind] for kind in order if kind in found}
     return times
 

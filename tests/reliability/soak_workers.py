@@ -46,6 +46,10 @@ from typing import Any
 
 from tests.support import FakeLambdaContext, load_function
 
+# The sweeper's clock in the soak: every ~1 s instead of every minute, and its stale threshold
+# divided alike (RELIABILITY.md, "The soak's clock").
+SWEEPER_COMPRESSION = 60
+
 
 class Control:
     """The files the soak uses to steer its workers."""
@@ -158,7 +162,8 @@ def install_boto_faults(control: Control, role: str) -> None:
 
     def remember_rows(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         bodies = [e["MessageBody"] for e in params.get("Entries", [])] or [params["MessageBody"]]
-        context["soak_rows"] = [json.loads(body)["id"] for body in bodies]
+        documents = [json.loads(body) for body in bodies]  # {"id": N}, or {"ids": [...]}
+        context["soak_rows"] = [i for doc in documents for i in doc.get("ids") or [doc["id"]]]
 
     def lose_the_answer(http_response: Any, context: dict[str, Any], **_: Any) -> None:
         """SQS queued the messages; the caller is told it failed (a timeout on the answer)."""
@@ -327,10 +332,11 @@ def run_sweeper(control: Control) -> None:
     interval = float(os.environ.get("SOAK_SWEEP_INTERVAL_S", "1"))
     timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "6"))
     # The same time compression as the processors': a minute-scale schedule, half-minute lease
-    # margins and a 15-minute "message lost" threshold become seconds.
+    # margins and the minutes-long "message lost" threshold become seconds.
+    config = SweeperConfig.from_env()
     app._config = dataclasses.replace(
-        SweeperConfig.from_env(),
-        reenqueue_stale_seconds=15.0,
+        config,
+        reenqueue_stale_seconds=config.reenqueue_stale_seconds / SWEEPER_COMPRESSION,
         safety_margin_ms=1500,
         measure_reserve_ms=500,
         outbox_lease_margin_s=2.0,

@@ -19,7 +19,8 @@ import pytest
 from tests.reliability.conftest import requested_soak_events
 from tests.reliability.infra import DedicatedPostgres
 from tests.reliability.soak import SoakReport, SoakSettings, run_soak
-from tests.reliability.soak_terminal import AFTER_COMMIT, LOST_WAKEUP_KINDS
+from tests.reliability.soak_terminal import AFTER_SLOW_ANSWER, LOST_WAKEUP_KINDS
+from tests.reliability.soak_workers import SWEEPER_COMPRESSION
 
 CI_EVENTS = 2000
 LARGE_EVENTS = 20000
@@ -53,14 +54,19 @@ FAULT_LAYER_CI = SoakSettings(
 FAULT_LAYER_LARGE_EVENTS = 5000
 
 # The soak's sweeper runs on a clock compressed 60-fold (soak_workers.run_sweeper: every ~1 s
-# instead of every minute, the 15-minute stale rule in 15 s), so a wait that only a sweeper
+# instead of every minute, its stale threshold divided by 60 too), so a wait that only a sweeper
 # rule ends scales by 60 in production: the goal of a lost wake-up's row terminal within
-# 10 minutes of its stamp is 10 s here. A provider's retry after a 503-after-commit must wake
-# its row at once (goal: terminal within a minute, all of it real time): 5 s here is a third of
-# the compressed stale window, so no sweeper rule can have served it, and ample for a batch.
-SWEEPER_COMPRESSION = 60
+# 10 minutes of its stamp is 10 s here. What runs in real time comes on top, uncompressed: a
+# processor SIGKILLed with the row leased (the soak kills them every few seconds) holds it for
+# its lease, 3 s at least plus a 2 s margin, before the sweeper takes it back.
 LOST_WAKEUP_GOAL_S = 600 / SWEEPER_COMPRESSION
-RETRY_AFTER_COMMIT_GOAL_S = 5.0
+LOST_WAKEUP_BOUND_S = LOST_WAKEUP_GOAL_S + 5.0
+# A provider's retry after a 503-after-commit must wake its row at once (goal: terminal within a
+# minute, all of it real time). Checked where nothing else is injected (the slow-answer
+# windows): the retry comes about 4 s after the stamp (ingest's deadline, then Svix's first
+# retry compressed), the compressed stale rule no sooner than 8 s after it, so a row it served
+# waits 4 s or more after the retry; one wake-up and one batch take well under 3 s.
+RETRY_AFTER_COMMIT_BOUND_S = 3.0
 
 
 def _assert_nothing_lost_or_applied_twice(report: SoakReport) -> None:
@@ -119,13 +125,16 @@ def _assert_lost_wakeups_and_late_answers_waited_within_the_goals(report: SoakRe
     assert report.faults["lost_send_answer"] > 0, "no SQS answer was lost"
     assert report.faults["killed_before_send"] == settings.send_kills
     assert 0 < report.connection_lost <= 2 * settings.sender_threads * settings.send_kills
-    for kind in (*LOST_WAKEUP_KINDS, AFTER_COMMIT):
-        assert kind in terminal.kinds, f"nothing hit by {kind}"  # (kinds hold only events hit)
+    # (A kind holds only the events it hit; a wake-up lost twice counts under the later loss,
+    # so all the rows of one kind may count under another.)
+    assert any(kind in terminal.kinds for kind in LOST_WAKEUP_KINDS), "no wake-up was lost"
+    assert AFTER_SLOW_ANSWER in terminal.kinds, "no claim committed before a 503"
     for kind in LOST_WAKEUP_KINDS:
-        waited = terminal.kinds[kind].since_fault_s
-        assert waited <= LOST_WAKEUP_GOAL_S, f"{kind}: terminal {waited:.1f} s after its stamp"
-    waited = terminal.kinds[AFTER_COMMIT].since_fault_s
-    assert waited <= RETRY_AFTER_COMMIT_GOAL_S, f"terminal {waited:.1f} s after the retry"
+        if kind in terminal.kinds:
+            waited = terminal.kinds[kind].since_fault_s
+            assert waited <= LOST_WAKEUP_BOUND_S, f"{kind}: terminal {waited:.1f} s after stamp"
+    waited = terminal.kinds[AFTER_SLOW_ANSWER].since_fault_s
+    assert waited <= RETRY_AFTER_COMMIT_BOUND_S, f"terminal {waited:.1f} s after the retry"
 
 
 def _run(
