@@ -18,7 +18,10 @@ Each terminal event is attributed to the faults that touched it:
 
 For each kind: the longest claim → terminal, the longest wait from the fault itself (lost
 wake-up: from its stamp; 503 after commit: from the 2xx answer to the provider's retry; window:
-from its end), and the last event's terminal time after the kind's last fault ended. Times are
+from its end), and the last event's terminal time after the kind's last fault ended. A lost
+wake-up's wait is also split at the sweeper's first claim of the row after the loss (its re-send,
+``sends-<pid>.log``): stamp → re-send runs on the sweeper's compressed clock, re-send → terminal
+in real time (the queue, the processors). Times are
 wall-clock epoch seconds from one machine: PostgreSQL's ``now()`` and the soak's ``time.time()``
 read the same clock.
 """
@@ -62,6 +65,19 @@ def snapshot_waiting(url: str, kind: str) -> WakeupLoss:
     return WakeupLoss(kind, time.time(), dict(rows))
 
 
+def read_sweeper_sends(control_dir: Path) -> dict[int, list[float]]:
+    """Row id → the times the sweeper claimed it for a (re-)send, in order."""
+    sends: dict[int, list[float]] = defaultdict(list)
+    for log in sorted(control_dir.glob("sends-*.log")):
+        for line in log.read_text().splitlines():
+            at, _, ids = line.partition(" ")
+            for row_id in filter(None, ids.split(",")):
+                sends[int(row_id)].append(float(at))
+    for times in sends.values():
+        times.sort()
+    return sends
+
+
 def read_losses(control_dir: Path) -> list[WakeupLoss]:
     """The workers' ``wakeups-<pid>.log`` lines: ``<kind> <time> <row id>,<row id>…``."""
     losses = []
@@ -81,6 +97,15 @@ class KindTimes:
     since_fault_s: float = 0.0  # longest wait from the fault (see the module's docstring)
     # The last terminal after this kind's last fault ended, of the events claimed before then.
     last_after_clear_s: float = 0.0
+    # Lost wake-ups only: stamp -> the sweeper's re-send (the terminal, if it came first), and
+    # re-send -> terminal.
+    to_resend_s: float = 0.0
+    resend_to_terminal_s: float = 0.0
+
+    def add_resend(self, since_s: float, resent: float | None, terminal: float) -> None:
+        end = terminal if resent is None or resent > terminal else resent
+        self.to_resend_s = max(self.to_resend_s, end - since_s)
+        self.resend_to_terminal_s = max(self.resend_to_terminal_s, terminal - end)
 
     def add(self, claim_s: float, since_s: float, terminal: float, cleared: float) -> None:
         self.events += 1
@@ -102,10 +127,16 @@ class TerminalTimes:
         kinds = "; ".join(
             f"{kind} n={t.events} {t.claim_to_terminal_s:.1f}/{t.since_fault_s:.1f}/"
             f"{t.last_after_clear_s:.1f}"
+            + (
+                f" (re-sent {t.to_resend_s:.1f}, then {t.resend_to_terminal_s:.1f})"
+                if kind in LOST_WAKEUP_KINDS
+                else ""
+            )
             for kind, t in self.kinds.items()
         )
         return (
-            "to terminal, longest s (claim / since the fault / after its last): "
+            "to terminal, longest s (claim / since the fault / after its last; lost wake-ups: "
+            "stamp to the sweeper's re-send, then to terminal): "
             f"{kinds}; all n={self.events} claim {self.claim_to_terminal_s:.1f}, "
             f"last {self.last_after_clear_s:.1f} s after the faults cleared"
         )
@@ -139,6 +170,7 @@ def measure(
         for row_id, since in loss.rows.items():
             last_loss[row_id] = (loss.at, loss.kind, since)
         ends[loss.kind] = max(ends.get(loss.kind, 0.0), loss.at)
+    sweeper_sends = read_sweeper_sends(control_dir)
     for row_id, provider, event_id, claimed, terminal in terminal_rows:
         times.events += 1
         times.claim_to_terminal_s = max(times.claim_to_terminal_s, terminal - claimed)
@@ -146,8 +178,10 @@ def measure(
             times.last_after_clear_s = max(times.last_after_clear_s, terminal - cleared_at)
         touched = row_id in last_loss
         if touched:
-            _, kind, since = last_loss[row_id]
+            lost_at, kind, since = last_loss[row_id]
             found[kind].add(claimed, since, terminal, ends[kind])
+            resent = next((at for at in sweeper_sends.get(row_id, []) if at >= lost_at), None)
+            found[kind].add_resend(since, resent, terminal)
         retry = _retry_after_commit(answers.get((provider, event_id), []), claimed)
         if retry is not None:
             last_failure, answered = retry

@@ -323,11 +323,30 @@ def run_processor(control: Control) -> None:
             control.record("esm_sqs_error")
 
 
+def record_sweeper_sends(control: Control) -> None:
+    """Record every row the sweeper claims for a (re-)send, with the time: how soon a lost
+    wake-up was sent again (``sends-<pid>.log``: ``<time> <row id>,<row id>…``)."""
+    from webhook_inbox import inbox
+
+    claim = inbox.claim_due_for_enqueue
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        rows = claim(*args, **kwargs)
+        if rows:
+            ids = ",".join(str(row[0]) for row in rows)
+            with (control.directory / f"sends-{os.getpid()}.log").open("a") as log:
+                log.write(f"{time.time():.3f} {ids}\n")
+        return rows
+
+    inbox.claim_due_for_enqueue = recording  # type: ignore[assignment]
+
+
 def run_sweeper(control: Control) -> None:
     import dataclasses
 
     from webhook_inbox.sweeper import SweeperConfig
 
+    record_sweeper_sends(control)
     app = load_function("sweeper")
     interval = float(os.environ.get("SOAK_SWEEP_INTERVAL_S", "1"))
     timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "6"))

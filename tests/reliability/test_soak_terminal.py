@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.reliability.soak_terminal import _retry_after_commit, read_losses
+from tests.reliability.soak_terminal import (
+    KindTimes,
+    _retry_after_commit,
+    read_losses,
+    read_sweeper_sends,
+)
 
 CLAIMED = 100.0
 
@@ -32,3 +37,14 @@ def test_the_workers_loss_records_are_read_with_their_rows(tmp_path: Path) -> No
         ("send_kill", 11.0): {3: 11.0},
         ("lost_send", 12.0): {},
     }
+
+
+def test_a_lost_wake_up_is_split_at_the_sweepers_re_send(tmp_path: Path) -> None:
+    (tmp_path / "sends-1.log").write_text("20.0 7,8\n")
+    (tmp_path / "sends-2.log").write_text("12.0 7\n")
+    assert read_sweeper_sends(tmp_path) == {7: [12.0, 20.0], 8: [20.0]}
+
+    times = KindTimes()
+    times.add_resend(since_s=10.0, resent=20.0, terminal=21.5)
+    times.add_resend(since_s=10.0, resent=None, terminal=13.0)  # processed before any re-send
+    assert (times.to_resend_s, times.resend_to_terminal_s) == (10.0, 1.5)
