@@ -77,6 +77,7 @@ RETRY_SCHEDULE_S = tuple(s / COMPRESSION for s in SVIX_SCHEDULE_S)
 PROVIDER_TIMEOUT_S = 15.0
 SUBSCRIPTION_STATUSES = ("trialing", "active", "past_due", "canceled", "unpaid")
 TERMINAL = ("processed", "ignored", "dead_letter")
+PURGE_INTERVAL_S = 61.0  # SQS (and moto's server) refuse a second PurgeQueue within 60 s
 
 
 @dataclass(frozen=True)
@@ -797,6 +798,8 @@ class Chaos:
         """Every message of the processing queue gone (waiting and in flight)."""
         assert self.queue is not None
         sqs, queue_url = self.queue
+        if self.purged:  # SQS allows one purge a minute
+            self.stop.wait(self.purged[-1].at + PURGE_INTERVAL_S - time.time())
         sqs.purge_queue(QueueUrl=queue_url)
         self.purged.append(soak_terminal.snapshot_waiting(self.url, "purge"))
 

@@ -97,15 +97,19 @@ class KindTimes:
     since_fault_s: float = 0.0  # longest wait from the fault (see the module's docstring)
     # The last terminal after this kind's last fault ended, of the events claimed before then.
     last_after_clear_s: float = 0.0
-    # Lost wake-ups only: stamp -> the sweeper's re-send (the terminal, if it came first), and
-    # re-send -> terminal.
+    # Lost wake-ups only: stamp -> the sweeper's re-send, and re-send -> terminal (stamp ->
+    # terminal for a row that needed no re-send).
     to_resend_s: float = 0.0
     resend_to_terminal_s: float = 0.0
 
     def add_resend(self, since_s: float, resent: float | None, terminal: float) -> None:
-        end = terminal if resent is None or resent > terminal else resent
-        self.to_resend_s = max(self.to_resend_s, end - since_s)
-        self.resend_to_terminal_s = max(self.resend_to_terminal_s, terminal - end)
+        if resent is None or resent > terminal:
+            # Terminal without the sweeper: its message was there after all (a lost answer, a
+            # message already in flight when the queue was purged): real time throughout.
+            self.resend_to_terminal_s = max(self.resend_to_terminal_s, terminal - since_s)
+            return
+        self.to_resend_s = max(self.to_resend_s, resent - since_s)
+        self.resend_to_terminal_s = max(self.resend_to_terminal_s, terminal - resent)
 
     def add(self, claim_s: float, since_s: float, terminal: float, cleared: float) -> None:
         self.events += 1
