@@ -51,7 +51,7 @@ from bench.common import (
 )
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, ingest, providers
+from webhook_inbox import db, inbox, ingest, providers
 from webhook_inbox.queries import query
 
 PROVIDER = "stripe"
@@ -138,6 +138,7 @@ def make_deliveries(n: int, now: int) -> list[Delivery]:
             # Already-serialised JSON, sent as is: the baseline does no client-side work.
             "payloads": [Jsonb(body.decode(), dumps=lambda text: text)],
             "enqueuing": True,
+            "rewake_after_s": inbox.REWAKE_AFTER_S,
             "lock_timeout": None,  # the session's (the claim bounds its own wait, see inbox.py)
         }
         made.append(Delivery(v2_event(PROVIDER, body, headers), params))

@@ -8,10 +8,15 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
 
 * ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
   (Powertools batch processing, logging and metrics included; output to /dev/null);
+* ``processor without the handler guard`` (baseline c): the same, with the fast pass's guard
+  (``webhook_inbox.handler_guard``: the batch's transaction id, asked once; a mark before each
+  handler; one check after the last; all sent without waiting) swapped for no-ops: the guard's
+  cost is their ratio;
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
   transactions and the same waits (the lease as one autocommit statement, then one pipelined
-  transaction: per event the conditional INSERT, read, and the outbox INSERT, not read; one
-  batched ``processed`` mark, read; COMMIT), issued as plain ``conn.execute`` calls;
+  transaction: the guard's transaction id, then per event the guard's mark, the conditional
+  INSERT, read, the outbox INSERT, not read; the guard's check; one batched
+  ``processed`` mark, read; COMMIT), issued as plain ``conn.execute`` calls;
 * ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
   its own transaction, then the handler's statements and the mark in another.
 
@@ -25,7 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -52,7 +58,7 @@ from bench.common import (
 from bench.common import write_section as write_results_section
 from bench.processing_transactions import BATCH, store_batches
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, processing
+from webhook_inbox import db, handler_guard, processing
 from webhook_inbox.queries import query
 
 TARGET_ROUND_TRIPS = 3
@@ -63,6 +69,10 @@ _LEASE = query("inbox", "lease_events")
 _CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
 _PROCESSED = query("inbox", "mark_processed")  # one statement for a batch or one row
+_GUARD_XID = query("handler_guard", "batch_transaction")
+_GUARD_MARK = query("handler_guard", "mark_handler")
+_GUARD_CHECK = query("handler_guard", "check_handler_marks")
+MAX_ATTEMPTS = 8
 
 
 def sqs_event(ids: list[int]) -> dict[str, Any]:
@@ -107,12 +117,17 @@ def same_sql(conn: Conn, ids: list[int]) -> None:
     owner = uuid.uuid4().hex
     conn.autocommit = True
     rows = conn.execute(
-        _LEASE, {"ids": ids, "owner": owner, "lease_seconds": LEASE_SECONDS}
+        _LEASE,
+        {"ids": ids, "owner": owner, "lease_seconds": LEASE_SECONDS, "max_attempts": MAX_ATTEMPTS},
     ).fetchall()
+    rows = [r[1:] for r in rows]  # the lease's answer starts with the row's new status
     with conn.pipeline():  # as the processor's fast pass
         conn.execute("BEGIN")
+        conn.execute(_GUARD_XID)  # not read: only a pass that gives up does
         for row in rows:
+            conn.execute(_GUARD_MARK, {"token": str(row[0])})
             apply_customer_created(conn, row, read_outbox=False)
+        conn.execute(_GUARD_CHECK, {"expected": "".join(f"{r[0]}," for r in rows)})
         marked = conn.execute(_PROCESSED, {"ids": [r[0] for r in rows], "owner": owner})
         if len(marked.fetchall()) != len(rows):
             raise RuntimeError("lease lost")
@@ -124,14 +139,47 @@ def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
     for row_id in ids:
         with conn.transaction():
             row = conn.execute(
-                _LEASE, {"ids": [row_id], "owner": owner, "lease_seconds": LEASE_SECONDS}
+                _LEASE,
+                {
+                    "ids": [row_id],
+                    "owner": owner,
+                    "lease_seconds": LEASE_SECONDS,
+                    "max_attempts": MAX_ATTEMPTS,
+                },
             ).fetchone()
         if row is None:
             continue
+        row = row[1:]  # the lease's answer starts with the row's new status
         with conn.transaction():
             apply_customer_created(conn, row)
             if conn.execute(_PROCESSED, {"ids": [row_id], "owner": owner}).fetchone() is None:
                 raise RuntimeError("lease lost")
+
+
+UNGUARDED = "processor without the handler guard"
+
+
+class _NoMarks:
+    def __init__(self, conn: Conn) -> None:
+        pass
+
+    def before_handler(self, token: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@contextmanager
+def without_handler_guard() -> Iterator[None]:
+    """The fast pass as before issue 24: no transaction id asked, no marks around its handlers."""
+    saved = (handler_guard.ask_batch_transaction, handler_guard.PipelineMarks)
+    handler_guard.ask_batch_transaction = lambda conn: None  # type: ignore[assignment,return-value]
+    handler_guard.PipelineMarks = _NoMarks  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        handler_guard.ask_batch_transaction, handler_guard.PipelineMarks = saved  # type: ignore[misc]
 
 
 @dataclass
@@ -144,9 +192,14 @@ class Variants:
         if reply.get("batchItemFailures"):
             raise RuntimeError("the processor reported failures")
 
+    def processor_without_guard(self, conn: Conn, ids: list[int]) -> None:
+        with without_handler_guard():
+            self.processor(conn, ids)
+
     def all(self) -> dict[str, Callable[[Conn, list[int]], None]]:
         return {
             "processor": self.processor,
+            UNGUARDED: self.processor_without_guard,
             "same SQL, no framework": same_sql,
             "one event per transaction": one_event_per_transaction,
         }
@@ -220,6 +273,7 @@ def report(
 ) -> str:
     baseline_a = median(rates["same SQL, no framework"])
     baseline_b = median(rates["one event per transaction"])
+    baseline_c = median(rates[UNGUARDED])
     rows = []
     for name, samples in rates.items():
         rate = median(samples)
@@ -230,11 +284,15 @@ def report(
                 f"{rate:,.0f}",
                 f"{rate / baseline_a:.2f}x",
                 f"{rate / baseline_b:.2f}x",
+                f"{rate / baseline_c:.2f}x",
                 f"{trips:g}",
                 f"{commits:g}",
             ]
         )
     mix = statement_mix(counts["processor"].statements, n)
+    # The guard's cost, paired round by round (the two ran back to back in each round), which
+    # a busy machine's drift between rounds disturbs less than the ratio of the medians.
+    paired = sorted(g / u for g, u in zip(rates["processor"], rates[UNGUARDED], strict=True))
     return "\n".join(
         [
             "## Processing: batches of 10",
@@ -251,6 +309,7 @@ def report(
                     "events/s",
                     "vs same SQL (a)",
                     "vs one event per txn (b)",
+                    "vs no handler guard (c)",
                     "round trips / batch",
                     "commits / batch",
                 ],
@@ -258,6 +317,10 @@ def report(
             ),
             "",
             f"Statements the processor sends per batch: {mix}.",
+            "",
+            "Handler guard (issue 24): processor ÷ processor without the guard, per round:"
+            f" median {median(paired):.2f}x, range {paired[0]:.2f}x to {paired[-1]:.2f}x over"
+            f" {len(paired)} rounds.",
             "",
             "![processing throughput](benchmarks/processing.png)",
         ]
@@ -268,7 +331,7 @@ def chart(rates: dict[str, list[float]], counts: dict[str, WireCount], n: int) -
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
     names = list(rates)
-    colors = ["tab:blue", "tab:gray", "tab:orange"]
+    colors = ["tab:blue", "tab:cyan", "tab:gray", "tab:orange"]
     left.barh(names, [median(rates[name]) for name in names], color=colors)
     left.set_xlabel("events per second")
     left.set_title("Throughput, batches of 10")

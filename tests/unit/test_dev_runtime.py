@@ -59,3 +59,11 @@ def test_partial_batch_response_rules() -> None:
     assert failed_message_ids({"batchItemFailures": [{"itemIdentifier": "zz"}]}, BATCH) == {
         "a", "b", "c",
     }  # fmt: skip
+
+
+def test_the_dev_processor_line_names_the_rows_of_single_and_re_wake_messages() -> None:
+    from webhook_inbox_tools.dev.workers import _row_id
+
+    assert _row_id({"Body": '{"id": 3}'}) == "3"
+    assert _row_id({"Body": '{"ids": [3, 4]}'}) == "3+4"  # a sweeper's re-wake (issue 24)
+    assert _row_id({"Body": "not json"}) == "?"

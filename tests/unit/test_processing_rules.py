@@ -23,7 +23,7 @@ def test_a_lease_outlives_the_invocation_by_the_margin() -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ('{"id": 42}', 42),
+        ('{"id": 42}', [42]),
         ('{"id": 0}', None),
         ('{"id": -1}', None),
         ('{"id": "42"}', None),
@@ -32,10 +32,29 @@ def test_a_lease_outlives_the_invocation_by_the_margin() -> None:
         ("[42]", None),
         ("not json", None),
         ("", None),
+        # The sweeper's re-wakes (issue 24, item 2): every id valid, 1 to 25 of them.
+        ('{"ids": [7, 3, 7]}', [3, 7]),
+        ('{"ids": [42]}', [42]),
+        ('{"ids": []}', None),
+        ('{"ids": [1, 0]}', None),
+        ('{"ids": [1, "2"]}', None),
+        ('{"ids": [1, true]}', None),
+        ('{"ids": 5}', None),
+        ('{"id": 1, "ids": [2]}', None),
+        ('{"ids": [' + ", ".join(str(n) for n in range(1, 27)) + "]}", None),
     ],
 )
-def test_only_a_positive_integer_id_is_a_message(body: str, expected: int | None) -> None:
+def test_only_positive_integer_ids_make_a_message(body: str, expected: list[int] | None) -> None:
     assert wakeups.parse_body(body) == expected
+
+
+def test_a_re_wake_body_parses_back_and_holds_at_most_its_limit() -> None:
+    most = list(range(1, wakeups.MAX_IDS_PER_MESSAGE + 1))
+    assert wakeups.parse_body(wakeups.rewake_body(most)) == most
+    with pytest.raises(ValueError, match="1 to 25"):
+        wakeups.rewake_body([*most, 99])
+    with pytest.raises(ValueError, match="1 to 25"):
+        wakeups.rewake_body([])
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@
 
 - Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events) and
   ``outbox.py`` (outbox_messages), each with the one SQL file of the same name beside it. The
-  migration runner (the schema) and ``db.py`` (the role's session defaults) are the only other
-  modules that talk SQL, and neither touches a table's rows.
+  migration runner (the schema), ``db.py`` (the role's session defaults) and
+  ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
+  other modules that talk SQL, and none touches a table's rows.
 - The entry points (functions/*/app.py) run no SQL themselves.
 - The runtime package imports neither the tools nor the application (it must run without them:
   only the processor's and migrations' entry points install the application).
@@ -20,6 +21,8 @@ from pathlib import Path
 from tests.infra_support import PACKAGE_DIR, ROOT
 
 DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql"}
+# Transaction control around the processor's handlers: savepoints and a setting, no table.
+TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
 SQL_CALLS = {"execute", "executemany", "copy", "query"}
 
@@ -43,7 +46,7 @@ def test_only_the_data_modules_run_sql() -> None:
         for path in _runtime_modules()
         if path.name != "queries.py" and _calls(path) & SQL_CALLS
     }
-    assert running_sql == set(DATA_MODULES) | SCHEMA_AND_SESSION
+    assert running_sql == set(DATA_MODULES) | set(TRANSACTION_GUARD) | SCHEMA_AND_SESSION
 
 
 def test_the_entry_points_run_no_sql_of_their_own() -> None:
@@ -56,8 +59,14 @@ def test_the_entry_points_run_no_sql_of_their_own() -> None:
 
 def test_one_sql_file_per_data_module_and_nothing_else() -> None:
     assert sorted(p.name for p in (PACKAGE_DIR / "sql").glob("*.sql")) == sorted(
-        DATA_MODULES.values()
+        [*DATA_MODULES.values(), *TRANSACTION_GUARD.values()]
     )
+
+
+def test_the_handler_guard_touches_no_table() -> None:
+    statements = _statements("handler_guard.sql").lower()
+    for table in ("webhook_events", "outbox_messages", "insert ", "update ", "delete "):
+        assert table not in statements
 
 
 def _statements(sql_file: str) -> str:

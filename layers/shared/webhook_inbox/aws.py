@@ -6,8 +6,8 @@ with its :class:`Budget`, and every client the process builds afterwards (SQS, S
 RDS tokens, EventBridge, SNS) carries it. Clients are built once per (service, region, endpoint)
 and reused across warm invocations; boto3's session creation is not thread-safe, hence the lock.
 
-:func:`send_wakeups` is the only code that sends ``{"id": N}`` to the processing queue: ingest,
-the processor's retries, the sweeper and the operator's replay all call it.
+:func:`send_wakeups` is the only code that sends wake-ups to the processing queue: ingest, the
+processor's retries, the sweeper (``rewake``: ``{"ids": […]}``) and the operator's replay.
 """
 
 from __future__ import annotations
@@ -136,8 +136,10 @@ def send_wakeups(
     delays: Mapping[int, int] | None = None,
     keep_going: Callable[[], bool] = lambda: True,
     stop_after_failure: bool = False,
+    rewake: bool = False,
 ) -> WakeupsSent:
-    """Send ``{"id": N}`` for each row (ten per SendMessageBatch), optionally with DelaySeconds.
+    """Send ``{"id": N}`` for each row (ten per SendMessageBatch), optionally with DelaySeconds;
+    with ``rewake``, ``{"ids": […]}`` messages of up to ``wakeups.MAX_IDS_PER_MESSAGE`` rows.
 
     Never raises for an AWS failure: the rows are committed already and whoever sends knows
     how to get them sent later (the sweeper re-sends due rows). ``keep_going`` is asked before
@@ -146,12 +148,16 @@ def send_wakeups(
     from botocore.exceptions import BotoCoreError, ClientError
 
     outcome = WakeupsSent()
-    for chunk in wakeups.chunks(row_ids):
+    per_call = wakeups.SQS_MAX_BATCH * (wakeups.MAX_IDS_PER_MESSAGE if rewake else 1)
+    for chunk in wakeups.chunks(row_ids, per_call):
         if (stop_after_failure and outcome.errors) or not keep_going():
             outcome.skipped.extend(chunk)
             continue
         try:
-            result = wakeups.send_chunk(sqs, queue_url, chunk, delays=delays)
+            if rewake:
+                result = wakeups.send_rewakes(sqs, queue_url, chunk)
+            else:
+                result = wakeups.send_chunk(sqs, queue_url, chunk, delays=delays)
         except (BotoCoreError, ClientError) as exc:
             outcome.failed.extend(chunk)
             outcome.errors.append(exc)

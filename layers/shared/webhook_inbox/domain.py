@@ -2,7 +2,8 @@
 
 A handler is ``handler(conn, event) -> None``. It runs inside the batch's transaction, so
 everything it writes — domain rows, outbox messages — commits together with the event's
-``processed`` mark, or not at all. It must not commit, roll back or open its own connection. It
+``processed`` mark, or not at all. It must not commit, roll back (by call or SQL: the processor
+dead-letters such an event, see :mod:`webhook_inbox.handler_guard`) or open its own connection. It
 may run twice in one invocation (see :mod:`webhook_inbox.passes`: a first, pipelined run
 that is rolled back when anything in the batch fails), so it must not count on running once. In
 that pipelined run a statement waits only when its answer is read: read the answers you need,

@@ -108,6 +108,15 @@ class PermanentEventError(EventError):
     kind = "permanent"
 
 
+class TransactionControlError(PermanentEventError):
+    """A handler ended or rewound the batch's transaction (SQL ``COMMIT``, ``ROLLBACK``, ``AND
+    CHAIN``, ``RELEASE``/``ROLLBACK TO`` a savepoint it did not create, ``PREPARE TRANSACTION``)
+    or called ``commit()``/``rollback()``: a programming error that no retry can fix. The
+    message says what the handler did, as far as the database can tell."""
+
+    kind = "transaction_control"
+
+
 class SignatureMismatch(AuthenticationFailed):
     """A well-formed signature that no active secret reproduces (may warrant a secret refresh)."""
 

@@ -53,6 +53,7 @@ class ClaimResult:
     delivery_count: int
     is_new: bool
     counted: bool = True  # false: a duplicate answered without waiting to count it
+    rewake: bool = False  # a duplicate of a waiting row, stamped again: send its wake-up
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,12 @@ class StatusSummary:
 # How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
 # count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
 CLAIM_LOCK_WAIT_MS = 500
+# A duplicate of a row still waiting re-sends its wake-up when the row's stamp is older than this
+# (see claim_events). Ingest answers 503 for a slow claim no sooner than its answer deadline (the
+# statement timeout plus a second: 6 s with the template's), so a claim that committed anyway has
+# a stamp at least that old when the provider's retry arrives. A storm of duplicates sends at
+# most one message per row per this many seconds.
+REWAKE_AFTER_S = 2.0
 
 
 def claim_events(
@@ -93,7 +100,9 @@ def claim_events(
     count. One result per distinct key (a key given twice in ``events`` counts once).
 
     ``enqueuing``: the caller sends the wake-ups right after this commits, so new rows record
-    ``enqueued_at`` now; the caller must :func:`clear_enqueued` the rows it could not send.
+    ``enqueued_at`` now, and so do duplicates of rows still waiting whose stamp is older than
+    ``REWAKE_AFTER_S`` (``rewake``: their earlier wake-up may never have been sent); the caller
+    must :func:`clear_enqueued` the rows it could not send.
 
     On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
     lock: a row locked that long exists (the conflict found it; a plain read confirms it is
@@ -159,6 +168,7 @@ def _claim(
                 "payloads": [Jsonb(e.payload) for e in events],
                 "body_sha256": body_sha256,
                 "enqueuing": enqueuing,
+                "rewake_after_s": REWAKE_AFTER_S,
                 "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
             },
         )
@@ -190,17 +200,30 @@ def clear_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
 
 @translated
 def lease_events(
-    conn: Connection[Any], ids: Sequence[int], *, owner: str, lease_seconds: float
+    conn: Connection[Any],
+    ids: Sequence[int],
+    *,
+    owner: str,
+    lease_seconds: float,
+    max_attempts: int | None = None,
 ) -> list[LeasedEvent]:
-    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due."""
+    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due.
+
+    A row taken over from an expired lease with ``max_attempts`` spent is dead-lettered as
+    ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and not returned.
+    """
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
-    with conn.cursor(row_factory=class_row(LeasedEvent)) as cur:
-        cur.execute(
-            _q("lease_events"),
-            {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds},
-        )
-        return cur.fetchall()
+    rows = conn.execute(
+        _q("lease_events"),
+        {
+            "ids": list(ids),
+            "owner": owner,
+            "lease_seconds": lease_seconds,
+            "max_attempts": max_attempts,
+        },
+    ).fetchall()
+    return [LeasedEvent(*r[1:]) for r in rows if r[0] == "processing"]
 
 
 def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
@@ -318,10 +341,12 @@ def claim_due_for_enqueue(
     conn: Connection[Any], *, limit: int, stale_seconds: float, stale_limit: int | None = None
 ) -> list[tuple[int, str, bool]]:
     """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them as
-    ``(id, status, stale)``: stale rows were sent before, over ``stale_seconds`` ago.
+    ``(id, status, stale)``, never-sent rows first: stale rows were sent before, over
+    ``stale_seconds`` ago, and are still waiting.
 
-    At most ``stale_limit`` (default: ``limit``) stale rows. Run it in its own (autocommit)
-    transaction, then send, then :func:`clear_enqueued` the rows whose send failed.
+    At most ``limit`` never-sent rows and ``stale_limit`` (default: ``limit``) stale rows. Run it
+    in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the never-sent
+    rows and :func:`backdate_enqueued` the stale rows whose send failed.
     """
     rows = conn.execute(
         _q("claim_due_for_enqueue"),
@@ -335,17 +360,9 @@ def claim_due_for_enqueue(
 
 
 @translated
-def stale_sent_exists(conn: Connection[Any], *, stale_seconds: float) -> bool:
-    """Whether a row was sent to the queue over ``stale_seconds`` ago and is still waiting."""
-    row = conn.execute(_q("stale_sent_exists"), {"stale_seconds": stale_seconds}).fetchone()
-    return bool(row and row[0])
-
-
-@translated
-def count_sent_waiting(conn: Connection[Any], *, up_to: int) -> int:
-    """How many rows were sent to the queue and wait for a processor, counted up to ``up_to``."""
-    row = conn.execute(_q("count_sent_waiting"), {"up_to": up_to}).fetchone()
-    return int(row[0]) if row else 0
+def backdate_enqueued(conn: Connection[Any], ids: Sequence[int], *, stale_seconds: float) -> None:
+    """The re-wake of these stale rows was not sent: the next sweep re-wakes them again."""
+    conn.execute(_q("backdate_enqueued"), {"ids": list(ids), "stale_seconds": stale_seconds})
 
 
 @translated

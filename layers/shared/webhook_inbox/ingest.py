@@ -2,8 +2,9 @@
 
 decode the event shape → body size limit → provider lookup → signature → body parsing →
 identify (one event, a batch of events, or a handshake to answer) → claim (one round trip,
-autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` per new row → reply (a failed
-send clears the stamp so the next sweep sends the row).
+autocommit, enqueued_at stamped) → SendMessage ``{"id": row}`` per new row, and per duplicate of
+a waiting row whose stamp is old (``rewake``) → reply (a failed send clears the stamp so the next
+sweep sends the row).
 
 Errors become HTTP answers in exactly one place, :func:`handle`. Every authentication failure
 gets the same 401 body; the reason (signature / stale) goes to logs and metrics only. The outcome
@@ -268,12 +269,14 @@ def _accept(
     if not new and not all(c.counted for c in claims):
         # A processor's batch held the row: answered from the stored row, without the count.
         outcome.detail = "delivery not counted: the event is being processed"
-    wake = new
+    # A duplicate of a row still waiting whose stamp is old (a 503 answered after its claim
+    # had committed, say) was stamped again by the claim: its wake-up goes out once more.
+    wake = new + [c.id for c in claims if c.rewake]
     if retried:
         # The first attempt may have stored rows (and stamped enqueued_at) before the
         # connection dropped, so they look like duplicates now: wake them too. A second
         # wake-up is harmless.
-        wake = new + [c.id for c in claims if not c.is_new and c.status == "received"]
+        wake += [c.id for c in claims if not c.is_new and not c.rewake and c.status == "received"]
     if wake:
         conn = db.get_connection("webhook-inbox-ingest")  # the one the claim ran on
         _wake(outcome, wake, conn=conn, sqs_client=sqs_client, queue_url=queue_url)

@@ -9,7 +9,10 @@ result costs one round trip per event and four around them, instead of one per s
 * ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
   psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
   batch's transaction under the events after it;
-* every statement whose answer nobody reads travels with the next wait;
+* every statement whose answer nobody reads travels with the next wait — among them one before
+  each handler and one after the last (:mod:`webhook_inbox.handler_guard`): each fails if the
+  previous handler ended or rewound the transaction (the same as ``commit()``, sent as SQL),
+  and sets the next handler's transaction-local mark;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
 * every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
@@ -18,17 +21,20 @@ result costs one round trip per event and four around them, instead of one per s
 
 The price of not waiting is that an error shows up late — at the connection's next wait, which
 may belong to a later event — so this pass does not try to attribute failures. It uses no
-savepoints: the first failure of any kind (a handler raises, a statement fails, or a row's lease
-was lost before the final mark) rolls the whole transaction back, and the caller runs the batch
-again the careful way (a savepoint per event, every statement checked as it runs), which records
-which event failed and why. Either way a domain change commits only together with its
-``processed`` mark, and only while the row is leased to us. A handler may therefore run twice in
+savepoints: the first failure of any kind (a handler raises, a statement fails, a handler ended
+or rewound the transaction, or a row's lease was lost before the final mark) rolls the whole
+transaction back (a transaction a handler prepared included), and the caller
+runs the batch again the careful way (a savepoint per event, every statement checked as it
+runs), which records which event failed and why. Either way a domain change commits only
+together with its ``processed`` mark, and only while the row is leased to us — except what a
+handler's own ``COMMIT`` committed before it was caught. A handler may therefore run twice in
 one invocation (its first run rolled back), as it may on any redelivery.
 
-**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``, so a
-handler cannot end it either), with a savepoint per event: a failing event rolls back to its
-savepoint and is marked ``failed`` (backoff with jitter) or ``dead_letter`` (permanent error,
-attempts spent); the others commit with their marks.
+**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``), with
+the guard's savepoint per event: a failing event rolls back to its savepoint and is marked
+``failed`` (backoff with jitter) or ``dead_letter`` (permanent error, attempts spent); the others
+commit with their marks. A handler that ended or rewound the transaction is dead-lettered alone
+(``transaction_control``) and the pass starts again without it.
 """
 
 from __future__ import annotations
@@ -44,10 +50,16 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import db, handlers, inbox
+from webhook_inbox import db, handler_guard, handlers, inbox
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.config import load, setting
-from webhook_inbox.errors import EventError, LeaseLost, PermanentEventError, StoreError
+from webhook_inbox.errors import (
+    EventError,
+    LeaseLost,
+    PermanentEventError,
+    StoreError,
+)
+from webhook_inbox.handler_guard import TransactionTaken
 from webhook_inbox.inbox import LeasedEvent
 
 # Do not start another event's handler with less time than this left; its lease covers it.
@@ -118,10 +130,12 @@ def fast(
         # rollback() (which would end the batch's transaction under the later events), and the
         # handler raises as it does in the careful pass's savepoint.
         with db.translate(), conn.transaction(), conn.pipeline() as pipeline:
+            batch_xid = handler_guard.ask_batch_transaction(conn)  # read only on giving up
             results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
     except _GiveUp as give_up:
         if conn.closed or conn.broken:
             raise StoreError("connection lost while giving up the fast pass") from give_up
+        handler_guard.settle_asked(conn, batch_xid)
         return FastPass(None, give_up.reason, give_up.lease_lost)
     return FastPass(results)
 
@@ -135,12 +149,14 @@ def _run_all(
     remaining_ms: Callable[[], int],
 ) -> list[EventResult]:
     results: list[EventResult] = []
+    marks = handler_guard.PipelineMarks(conn)
     try:
         for event in events:
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
             else:
-                results.append(_run_handler(conn, event))
+                results.append(_run_handler(conn, event, marks))
+        marks.finish()  # the last handler's check travels with the batch's marks
         return _mark(conn, pipeline, results, owner=owner)
     except _GiveUp:
         raise
@@ -152,12 +168,17 @@ def _run_all(
         raise _GiveUp(type(exc).__name__) from exc
 
 
-def _run_handler(conn: psycopg.Connection[Any], event: LeasedEvent) -> EventResult:
+def _run_handler(
+    conn: psycopg.Connection[Any], event: LeasedEvent, marks: handler_guard.PipelineMarks
+) -> EventResult:
     handler = handlers.handler_for(event.provider, event.event_type)
     if handler is None:
         return EventResult(event, "ignored")  # marked with the others in _mark
     started = time.perf_counter()
     with db.translate():  # handlers may use the connection directly
+        # Sent without waiting: checks the previous handler's mark, sets this one's. A handler
+        # that ended or rewound the transaction makes the next check fail, at the next wait.
+        marks.before_handler(str(event.id))
         handler(conn, event)
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
 
@@ -204,15 +225,50 @@ def careful(
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
 ) -> list[EventResult]:
-    """One transaction, one savepoint per event, every statement checked as it runs."""
+    """One transaction, one savepoint per event, every statement checked as it runs.
+
+    A handler that ends or rewinds the transaction (:mod:`webhook_inbox.handler_guard`) is
+    dead-lettered on its own, and the transaction abandoned; the events before it keep their
+    outcomes if a COMMIT of the handler committed them, else they run again with the rest.
+    Each such round removes one event, so the loop ends.
+    """
     results: list[EventResult] = []
-    with db.translate(), conn.transaction():
-        for event in events:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-                continue
-            results.append(_handle(conn, event, owner=owner, settings=settings))
+    pending = list(events)
+    while pending:
+        done: list[EventResult] = []
+        xid = ""
+        try:
+            with db.translate(), conn.transaction():
+                xid = handler_guard.batch_transaction(conn)
+                for event in pending:
+                    if remaining_ms() < STOP_MARGIN_MS:
+                        done.append(EventResult(event, "unfinished"))
+                        continue
+                    done.append(_handle(conn, event, xid=xid, owner=owner, settings=settings))
+            return results + done
+        except TransactionTaken as taken:
+            offender = pending[len(done)]
+            if handler_guard.settle(conn, xid):  # the handler's COMMIT kept the ones before it
+                results += done
+                pending = pending[len(done) + 1 :]
+            else:
+                results += [r for r in done if r.outcome == "lease_lost"]
+                rerun = {r.event.id for r in done if r.outcome != "lease_lost"}
+                pending = [e for e in pending if e.id in rerun] + pending[len(done) + 1 :]
+            results.append(_dead_letter(conn, offender, taken.error, owner=owner))
     return results
+
+
+def _dead_letter(
+    conn: psycopg.Connection[Any], event: LeasedEvent, error: EventError, *, owner: str
+) -> EventResult:
+    """Dead-letter a handler that took the transaction, in a statement of its own."""
+    kind, message = describe_error(error)
+    try:
+        inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
+    except LeaseLost:
+        return EventResult(event, "lease_lost")
+    return EventResult(event, "dead_letter", error_kind=kind)
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -241,7 +297,12 @@ def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
 
 
 def _handle(
-    conn: psycopg.Connection[Any], event: LeasedEvent, *, owner: str, settings: ProcessorSettings
+    conn: psycopg.Connection[Any],
+    event: LeasedEvent,
+    *,
+    xid: str,
+    owner: str,
+    settings: ProcessorSettings,
 ) -> EventResult:
     started = time.perf_counter()
 
@@ -254,11 +315,15 @@ def _handle(
             inbox.mark_ignored(conn, event.id, owner=owner, disposition=NO_HANDLER_DISPOSITION)
             return EventResult(event, "ignored", elapsed())
         try:
-            with db.translate(), conn.transaction():  # a savepoint: rolls back this event only
-                handler(conn, event)
+            # A savepoint: rolls back this event only. The check right after the handler
+            # raises TransactionTaken before anything is marked in a transaction it ended.
+            with handler_guard.guarded(conn, str(event.id), xid) as check:
+                with db.translate():
+                    handler(conn, event)
+                check()
                 latency = inbox.mark_processed(conn, event.id, owner=owner)
             return EventResult(event, "processed", elapsed(), latency=latency)
-        except LeaseLost:
+        except (LeaseLost, TransactionTaken):
             raise
         except StoreError as exc:
             if _connection_lost(conn):
@@ -266,6 +331,7 @@ def _handle(
             failure: BaseException = exc  # a statement of this event failed; the batch goes on
         except Exception as exc:  # noqa: BLE001 - a handler bug must fail its own event only
             failure = exc
+        failure = handler_guard.refused_call(failure) or failure  # commit() inside the batch
         return _record_failure(conn, event, failure, owner=owner, settings=settings, ms=elapsed())
     except LeaseLost:
         # Our lease expired and another worker took the row: its work, not ours, will count.

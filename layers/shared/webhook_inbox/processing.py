@@ -1,9 +1,10 @@
 """Process one SQS batch of inbox ids: lease, run handlers, commit, schedule retries.
 
-The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
+The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``, or the sweeper's
+re-wake ``{"ids": [<row id>, …]}``: :mod:`webhook_inbox.wakeups`):
 
-1. Parse every body. A body that is not ``{"id": <positive int>}`` can never succeed: it is
-   logged, counted (``PoisonMessages``) and acknowledged.
+1. Parse every body. A body that is neither can never succeed: it is logged, counted
+   (``PoisonMessages``) and acknowledged.
 2. Lease all ids in one autocommit statement (one round trip, committed at once, so the lease
    and its attempt count stand whatever happens next). Ids that come back unleased are terminal,
    leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
@@ -13,11 +14,12 @@ The flow for a batch (the SQS messages only carry ``{"id": <inbox row id>}``):
    suspect: its lease is handed back at once, and it runs after the rest (step 4).
 3. One transaction for the batch: the handlers' writes, their outbox messages and the
    ``processed`` marks commit together. First the fast pass (:mod:`webhook_inbox.passes`:
-   pipeline mode, one batched mark, no savepoints), which commits only if every event went
-   through. If anything failed it rolls back, and the careful pass runs the batch again with one
-   savepoint per event: a failing event rolls back to its savepoint and is marked ``failed``
-   (backoff with jitter), ``dead_letter`` (permanent error or attempts spent) or, without a
-   handler, ``ignored``.
+   pipeline mode, one batched mark, nothing waited for but the handlers' reads), which commits
+   only if every event went through. If anything failed it rolls back, and the careful pass runs
+   the batch again with one savepoint per event: a failing event rolls back to its savepoint and
+   is marked ``failed`` (backoff with jitter), ``dead_letter`` (permanent error or attempts
+   spent; at once for a handler that ended or rewound the transaction) or, without a handler,
+   ``ignored``.
 4. Suspects, one at a time, fewest attempts first: each leased just before its handler runs and
    committed on its own, so an invocation killed by one suspect charges that one only; the
    suspects after it were never leased (the killed batch's other rows had their attempt
@@ -134,15 +136,16 @@ def process_messages(
     settings: ProcessorSettings,
 ) -> BatchOutcome:
     """Process a batch: lease, run the passes, schedule retries."""
-    row_id_of: dict[str, int] = {}
+    # One row id per message, or several in the sweeper's re-wakes ({"ids": [...]}).
+    row_ids_of: dict[str, list[int]] = {}
     for message in messages:
-        row_id = parse_body(message.body)
-        if row_id is None:
+        row_ids = parse_body(message.body)
+        if row_ids is None:
             logger.warning("poison message acknowledged", extra={"message_id": message.message_id})
             metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
         else:
-            row_id_of[message.message_id] = row_id
-    if not row_id_of:
+            row_ids_of[message.message_id] = row_ids
+    if not row_ids_of:
         return BatchOutcome([], [])
 
     # A database that stops answering must not keep the batch past the invocation's end: SQS
@@ -151,7 +154,7 @@ def process_messages(
     try:
         with db.deadline(answer_within_s):
             redeliver_rows, results = _process_rows(
-                sorted(set(row_id_of.values())),
+                sorted({row_id for row_ids in row_ids_of.values() for row_id in row_ids}),
                 owner=owner,
                 remaining_ms=remaining_ms,
                 settings=settings,
@@ -164,8 +167,11 @@ def process_messages(
             "batch abandoned: database failure",
             extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
         )
-        return BatchOutcome(list(row_id_of), [])
-    redeliver = [message_id for message_id, row_id in row_id_of.items() if row_id in redeliver_rows]
+        return BatchOutcome(list(row_ids_of), [])
+    # A message comes back if any of its rows must (the others then find their rows done).
+    redeliver = [
+        mid for mid, row_ids in row_ids_of.items() if not redeliver_rows.isdisjoint(row_ids)
+    ]
     return BatchOutcome(redeliver, results)
 
 
@@ -189,16 +195,23 @@ def _process_rows(
 ) -> tuple[set[int], list[EventResult]]:
     conn = _connection()
     lease_seconds = lease_seconds_for(remaining_ms())
+    # A row taken over from an expired lease with its attempts spent is dead-lettered by the
+    # lease itself, as the sweeper's expiry would have done, and never runs again.
+    max_attempts = settings.max_attempts
     # One autocommit statement: safe to repeat on a fresh connection when the kept one was
     # closed while the function was frozen. Should the first attempt have committed before the
     # connection dropped, its rows are leased and the retry skips them: the sweeper takes them
     # back when that lease expires. Nothing runs twice.
     leased, _ = db.run_repeatable(
-        lambda c: inbox.lease_events(c, row_ids, owner=owner, lease_seconds=lease_seconds),
+        lambda c: inbox.lease_events(
+            c, row_ids, owner=owner, lease_seconds=lease_seconds, max_attempts=max_attempts
+        ),
         application_name="webhook-inbox-processor",
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    leased += _lease_briefly_locked(conn, row_ids, leased, owner=owner, seconds=lease_seconds)
+    leased += _lease_briefly_locked(
+        conn, row_ids, leased, owner=owner, seconds=lease_seconds, max_attempts=max_attempts
+    )
     leased_ids = {event.id for event in leased}
     not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
     with db.translate():
@@ -261,7 +274,11 @@ def _run_suspects_alone(
             not_run.add(suspect.id)
             continue
         leased = inbox.lease_events(
-            conn, [suspect.id], owner=owner, lease_seconds=lease_seconds_for(remaining_ms())
+            conn,
+            [suspect.id],
+            owner=owner,
+            lease_seconds=lease_seconds_for(remaining_ms()),
+            max_attempts=settings.max_attempts,
         )
         if not leased:
             # Locked at that instant (a duplicate's claim), or taken by another worker since
@@ -281,6 +298,7 @@ def _lease_briefly_locked(
     *,
     owner: str,
     seconds: float,
+    max_attempts: int,
 ) -> list[LeasedEvent]:
     """Try once more for claimable rows the lease skipped because their lock was taken.
 
@@ -299,7 +317,9 @@ def _lease_briefly_locked(
     if not skipped:
         return []
     time.sleep(LOCKED_ROW_RETRY_S)
-    return inbox.lease_events(conn, skipped, owner=owner, lease_seconds=seconds)
+    return inbox.lease_events(
+        conn, skipped, owner=owner, lease_seconds=seconds, max_attempts=max_attempts
+    )
 
 
 def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:

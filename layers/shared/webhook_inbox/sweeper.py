@@ -2,8 +2,8 @@
 
 1. expired leases → failed (due now) or dead_letter;
 2. received rows never enqueued and failed rows now due → the processing queue, ``{"id": <row
-   id>}`` in SendMessageBatch calls of ten; rows sent over 15 minutes ago and still waiting,
-   only as many (oldest first) as the queue lacks messages for its waiting rows;
+   id>}`` in SendMessageBatch calls of ten; rows sent over 8 minutes ago and still waiting →
+   re-woken, oldest first, ``{"ids": [...]}`` with up to 25 rows per message;
 3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
 4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
 5. retention: payloads, then old keys and published outbox rows (``inbox.purge_payloads``,
@@ -42,12 +42,6 @@ MAX_REPORTED_ERRORS = 5
 ANSWER_MARGIN_S = 1.0
 MIN_DEADLINE_S = 1.0
 DEADLINE_ERROR = "the database did not answer before the run's deadline"
-# What the processing queue holds: waiting, received and not yet deleted, sent with a delay.
-QUEUE_DEPTH_ATTRIBUTES = (
-    "ApproximateNumberOfMessages",
-    "ApproximateNumberOfMessagesNotVisible",
-    "ApproximateNumberOfMessagesDelayed",
-)
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -70,12 +64,16 @@ class SweeperConfig:
     enqueue_batch: int = 100
     outbox_batch: int = 50
     retention_batch: int = 500
-    # A row enqueued this long ago and still untouched may have lost its message (the
-    # processor's SQS visibility timeout and redrive are far shorter) - or may still be waiting in
-    # a long queue. It is sent again only if the queue holds fewer messages than rows waiting.
-    reenqueue_stale_seconds: float = 900.0
-    # At most this many such re-sends per run (bounds the count that decides them, too).
-    stale_resend_cap: int = 10_000
+    # A row sent this long ago and still waiting may have lost its message - or may be waiting
+    # in a long queue. Either way it is re-woken (and stamped again, so at most once per this
+    # many seconds): a lost wake-up is re-sent within this plus one schedule period (1 min) of
+    # its stamp, 9 minutes, under the 10 the design promises.
+    reenqueue_stale_seconds: float = 480.0
+    # Stale rows claimed per batch: one SendMessageBatch call of ten 25-row re-wakes.
+    stale_batch: int = 250
+    # At most this many re-wakes per run, so that a huge backlog leaves the run time for the
+    # outbox and retention (docs/design.md: past this many stale rows a minute, the bound grows).
+    stale_resend_cap: int = 25_000
     # Stop starting batches when less than this is left; the backlog measurement, one indexed
     # query, still runs down to the smaller reserve.
     safety_margin_ms: int = 10_000
@@ -122,6 +120,7 @@ class SweepReport:
     leases_expired: int = 0
     leases_dead_lettered: int = 0
     reenqueued: int = 0
+    rewoken: int = 0  # stale rows re-woken (packed, up to 25 per message)
     enqueue_failed: int = 0
     outbox_published: int = 0
     outbox_retried: int = 0
@@ -171,7 +170,7 @@ class Sweep:
         self._rng = rng
         self._sqs_down = False  # a whole SendMessageBatch call failed: stop sending this run
         self._cut_short = False  # the current batch stopped part-way because time ran out
-        self._stale_allowance: int | None = None  # stale re-sends left this run (None: not asked)
+        self._stale_left = config.stale_resend_cap  # re-wakes this run may still send
         self._step = ""  # the step running, for the report of a run cut short
         self.report = SweepReport()
 
@@ -247,64 +246,46 @@ class Sweep:
     # --- 2. re-enqueue -----------------------------------------------------------------------
 
     def _reenqueue_batch(self) -> bool:
-        limit = self._config.enqueue_batch
+        config = self._config
         # Claimed by stamping enqueued_at, and committed, before sending: an overlapping sweeper
         # skips the stamped rows, and no row lock is held while SQS hands a message to a
         # processor (whose lease would skip a locked row). A crash before the send leaves a
         # stamp that the stale rule re-sends later.
-        stale_limit = self._stale_resends_allowed()
+        stale_limit = min(config.stale_batch, self._stale_left)
         with self._conn.transaction():
             rows = inbox.claim_due_for_enqueue(
                 self._conn,
-                limit=limit,
-                stale_seconds=self._config.reenqueue_stale_seconds,
+                limit=config.enqueue_batch,
+                stale_seconds=config.reenqueue_stale_seconds,
                 stale_limit=stale_limit,
             )
-        self._stale_allowance = stale_limit - sum(1 for _, _, stale in rows if stale)
-        sent, unsent = self._send([row_id for row_id, _, _ in rows])
-        if unsent:
+        never_sent = [row_id for row_id, _, stale in rows if not stale]
+        stale = [row_id for row_id, _, stale in rows if stale]
+        self._stale_left -= len(stale)
+        sent, unsent = self._send(never_sent)
+        rewoken, not_rewoken = self._send(stale, rewake=True)
+        if unsent or not_rewoken:
             with self._conn.transaction():
-                inbox.clear_enqueued(self._conn, unsent)
+                # Never-sent rows lose their stamp and stay due; stale ones stay stale, so the
+                # next run re-wakes them packed rather than one message each.
+                if unsent:
+                    inbox.clear_enqueued(self._conn, unsent)
+                if not_rewoken:
+                    inbox.backdate_enqueued(
+                        self._conn, not_rewoken, stale_seconds=config.reenqueue_stale_seconds
+                    )
         self.report.reenqueued += len(sent)
-        # Unsent rows lose their stamp and stay due. A full batch that sent something
-        # means more may be waiting; one that sent nothing means SQS is refusing (or time is
-        # up), and looping would only pick the same rows again.
-        return len(rows) == limit and bool(sent) and not self._sqs_down
+        self.report.rewoken += len(rewoken)
+        # A full claim that sent something means more may be waiting; one that sent nothing
+        # means SQS is refusing (or time is up), and looping would only pick the same rows again.
+        full = len(never_sent) == config.enqueue_batch or (
+            stale_limit and len(stale) == stale_limit
+        )
+        return bool(full) and bool(sent or rewoken) and not self._sqs_down
 
-    def _stale_resends_allowed(self) -> int:
-        """How many rows sent long ago may be sent again this run: those the queue lacks.
-
-        Every row stamped as sent and still waiting should have a message in the queue. When
-        the queue holds fewer messages than there are such rows, at least the difference were
-        lost (a crash between stamp and send, a purge, the DLQ); when it holds as many, the old
-        rows are just waiting their turn, and another message each would only lengthen the
-        queue. Asked once per run, and only if some row is old enough to be a candidate.
-        """
-        if self._stale_allowance is not None:
-            return self._stale_allowance
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        self._stale_allowance = 0
-        stale_seconds = self._config.reenqueue_stale_seconds
-        with self._conn.transaction():
-            if not inbox.stale_sent_exists(self._conn, stale_seconds=stale_seconds):
-                return 0
-        try:
-            attributes = self._sqs.get_queue_attributes(
-                QueueUrl=self._config.queue_url, AttributeNames=list(QUEUE_DEPTH_ATTRIBUTES)
-            )["Attributes"]
-        except (BotoCoreError, ClientError) as exc:
-            self.report.note_error("reenqueue", aws_error_text(exc))
-            return 0  # without the queue's depth, nothing is provably lost: wait for next run
-        held = sum(int(attributes.get(name, 0)) for name in QUEUE_DEPTH_ATTRIBUTES)
-        with self._conn.transaction():
-            waiting = inbox.count_sent_waiting(
-                self._conn, up_to=held + self._config.stale_resend_cap
-            )
-        self._stale_allowance = max(0, waiting - held)
-        return self._stale_allowance
-
-    def _send(self, ids: Sequence[int]) -> tuple[list[int], list[int]]:
+    def _send(self, ids: Sequence[int], *, rewake: bool = False) -> tuple[list[int], list[int]]:
+        if not ids:
+            return [], []
         if self._sqs_down:
             return [], list(ids)
         result = aws.send_wakeups(
@@ -313,6 +294,7 @@ class Sweep:
             ids,
             keep_going=self._time_left,
             stop_after_failure=True,  # SQS is unreachable or refusing: the rows stay due
+            rewake=rewake,
         )
         if result.errors:
             self._sqs_down = True  # for the rest of this run
@@ -392,7 +374,8 @@ def emit_metrics(report: SweepReport, metrics: Any) -> None:
     for name, value in (
         ("LeasesExpired", report.leases_expired),
         ("DeadLettered", report.leases_dead_lettered),
-        ("Reenqueued", report.reenqueued),
+        # Rows sent to the queue, first sends and re-wakes alike (the log line tells them apart).
+        ("Reenqueued", report.reenqueued + report.rewoken),
         ("EnqueueFailed", report.enqueue_failed),
         ("OutboxPublished", report.outbox_published),
         ("OutboxFailed", report.outbox_retried),

@@ -131,3 +131,40 @@ def test_a_batch_taken_back_from_expired_leases_before_any_sweep_runs_as_suspect
     # Before: every round leased all five into one batch again, and the culprit killed it.
     assert {i: row(conn, i)["status"] for i in healthy} == dict.fromkeys(healthy, "processed")
     assert row(conn, culprit)["error_kind"] == "lease_expired"
+
+
+def test_a_lease_taken_over_with_its_attempts_spent_dead_letters_without_running(
+    processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
+) -> None:
+    """Issue 24, item 4: SQS redelivers a row whose last lease (its MAX_ATTEMPTS-th attempt)
+    expired before any sweep ran. The takeover must do what the sweeper's expiry does:
+    dead-letter it as lease_expired, not run the handler a fourth time."""
+    attempts_seen: list[int] = []
+
+    def records_attempts(_conn: psycopg.Connection[Any], event: LeasedEvent) -> None:
+        attempts_seen.append(event.attempts)
+
+    registry[("stripe", "invoice.paid")] = records_attempts
+    spent = store_event(conn, event_type="invoice.paid", payload={})
+    one_left = store_event(conn, event_type="invoice.paid", payload={})
+    conn.execute(  # both were leased by a worker that died; `spent` on its last attempt
+        "UPDATE webhook_events SET status = 'processing', lease_owner = 'killed-worker',"
+        " lease_expires_at = now() - interval '1 second',"
+        " attempts = CASE WHEN id = %s THEN %s ELSE %s END WHERE id IN (%s, %s)",
+        (spent, MAX_ATTEMPTS, MAX_ATTEMPTS - 1, spent, one_left),
+    )
+
+    invoke(processor, sqs_event_for([spent, one_left]))
+
+    # Before: the handler ran with attempts=4 and the row ended processed.
+    spent_row = row(conn, spent)
+    assert (spent_row["status"], spent_row["attempts"]) == ("dead_letter", MAX_ATTEMPTS)
+    assert spent_row["error_kind"] == "lease_expired"
+    assert spent_row["last_error"] == "lease held by killed-worker expired"
+    assert spent_row["lease_owner"] is None
+    # The row with one attempt left is taken over and runs its last attempt, as after a sweep.
+    assert attempts_seen == [MAX_ATTEMPTS]
+    assert (row(conn, one_left)["status"], row(conn, one_left)["attempts"]) == (
+        "processed",
+        MAX_ATTEMPTS,
+    )

@@ -31,14 +31,18 @@ class Aws:
     sqs: Any
     queue_url: str
 
-    def queued_ids(self) -> list[int]:
-        """Row ids of every message sent to the processing queue, read from moto's store.
+    def bodies(self) -> list[dict[str, Any]]:
+        """Every message in the processing queue (waiting or in flight), read from moto's store.
 
         Reading moto's queue directly instead of calling ReceiveMessage: moto scans the whole
         queue on every call, which makes draining a thousand messages take minutes.
         """
         queue = sqs_backends[DEFAULT_ACCOUNT_ID][REGION].queues[QUEUE_NAME]
-        return [int(json.loads(m.body)["id"]) for m in queue._messages]
+        return [json.loads(m.body) for m in queue._messages]
+
+    def queued_ids(self) -> list[int]:
+        """Row ids of every message in the queue: ``{"id": N}`` and re-wakes' ``{"ids": […]}``."""
+        return [i for body in self.bodies() for i in body.get("ids", [body.get("id")])]
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def test_rows_enqueued_long_ago_and_untouched_are_sent_again_but_recent_ones_are
 
     report = make_sweep(conn, aws, events).run()
 
-    assert report.reenqueued == 1
+    assert (report.reenqueued, report.rewoken) == (0, 1)
     assert aws.queued_ids() == [lost]
 
 

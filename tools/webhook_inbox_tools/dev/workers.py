@@ -179,8 +179,10 @@ def processor_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
 
 
 def _row_id(message: dict[str, Any]) -> str:
+    """``{"id": N}``, or a sweeper's re-wake ``{"ids": [N, …]}`` shown as ``N+M+…``."""
     try:
-        return str(json.loads(message["Body"])["id"])
+        body = json.loads(message["Body"])
+        return "+".join(str(row_id) for row_id in body["ids"]) if "ids" in body else str(body["id"])
     except (ValueError, KeyError, TypeError):
         return "?"
 

@@ -14,6 +14,13 @@
 -- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
 -- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
 -- reads the rows without a lock (stored_claims).
+-- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
+-- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
+-- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
+-- (the answer came back past ingest's deadline) wakes the row at once; the fresh stamp makes a
+-- storm of retries send at most one message per row per rewake_after_s. RETURNING sees the new
+-- row, and now() is this transaction's start, so enqueued_at = now() on a duplicate means this
+-- statement stamped it (the claim runs alone, in autocommit).
 WITH lock_wait AS MATERIALIZED (
     SELECT set_config('lock_timeout',
                       coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
@@ -28,13 +35,20 @@ SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c
  ORDER BY c.event_id
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,
-        last_delivery_at = now()
-RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new
+        last_delivery_at = now(),
+        enqueued_at = CASE
+            WHEN %(enqueuing)s
+             AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+             AND (e.enqueued_at IS NULL
+                  OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+            THEN now() ELSE e.enqueued_at END
+RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new,
+          (e.xmax <> 0 AND %(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 
 -- name: stored_claims
 -- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
 -- without waiting (deliveries not counted).
-SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted
+SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted, false AS rewake
   FROM webhook_events
  WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
 
@@ -54,31 +68,39 @@ UPDATE webhook_events
 
 -- name: lease_events
 -- Lease every claimable row among the given ids in one statement. Claimable: received; failed
--- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped.
+-- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped
+-- (SKIP LOCKED in the subquery, which PostgreSQL never pulls up into the join, so each row is
+-- locked once, in id order).
 -- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
 -- A row taken over from an expired lease (SQS redelivered it before a sweep expired the lease)
--- is recorded as expire_leases would have (SET reads the row as it was before the update).
+-- is recorded exactly as expire_leases would have recorded it (SET reads the row as it was
+-- before the update): once its attempts are spent (max_attempts; NULL: no limit) it becomes
+-- dead_letter, attempts unchanged, instead of being leased. It comes back with that status so
+-- the caller leaves it out: only the 'processing' rows of the answer are leased.
 UPDATE webhook_events AS e
-   SET status = 'processing',
-       lease_owner = %(owner)s,
-       lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-       attempts = e.attempts + 1,
+   SET status = CASE WHEN c.spent THEN 'dead_letter' ELSE 'processing' END,
+       lease_owner = CASE WHEN c.spent THEN NULL ELSE %(owner)s END,
+       lease_expires_at = CASE WHEN c.spent THEN NULL
+                               ELSE now() + make_interval(secs => %(lease_seconds)s) END,
+       attempts = CASE WHEN c.spent THEN e.attempts ELSE e.attempts + 1 END,
+       available_at = CASE WHEN c.spent THEN now() ELSE e.available_at END,
+       enqueued_at = CASE WHEN c.spent THEN NULL ELSE e.enqueued_at END,
        updated_at = now(),
        error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
        last_error = CASE WHEN e.status = 'processing'
                          THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
                          ELSE e.last_error END
- WHERE e.id = ANY(ARRAY(
-        SELECT id
+  FROM (SELECT id, coalesce(status = 'processing' AND attempts >= %(max_attempts)s::int, false) AS spent
           FROM webhook_events
          WHERE id = ANY(%(ids)s)
            AND (status = 'received'
                 OR (status = 'failed' AND available_at <= now())
                 OR (status = 'processing' AND lease_expires_at <= now()))
          ORDER BY id
-           FOR UPDATE SKIP LOCKED))
-RETURNING e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload, e.attempts,
-          e.received_at, e.lease_expires_at, e.error_kind
+           FOR UPDATE SKIP LOCKED) AS c
+ WHERE e.id = c.id
+RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
+          e.attempts, e.received_at, e.lease_expires_at, e.error_kind
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
@@ -131,18 +153,21 @@ RETURNING e.id, e.status
 
 -- name: claim_due_for_enqueue
 -- Rows the processing queue should see (again): received or failed, due, and either never sent
--- for this attempt (enqueued_at is cleared whenever a row becomes failed) or sent so long ago
--- that the message must have been lost. Claimed by stamping enqueued_at in this one statement,
+-- for this attempt (enqueued_at is cleared whenever a row becomes failed), or sent over
+-- stale_seconds ago and still waiting. Claimed by stamping enqueued_at in this one statement,
 -- which commits before the caller sends: an overlapping sweeper skips the rows (SKIP LOCKED, then
 -- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
--- caller clears the stamp of rows it failed to send (clear_enqueued).
--- Two index-ordered reads (0004), never the backlog waiting in SQS: rows never sent
--- (webhook_events_unsent_idx) first, then at most stale_limit rows sent long ago
--- (webhook_events_sent_idx), oldest first. A row sent long ago may simply still be waiting in a
--- long queue, so the caller allows only as many of those as the queue lacks messages
--- (count_sent_waiting). Each read touches about as many index entries as it returns.
+-- caller clears the stamp of never-sent rows it failed to send (clear_enqueued), and backdates
+-- that of stale rows (backdate_enqueued).
+-- A stale row may have lost its message (a crash between stamp and send, a purge, the DLQ) or
+-- may just be waiting in a long queue; nothing tells which, so every one is re-woken, at most
+-- once per stale_seconds (the new stamp), and the caller packs many of them into one message.
+-- Two index-ordered reads (0004), never the rows stamped recently: at most limit rows never sent
+-- (webhook_events_unsent_idx), and at most stale_limit rows sent long ago
+-- (webhook_events_sent_idx), oldest first. Each read touches about as many index entries as it
+-- returns.
 WITH unsent AS (
-    SELECT id, 0 AS rank, available_at AS since
+    SELECT id, false AS stale
       FROM webhook_events
      WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
        AND available_at <= now()
@@ -150,42 +175,31 @@ WITH unsent AS (
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 ), stale AS (
-    SELECT id, 1 AS rank, greatest(enqueued_at, available_at) AS since
+    SELECT id, true AS stale
       FROM webhook_events
      WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
        AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
      ORDER BY greatest(enqueued_at, available_at)
-     LIMIT least(%(limit)s, %(stale_limit)s)
+     LIMIT %(stale_limit)s
        FOR UPDATE SKIP LOCKED
 ), due AS (
-    SELECT id, rank FROM (SELECT * FROM unsent UNION ALL SELECT * FROM stale) AS candidates
-     ORDER BY rank, since
-     LIMIT %(limit)s
+    SELECT * FROM unsent UNION ALL SELECT * FROM stale
 ), stamped AS (
     UPDATE webhook_events
        SET enqueued_at = now()
      WHERE id = ANY(ARRAY(SELECT id FROM due))
     RETURNING id, status
 )
-SELECT stamped.id, stamped.status, due.rank = 1 AS stale
+SELECT stamped.id, stamped.status, due.stale
   FROM stamped JOIN due USING (id)
+ ORDER BY due.stale, stamped.id
 
--- name: stale_sent_exists
--- Whether any row was sent to the processing queue so long ago that its message may be lost (the
--- first entry of webhook_events_sent_idx): only then is the queue's depth worth asking for.
-SELECT EXISTS (
-    SELECT 1 FROM webhook_events
-     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
-       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s))
-
--- name: count_sent_waiting
--- Rows sent to the processing queue and still waiting for a processor (each should have a message
--- there), counted up to a cap: the caller compares them with the messages SQS holds. An index-only
--- count of webhook_events_sent_idx, stopped at the cap.
-SELECT count(*)
-  FROM (SELECT 1 FROM webhook_events
-         WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
-         LIMIT %(up_to)s) AS waiting
+-- name: backdate_enqueued
+-- A re-wake of stale rows was not sent after all: their stamp goes back to stale_seconds ago, so
+-- the next sweep re-wakes them again (packed), rather than sending each alone as never sent.
+UPDATE webhook_events
+   SET enqueued_at = now() - make_interval(secs => %(stale_seconds)s)
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed') AND enqueued_at IS NOT NULL
 
 -- name: status_summary
 -- Counts and oldest received_at per status (served by webhook_events_status_received_idx).
