@@ -5,8 +5,9 @@ Each terminal event is attributed to the faults that touched it:
 
 - a wake-up lost after its stamp, by row id: ``lost_send`` (SQS queued the message, the caller
   was told it failed), ``send_kill`` (the ingest worker died between the stamp and the send),
-  ``purge`` (every row waiting for its message when the queue was purged); a row lost twice
-  counts under the later loss, the one it waited for;
+  ``purge`` (every row waiting for its message when the queue was purged; its stamp is its
+  ``enqueued_at`` then, or the sweeper's last claim of it if later, since the sweeper backdates
+  a re-wake SQS refused); a row lost twice counts under the later loss, the one it waited for;
 - ``503_after_commit``: an event the provider was refused after its claim had committed and
   before any 2xx answer (the database's answer came back after ingest's deadline; a blackhole
   mid-claim), so that its next retry is a duplicate; ``503_after_slow_answer`` those of them
@@ -183,8 +184,12 @@ def measure(
         touched = row_id in last_loss
         if touched:
             lost_at, kind, since = last_loss[row_id]
+            sends = sweeper_sends.get(row_id, [])
+            # The row was last sent when the sweeper last claimed it, if that is later than its
+            # enqueued_at: a re-wake SQS refused is backdated (made stale at once), not sent.
+            since = max([since, *(at for at in sends if at <= lost_at)])
             found[kind].add(claimed, since, terminal, ends[kind])
-            resent = next((at for at in sweeper_sends.get(row_id, []) if at >= lost_at), None)
+            resent = next((at for at in sends if at >= lost_at), None)
             found[kind].add_resend(since, resent, terminal)
         retry = _retry_after_commit(answers.get((provider, event_id), []), claimed)
         if retry is not None:
