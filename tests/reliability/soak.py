@@ -13,6 +13,14 @@ longer faults one after the other: PostgreSQL blackholed, SQS hanging (both acce
 connection and never answer), a database restart, and quiet periods (no deliveries until every
 idle connection was closed, then a short window in which nothing else is injected: every answer
 there is a first request after idle). Every non-2xx answer must then be a 503 with Retry-After.
+
+The plan may also lose wake-ups after their stamp (issue 24): SQS sends whose answer is lost
+(queued, but the caller sees an error), a purge of the processing queue, an ingest worker
+SIGKILLed between the claim's stamp and its send; and delay the database's answers to ingest
+past its deadline after the claim committed (503 after commit; ingest has a PostgreSQL proxy of
+its own for that). With ``steady_tail_s`` the traffic goes on at the same rate that long after
+the plan, with every fault off. After the drain, :mod:`tests.reliability.soak_terminal` reports
+the longest time from an event's claim to its terminal state per fault kind.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import Any
 import psycopg
 
 from tests.faults.proxy import FaultProxy, pg_upstream, via_proxy
+from tests.reliability import soak_terminal
 from tests.reliability.infra import (
     DB_PASSWORD_MARKER,
     DedicatedPostgres,
@@ -68,6 +77,7 @@ RETRY_SCHEDULE_S = tuple(s / COMPRESSION for s in SVIX_SCHEDULE_S)
 PROVIDER_TIMEOUT_S = 15.0
 SUBSCRIPTION_STATUSES = ("trialing", "active", "past_due", "canceled", "unpaid")
 TERMINAL = ("processed", "ignored", "dead_letter")
+PURGE_INTERVAL_S = 61.0  # SQS (and moto's server) refuse a second PurgeQueue within 60 s
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,17 @@ class SoakSettings:
     quiet_periods: int = 0
     after_idle_window_s: float = 3.0
     plan_gap_s: float = 3.0  # between two planned faults
+    # Wake-ups lost after the stamp, and 503s after the claim committed (issue 24).
+    lost_send_windows: int = 0  # windows in which SQS answers are lost at lost_send_rate
+    lost_send_s: float = 3.0
+    lost_send_rate: float = 0.3
+    purges: int = 0  # PurgeQueue on the processing queue
+    send_kills: int = 0  # an ingest worker SIGKILLed between its stamp and its send
+    slow_answers: int = 0  # windows in which ingest's database answers come back late
+    slow_answer_s: float = 4.0
+    # Latency on the way back: past ingest's answer deadline (statement timeout + 1 s = 4 s).
+    slow_answer_ms: float = 5000.0
+    steady_tail_s: float = 0.0  # traffic at the same rate this long after the plan, faults off
 
 
 @dataclass
@@ -152,6 +173,9 @@ class SoakReport:
     without_retry_after: int = 0
     after_idle_answers: int = 0
     idle_failures: int = 0
+    # Requests whose ingest worker was SIGKILLed under them (API Gateway would answer 502).
+    connection_lost: int = 0
+    terminal: soak_terminal.TerminalTimes | None = None
 
     def summary(self) -> str:
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items()))
@@ -166,6 +190,7 @@ class SoakReport:
             f"lost={self.lost} double-applied={self.double_applied} "
             f"| {self.seconds:.1f} s (drain {self.drain_seconds:.1f} s)"
             + (self.fault_layer_summary() if self.settings.fault_layer else "")
+            + (f" | {self.terminal.summary()}" if self.terminal else "")
         )
 
     def fault_layer_summary(self) -> str:
@@ -174,9 +199,14 @@ class SoakReport:
         return (
             f" | fault layer: latency {s.latency_ms:g}±{s.latency_jitter_ms:g} ms, idle close "
             f"{s.idle_close_s:g} s, pg blackhole {s.pg_blackholes}x{s.pg_blackhole_s:g} s, "
-            f"sqs hang {s.sqs_hangs}x{s.sqs_hang_s:g} s, quiet {s.quiet_periods}; "
+            f"sqs hang {s.sqs_hangs}x{s.sqs_hang_s:g} s, quiet {s.quiet_periods}, "
+            f"lost sends {s.lost_send_windows}x{s.lost_send_s:g} s at {s.lost_send_rate:.0%}, "
+            f"purges {s.purges}, kills before send {s.send_kills}, slow answers "
+            f"{s.slow_answers}x{s.slow_answer_s:g} s +{s.slow_answer_ms:g} ms, steady tail "
+            f"{s.steady_tail_s:g} s; "
             f"non-2xx {failing} "
-            f"(without Retry-After {self.without_retry_after}, no answer {self.no_answer}); "
+            f"(without Retry-After {self.without_retry_after}, no answer {self.no_answer}, "
+            f"connection lost with a killed worker {self.connection_lost}); "
             f"answers after idle {self.after_idle_answers}, failed {self.idle_failures}"
         )
 
@@ -315,11 +345,15 @@ def plan_deliveries(
 class Workers:
     """The worker processes, restartable by role; logs per process in the control directory."""
 
-    def __init__(self, control_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, control_dir: Path, env: dict[str, str], ingest_env: dict[str, str] | None = None
+    ) -> None:
         self.control_dir = control_dir
         self.env = env
+        self.ingest_env = ingest_env or {}  # ingest's own way to the database, if any
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.ingest_ports: list[int] = []
+        self.port_of: dict[str, int] = {}  # ingest worker -> its port
         self._serial = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -339,10 +373,22 @@ class Workers:
             self.processes[name] = process
         return name
 
-    def start_ingest(self) -> None:
-        port = free_port()
-        self.start("ingest", SOAK_PORT=str(port))
-        self.ingest_ports.append(port)
+    def start_ingest(self, port: int | None = None) -> None:
+        """A new ingest worker: on a new port, or on the port of one that died."""
+        if port is None:
+            port = free_port()
+            self.ingest_ports.append(port)
+        name = self.start("ingest", SOAK_PORT=str(port), **self.ingest_env)
+        self.port_of[name] = port
+
+    def replace_dead_ingest(self) -> list[int]:
+        """Start a new ingest worker on the port of each one that died; returns the ports."""
+        with self._lock:
+            dead = [n for n in self.port_of if self.processes[n].poll() is not None]
+        ports = [self.port_of.pop(name) for name in dead]
+        for port in ports:
+            self.start_ingest(port)
+        return ports
 
     def running(self, role: str) -> list[str]:
         with self._lock:
@@ -411,6 +457,9 @@ class Sender:
         self.acked: set[tuple[str, str]] = set()
         self.answered_at: list[float] = []  # wall-clock time of every answer
         self.failed_at: list[float] = []  # ... and of every non-2xx one
+        # Every answer per event, (wall-clock time, status): when a 503 came after the commit.
+        self.answers: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+        self._down: set[int] = set()  # ports whose worker was killed, until it is replaced
         self._queue: list[tuple[float, int, Delivery]] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()
@@ -436,6 +485,10 @@ class Sender:
     def resume(self) -> None:
         self._paused.clear()
 
+    def port_up(self, port: int) -> None:
+        with self._lock:
+            self._down.discard(port)
+
     def _push(self, due: float, delivery: Delivery) -> None:
         heapq.heappush(self._queue, (due, next(self._seq), delivery))
 
@@ -456,8 +509,15 @@ class Sender:
             response = connection.getresponse()
             response.read()
             return response.status, response.getheader("Retry-After")
+        except (ConnectionError, http.client.RemoteDisconnected):
+            # The worker died under the request (or before accepting it): no answer, the
+            # provider retries; API Gateway would send another worker the next request.
+            with self._lock:
+                self._down.add(port)
+                self.report.connection_lost += 1
+            return -1, None
         except OSError:
-            return 0, None  # connection refused / reset / timed out: the provider retries
+            return 0, None  # timed out: the provider retries
         finally:
             connection.close()
             with self._lock:
@@ -467,8 +527,9 @@ class Sender:
         """An ingest worker serving no request if there is one, as API Gateway hands a request
         to an idle Lambda environment (each worker serves one request at a time)."""
         with self._lock:
-            fewest = min(self._busy[port] for port in self.ports)
-            port = random.choice([p for p in self.ports if self._busy[p] == fewest])
+            ports = [p for p in self.ports if p not in self._down] or self.ports
+            fewest = min(self._busy[port] for port in ports)
+            port = random.choice([p for p in ports if self._busy[p] == fewest])
             self._busy[port] += 1
             return port
 
@@ -485,13 +546,17 @@ class Sender:
                 thread.join()
         else:
             answers = [self._post(delivery.event)]
-        results = [status for status, _ in answers]
         answered = time.time()
+        key = (delivery.event.provider, delivery.event.event_id)
         with self._lock:
-            self.report.deliveries += len(results)
-            self.report.statuses.update(results)
+            # A request lost with its killed worker is counted apart (connection_lost).
+            self.report.deliveries += len(answers)
+            answers = [(status, retry_after) for status, retry_after in answers if status != -1]
+            results = [status for status, _ in answers]
+            self.report.statuses.update(status for status, _ in answers)
             for status, retry_after in answers:
                 self.answered_at.append(answered)
+                self.answers[key].append((answered, status))
                 if 200 <= status < 300:
                     continue
                 self.failed_at.append(answered)
@@ -558,6 +623,14 @@ def fault_plan(settings: SoakSettings) -> list[tuple[str, float]]:
         ),
         ("sqs_hang", settings.sqs_hangs, settings.sqs_hang_s),
         ("db_restart", settings.db_restarts, settings.db_down_s + 2.0),
+        ("lost_send", settings.lost_send_windows, settings.lost_send_s),
+        ("purge", settings.purges, 0.5),
+        ("send_kill", settings.send_kills, 2.0),  # until the worker is replaced
+        (
+            "slow_answer",
+            settings.slow_answers,
+            settings.slow_answer_s + settings.slow_answer_ms / 1000,
+        ),
     ]
     plan: list[tuple[str, float]] = []
     for round_ in range(max(count for _, count, _ in kinds)):
@@ -571,23 +644,40 @@ def plan_seconds(settings: SoakSettings) -> float:
 
 @dataclass
 class FaultLayer:
-    """The proxies between the workers and PostgreSQL / moto."""
+    """The proxies between the workers and PostgreSQL / moto. Ingest reaches PostgreSQL through
+    a proxy of its own (``ingest_pg``), so that its answers alone can be delayed; a blackhole
+    or a restart hits both."""
 
+    settings: SoakSettings
     pg: FaultProxy
+    ingest_pg: FaultProxy
     moto: FaultProxy
 
     @classmethod
     def start(cls, settings: SoakSettings, db_url: str, moto_port: int) -> FaultLayer:
-        layer = cls(FaultProxy(pg_upstream(db_url)).start(), FaultProxy(("127.0.0.1", moto_port)))
-        layer.moto.start()
-        for proxy in (layer.pg, layer.moto):
-            half = settings.latency_ms / 2
-            proxy.latency(up_ms=half, down_ms=half, jitter_ms=settings.latency_jitter_ms / 2)
+        layer = cls(
+            settings,
+            FaultProxy(pg_upstream(db_url)),
+            FaultProxy(pg_upstream(db_url)),
+            FaultProxy(("127.0.0.1", moto_port)),
+        )
+        for proxy in (layer.pg, layer.ingest_pg, layer.moto):
+            proxy.start()
+            layer.normal_latency(proxy)
             proxy.idle_timeout_s = settings.idle_close_s
         return layer
 
+    def normal_latency(self, proxy: FaultProxy) -> None:
+        half = self.settings.latency_ms / 2
+        proxy.latency(up_ms=half, down_ms=half, jitter_ms=self.settings.latency_jitter_ms / 2)
+
+    @property
+    def pg_idle_closed(self) -> int:
+        return self.pg.idle_closed + self.ingest_pg.idle_closed
+
     def stop(self) -> None:
         self.pg.stop()
+        self.ingest_pg.stop()
         self.moto.stop()
 
 
@@ -608,6 +698,7 @@ class Chaos:
         rng: random.Random,
         layer: FaultLayer | None = None,
         sender: Sender | None = None,
+        queue: tuple[Any, str] | None = None,
     ) -> None:
         self.settings = settings
         self.pg = pg
@@ -618,11 +709,18 @@ class Chaos:
         self.rng = rng
         self.layer = layer
         self.sender = sender
+        self.queue = queue  # (SQS client, URL) of the processing queue, for the purges
         self.stop = threading.Event()
         self.killed: list[str] = []
         # (start, end) wall-clock windows right after a quiet period, with nothing injected.
         self.after_idle_windows: list[tuple[float, float]] = []
+        # Every planned fault: (kind, start, end), wall clock.
+        self.windows: list[tuple[str, float, float]] = []
+        # Wake-ups lost by a purge: (time, row ids, their stamps as epoch seconds).
+        self.purged: list[soak_terminal.WakeupLoss] = []
+        self.cleared_at: float | None = None  # when the last fault of any kind stopped
         self._quiet = threading.Event()  # the timer's faults hold off while set
+        self._calm = threading.Event()  # set once the plan is over: no more faults at all
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._plan = threading.Thread(target=self._run_plan, daemon=True)
 
@@ -640,6 +738,15 @@ class Chaos:
         self._thread.join(60)
         if self.layer is not None:
             self._plan.join(60)
+        self.calm()
+
+    def calm(self) -> None:
+        """Every fault off for good (the timer's, the boto3 hooks', the plan's)."""
+        if self._calm.is_set():
+            return
+        self._calm.set()
+        (self.workers.control_dir / "faults.on").unlink(missing_ok=True)
+        self.cleared_at = time.time()
 
     def _run_plan(self) -> None:
         assert self.layer is not None
@@ -647,22 +754,94 @@ class Chaos:
         for kind, seconds in fault_plan(self.settings):
             if self.stop.wait(self.settings.plan_gap_s):
                 return
+            started = time.time()
             if kind == "pg_blackhole":
-                self._blackhole(self.layer.pg, seconds)
+                self._blackhole(seconds, self.layer.pg, self.layer.ingest_pg)
             elif kind == "sqs_hang":
-                self._blackhole(self.layer.moto, seconds)
+                self._blackhole(seconds, self.layer.moto)
             elif kind == "db_restart":
                 self.pg.restart(self.settings.db_down_s)
+            elif kind == "lost_send":
+                self._lose_sends(seconds)
+            elif kind == "purge":
+                self._purge()
+            elif kind == "send_kill":
+                self._kill_before_send()
+            elif kind == "slow_answer":
+                self._slow_answers(seconds)
             else:
                 self._quiet_period()
+            self.windows.append((kind, started, time.time()))
             self.report.faults[kind] += 1
+        if self.settings.steady_tail_s:
+            self.calm()  # the steady tail: traffic goes on, with nothing injected
 
-    def _blackhole(self, proxy: FaultProxy, seconds: float) -> None:
-        proxy.set_blackhole(True)
+    def _blackhole(self, seconds: float, *proxies: FaultProxy) -> None:
+        for proxy in proxies:
+            proxy.set_blackhole(True)
         try:
             self.stop.wait(seconds)
         finally:
-            proxy.set_blackhole(False)
+            for proxy in proxies:
+                proxy.set_blackhole(False)
+
+    def _lose_sends(self, seconds: float) -> None:
+        """SQS answers lost at the given rate: queued, but the caller sees an error."""
+        switch = self.workers.control_dir / "lost_send.on"
+        switch.touch()
+        try:
+            self.stop.wait(seconds)
+        finally:
+            switch.unlink(missing_ok=True)
+
+    def _purge(self) -> None:
+        """Every message of the processing queue gone (waiting and in flight)."""
+        assert self.queue is not None
+        sqs, queue_url = self.queue
+        if self.purged:  # SQS allows one purge a minute
+            self.stop.wait(self.purged[-1].at + PURGE_INTERVAL_S - time.time())
+        sqs.purge_queue(QueueUrl=queue_url)
+        self.purged.append(soak_terminal.snapshot_waiting(self.url, "purge"))
+
+    def _kill_before_send(self, timeout_s: float = 20.0) -> None:
+        """The next ingest worker about to send a wake-up dies first; a new one takes its
+        port (API Gateway would start another environment)."""
+        assert self.sender is not None
+        trigger = self.workers.control_dir / "send_kill"
+        trigger.touch()
+        deadline = time.monotonic() + timeout_s
+        while trigger.exists() and not self.stop.wait(0.05):
+            if time.monotonic() > deadline:
+                trigger.unlink(missing_ok=True)
+                return  # no new event in time: nothing was killed (the count says so)
+        replaced: list[int] = []
+        while not replaced and time.monotonic() < deadline and not self.stop.wait(0.05):
+            replaced = self.workers.replace_dead_ingest()
+        wait_for_ingest(replaced)
+        for port in replaced:
+            self.sender.port_up(port)
+
+    def _slow_answers(self, seconds: float) -> None:
+        """ingest's database answers come back later than its deadline: its claims commit,
+        and it answers 503. Nothing else is injected meanwhile (no kills, no failed sends), so
+        that the time from the provider's retry to the terminal state is the wake-up's alone."""
+        assert self.layer is not None
+        proxy = self.layer.ingest_pg
+        self._quiet.set()
+        (self.workers.control_dir / "faults.on").unlink(missing_ok=True)
+        # A connection waiting for its answer is not idle: the compressed idle close (seconds,
+        # where RDS Proxy waits minutes) would cut it and ingest would retry on a fresh one.
+        proxy.idle_timeout_s = None
+        proxy.latency(up_ms=self.settings.latency_ms / 2, down_ms=self.settings.slow_answer_ms)
+        try:
+            self.stop.wait(seconds)
+        finally:
+            self.layer.normal_latency(proxy)
+            self.stop.wait(self.settings.slow_answer_ms / 1000)  # the late answers arrive
+            proxy.idle_timeout_s = self.settings.idle_close_s
+            if not self._calm.is_set():
+                (self.workers.control_dir / "faults.on").touch()
+            self._quiet.clear()
 
     def _quiet_period(self) -> None:
         """No deliveries until the proxies closed every idle connection, then a window in
@@ -688,7 +867,7 @@ class Chaos:
         next_restart = started + 4.0
         while not self.stop.wait(0.1):
             now = time.monotonic()
-            if self._quiet.is_set():
+            if self._quiet.is_set() or self._calm.is_set():
                 continue
             if now >= next_kill:
                 self._kill_processor()
@@ -1021,8 +1200,10 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
             SOAK_SQS_FAULT_RATE=str(settings.sqs_fault_rate),
             SOAK_PUBLISH_FAULT_RATE=str(settings.publish_fault_rate),
             SOAK_SWEEP_INTERVAL_S="1",
+            SOAK_LOST_SEND_RATE=str(settings.lost_send_rate),
         )
-        workers = Workers(control_dir, env)
+        ingest_env = {"DATABASE_URL": via_proxy(url, layer.ingest_pg)} if layer else {}
+        workers = Workers(control_dir, env, ingest_env)
         for _ in range(settings.ingest_workers):
             workers.start_ingest()
         for _ in range(settings.processor_workers):
@@ -1032,7 +1213,9 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
         wait_for_ingest(workers.ingest_ports)
 
         plan_s = plan_seconds(settings) if layer else 0.0
-        sender = Sender(deliveries, workers.ingest_ports, report, spread_over_s=plan_s)
+        sender = Sender(
+            deliveries, workers.ingest_ports, report, spread_over_s=plan_s + settings.steady_tail_s
+        )
         chaos = Chaos(
             settings=settings,
             pg=pg,
@@ -1043,18 +1226,21 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
             rng=rng,
             layer=layer,
             sender=sender,
+            queue=(sqs, queue_url),
         )
         chaos.start()
         try:
-            sender.run(settings.sender_threads, timeout_s=60 + plan_s + settings.events / 10)
+            sender.run(
+                settings.sender_threads,
+                timeout_s=60 + plan_s + settings.steady_tail_s + settings.events / 10,
+            )
             chaos.wait_for_plan(plan_s + 30)
         finally:
             chaos.finish()
-            (control_dir / "faults.on").unlink()
         report.acked = len(sender.acked)
         if layer:
             count_after_idle(chaos.after_idle_windows, sender, control_dir, report)
-            report.faults.update(pg_idle_closed=layer.pg.idle_closed)
+            report.faults.update(pg_idle_closed=layer.pg_idle_closed)
             report.faults.update(moto_idle_closed=layer.moto.idle_closed)
 
         drain_started = time.monotonic()
@@ -1066,6 +1252,14 @@ def run_soak(settings: SoakSettings, pg: DedicatedPostgres, control_dir: Path) -
             report.drain_seconds = time.monotonic() - drain_started
             workers.stop_all()
             outbox_keys = check_database(conn, events, sender.acked, report)
+            report.terminal = soak_terminal.measure(
+                conn,
+                control_dir,
+                windows=chaos.windows,
+                purged=chaos.purged,
+                answers=sender.answers,
+                cleared_at=chaos.cleared_at or time.time(),
+            )
             open_events, pending = open_work(conn)
             if open_events or pending:
                 breakdown = conn.execute(

@@ -21,6 +21,12 @@ from the soak's proxies instead; the workers only report what they saw, also in
 (``lambda_timeout``, answered 500 as API Gateway would), and, with a timestamp in
 ``events-<pid>.log``, every processor batch handed back whole for a database failure
 (``batch_handed_back``).
+
+Wake-ups lost after the stamp (issue 24): while ``lost_send.on`` exists, a send that
+SQS accepted fails on the caller's side with the given probability (the answer was lost: the
+message is queued, the caller believes it is not); a file ``send_kill`` is taken by the first
+ingest worker about to send a wake-up, which then SIGKILLs itself between the claim's stamp and
+the send. Both append ``<kind> <time> <row ids>`` to ``wakeups-<pid>.log`` before acting.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import sys
 import time
 import traceback
@@ -38,6 +45,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import FakeLambdaContext, load_function
+
+# The sweeper's clock in the soak: every ~1 s instead of every minute, and its stale threshold
+# divided alike (RELIABILITY.md, "The soak's clock").
+SWEEPER_COMPRESSION = 60
 
 
 class Control:
@@ -56,6 +67,12 @@ class Control:
     def record(self, kind: str) -> None:
         with self._log.open("a") as log:
             log.write(kind + "\n")
+
+    def record_wakeups(self, kind: str, row_ids: list[int]) -> None:
+        """Wake-ups lost (or made ambiguous) by an injected fault, with the moment it struck."""
+        ids = ",".join(map(str, row_ids))
+        with (self.directory / f"wakeups-{os.getpid()}.log").open("a") as log:
+            log.write(f"{kind} {time.time():.3f} {ids}\n")
 
     def record_at(self, kind: str) -> None:
         """An event with its wall-clock time (the soak matches it against its fault windows)."""
@@ -92,14 +109,16 @@ class DeadlineContext(FakeLambdaContext):
         return max(0, int((self.started + self.timeout_s - time.monotonic()) * 1000))
 
 
-def install_boto_faults(control: Control) -> None:
+def install_boto_faults(control: Control, role: str) -> None:
     """Fail outgoing sends and publishes at random while faults are on (every client made from
-    the default session afterwards inherits these hooks)."""
+    the default session afterwards inherits these hooks); lose wake-ups after the stamp when
+    the soak asks for it."""
     import boto3
     from botocore.exceptions import ClientError
 
     send_rate = float(os.environ.get("SOAK_SQS_FAULT_RATE", "0"))
     publish_rate = float(os.environ.get("SOAK_PUBLISH_FAULT_RATE", "0"))
+    lost_send_rate = float(os.environ.get("SOAK_LOST_SEND_RATE", "0"))
 
     def hook(kind: str, operation: str, rate: float) -> Any:
         def fail_sometimes(**_: Any) -> None:
@@ -140,6 +159,39 @@ def install_boto_faults(control: Control) -> None:
     )
     events.register("before-call.events.PutEvents", hook("publish", "PutEvents", publish_rate))
     events.register("before-call.sns.PublishBatch", hook("publish", "PublishBatch", publish_rate))
+
+    def remember_rows(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        bodies = [e["MessageBody"] for e in params.get("Entries", [])] or [params["MessageBody"]]
+        documents = [json.loads(body) for body in bodies]  # {"id": N}, or {"ids": [...]}
+        context["soak_rows"] = [i for doc in documents for i in doc.get("ids") or [doc["id"]]]
+
+    def lose_the_answer(http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        """SQS queued the messages; the caller is told it failed (a timeout on the answer)."""
+        if http_response.status_code >= 300 or not (control.directory / "lost_send.on").exists():
+            return
+        if random.random() >= lost_send_rate:
+            return
+        control.record("lost_send_answer")
+        control.record_wakeups("lost_send", context.get("soak_rows", []))
+        raise ClientError(
+            {"Error": {"Code": "RequestTimeout", "Message": "answer lost by the soak"}}, "Send"
+        )
+
+    def die_before_sending(context: dict[str, Any], **_: Any) -> None:
+        """The claim committed with its stamp; the process dies before the message leaves."""
+        try:
+            (control.directory / "send_kill").unlink()  # one worker takes each trigger
+        except FileNotFoundError:
+            return
+        control.record("killed_before_send")
+        control.record_wakeups("send_kill", context.get("soak_rows", []))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    for operation in ("SendMessage", "SendMessageBatch"):  # ingest sends one row alone
+        events.register(f"provide-client-params.sqs.{operation}", remember_rows)
+        events.register(f"after-call.sqs.{operation}", lose_the_answer)
+        if role == "ingest":
+            events.register(f"before-call.sqs.{operation}", die_before_sending)
 
 
 # --- roles ---------------------------------------------------------------------------------
@@ -271,19 +323,39 @@ def run_processor(control: Control) -> None:
             control.record("esm_sqs_error")
 
 
+def record_sweeper_sends(control: Control) -> None:
+    """Record every row the sweeper claims for a (re-)send, with the time: how soon a lost
+    wake-up was sent again (``sends-<pid>.log``: ``<time> <row id>,<row id>…``)."""
+    from webhook_inbox import inbox
+
+    claim = inbox.claim_due_for_enqueue
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        rows = claim(*args, **kwargs)
+        if rows:
+            ids = ",".join(str(row[0]) for row in rows)
+            with (control.directory / f"sends-{os.getpid()}.log").open("a") as log:
+                log.write(f"{time.time():.3f} {ids}\n")
+        return rows
+
+    inbox.claim_due_for_enqueue = recording  # type: ignore[assignment]
+
+
 def run_sweeper(control: Control) -> None:
     import dataclasses
 
     from webhook_inbox.sweeper import SweeperConfig
 
+    record_sweeper_sends(control)
     app = load_function("sweeper")
     interval = float(os.environ.get("SOAK_SWEEP_INTERVAL_S", "1"))
     timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "6"))
     # The same time compression as the processors': a minute-scale schedule, half-minute lease
-    # margins and a 15-minute "message lost" threshold become seconds.
+    # margins and the minutes-long "message lost" threshold become seconds.
+    config = SweeperConfig.from_env()
     app._config = dataclasses.replace(
-        SweeperConfig.from_env(),
-        reenqueue_stale_seconds=15.0,
+        config,
+        reenqueue_stale_seconds=config.reenqueue_stale_seconds / SWEEPER_COMPRESSION,
         safety_margin_ms=1500,
         measure_reserve_ms=500,
         outbox_lease_margin_s=2.0,
@@ -306,7 +378,7 @@ ROLES = {"ingest": run_ingest, "processor": run_processor, "sweeper": run_sweepe
 def main() -> None:
     role = sys.argv[1]
     control = Control(os.environ["SOAK_CONTROL_DIR"])
-    install_boto_faults(control)
+    install_boto_faults(control, role)
     watch_repeatable_statements(control)
     ROLES[role](control)
     json.dump({"role": role, "pid": os.getpid(), "exit": "clean"}, sys.stderr)

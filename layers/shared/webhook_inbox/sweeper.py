@@ -13,7 +13,8 @@ Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCK
 stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
 receives the message), step 3 holds a time lease while it publishes. Before every batch the run
 checks the Lambda's remaining time and stops while a safety margin is left; what it leaves, the
-next run (a minute later) picks up.
+next run (a minute later) picks up. A database that stops answering is cut off a second before
+the invocation would end (``db.deadline``): the run fails like any database failure.
 """
 
 from __future__ import annotations
@@ -26,15 +27,21 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import aws, backlog, inbox, outbox
+from webhook_inbox import aws, backlog, db, inbox, outbox
 from webhook_inbox.backlog import Backlog
 from webhook_inbox.config import load, setting
 from webhook_inbox.db import translate
-from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.errors import ConfigurationError, StoreError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
 
 MAX_REPORTED_ERRORS = 5
+# A database that stops answering is cut off this long before the invocation would end (never
+# sooner than the minimum, even when the context reports no time left), as in the processor:
+# time to drop the connection, report what was done and fail the invocation ourselves.
+ANSWER_MARGIN_S = 1.0
+MIN_DEADLINE_S = 1.0
+DEADLINE_ERROR = "the database did not answer before the run's deadline"
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -164,22 +171,37 @@ class Sweep:
         self._sqs_down = False  # a whole SendMessageBatch call failed: stop sending this run
         self._cut_short = False  # the current batch stopped part-way because time ran out
         self._stale_left = config.stale_resend_cap  # re-wakes this run may still send
+        self._step = ""  # the step running, for the report of a run cut short
         self.report = SweepReport()
 
     def run(self) -> SweepReport:
+        """Run the steps; a database failure (``StoreError``) ends the run and is re-raised.
+
+        A database that accepts and never answers is bounded by nothing the server enforces:
+        :func:`db.deadline` cuts the connection shortly before the invocation would end, and the
+        waiting statement fails like any other outage.
+        """
         started = time.monotonic()
+        answer_within_s = max(self._budget.remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
         try:
-            with translate():  # commits inside conn.transaction() raise driver errors too
+            with db.deadline(answer_within_s, self._conn) as cut, translate():
+                # (translate: commits inside conn.transaction() raise driver errors too)
                 self._loop("expire_leases", self._expire_leases_batch)
                 self._loop("reenqueue", self._reenqueue_batch)
                 self._loop("outbox", self._outbox_batch)
                 # Measured before retention, so a retention problem never costs the alarms
                 # their data point; the measurement may use part of the safety margin.
                 if self._budget.allows(reserve_ms=self._config.measure_reserve_ms):
+                    self._step = "backlog"
                     with self._conn.transaction():
                         self.report.backlog = backlog.measure(self._conn)
                 self._loop("purge_payloads", self._purge_batch)
                 self._loop("delete_expired", self._delete_batch)
+        except StoreError:
+            if cut.fired:
+                self.report.stopped_early_at = self._step
+                self.report.note_error(self._step, DEADLINE_ERROR)
+            raise
         finally:
             self.report.duration_ms = int((time.monotonic() - started) * 1000)
         return self.report
@@ -187,6 +209,7 @@ class Sweep:
     def _loop(self, step: str, batch: Callable[[], bool]) -> None:
         """Run ``batch`` until it reports no more work, the time budget ends, or the count cap."""
         longest_ms = 0.0
+        self._step = step
         for _ in range(self._config.max_batches_per_step):
             if not self._budget.allows(longest_ms):
                 break
