@@ -19,7 +19,7 @@ import re
 import shlex
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import psycopg
@@ -55,7 +55,16 @@ from tests.on_call_scenarios import (
     table_rows,
 )
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox import aws, db, handlers, ingest, observability, processing, providers
+from webhook_inbox import (
+    aws,
+    db,
+    handlers,
+    ingest,
+    observability,
+    processing,
+    providers,
+    publishers,
+)
 from webhook_inbox.errors import PermanentEventError, RetryableEventError
 
 MISSING_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf"
@@ -179,6 +188,7 @@ def runs(
                 [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
             )
             found["sweep_with_dead_letters"] = sweep()  # its gauge counts the row
+            found["sweep_in_trouble"] = _sweep_in_trouble(conn, sweeper_app, sweep)
 
             with monkeypatch.context() as patch:
                 patch.setenv("PROVIDERS_CONFIG", "{not json")
@@ -206,6 +216,39 @@ def runs(
     finally:
         handler.setStream(previous)
     return found
+
+
+class _RefusingBus:
+    """A bus that refuses every message, the way a wrong bus policy does."""
+
+    destination = "eventbridge"
+
+    def publish(self, messages: Any, *, keep_going: Any) -> publishers.PublishResult:
+        refused = publishers.PublishFailure("AccessDeniedException")
+        return publishers.PublishResult(failed={m.id: refused for m in messages})
+
+
+def _sweep_in_trouble(conn: psycopg.Connection[Any], sweeper_app: Any, sweep: Any) -> Run:
+    """A run with something to report on every counter and gauge: the sweeper publishes only
+    what is not zero, so a healthy run leaves these metrics out, and this run shows they still
+    arrive (at every log level) when there is something to count."""
+    expired = store_event(conn, event_type="charge.unknown", payload={"id": "ch_2"})
+    conn.execute(
+        "UPDATE webhook_events SET status = 'processing', attempts = 1, lease_owner = 'w',"
+        " lease_expires_at = now() - interval '1 minute' WHERE id = %s",
+        (expired,),
+    )
+    conn.execute(
+        "INSERT INTO outbox_messages (topic, deduplication_key, payload, attempts, created_at)"
+        " VALUES ('t', 'k-last-try', '{}', 9, now() - interval '20 minutes'),"
+        "        ('t', 'k-first-try', '{}', 0, now() - interval '20 minutes')"
+    )
+    previous = sweeper_app._publisher
+    sweeper_app._publisher = _RefusingBus()
+    try:
+        return cast(Run, sweep())
+    finally:
+        sweeper_app._publisher = previous
 
 
 # --- the tests ------------------------------------------------------------------------------
