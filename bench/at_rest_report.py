@@ -1,0 +1,193 @@
+"""The at-rest bill as docs/costs.md shows it (``python -m bench.cost_at_rest``): a table per
+parameter set, the goals, the totals with traffic, and every price with its source."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+
+from bench import at_rest_prices as p
+from bench.at_rest_prices import Line, Price
+from bench.cost_at_rest import COSTS_DOC, GOALS, VOLUMES, at_rest, deployment, total
+
+BEGIN, END = "<!-- cost:at-rest -->", "<!-- /cost:at-rest -->"
+COMMAND = "python -m bench.cost_at_rest --write"
+TITLES = {
+    "default": "`default`: what `sam deploy --guided` deploys with every default",
+    "small": "`small`: `sam deploy --config-env small`",
+}
+
+
+def _number(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value - round(value)) < 1e-9 or value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _unit_price(price: Price) -> str:
+    mark = " *" if price.estimate else ""
+    if 0 < price.usd < 0.001:
+        return f"{price.usd * 1e6:g} per million{mark}"
+    return f"{price.usd:g}{mark}"
+
+
+def traffic_per_month(endpoint: str, webhooks: int) -> float:
+    """Traffic's share of a month: the measured per-million figure without the sweeper (counted
+    at rest), and the custom metrics any traffic brings."""
+    per_million = p.TRAFFIC_PER_MILLION[endpoint] - p.SWEEPER_SHARE_PER_MILLION
+    metrics = len(p.TRAFFIC_METRICS) * p.CUSTOM_METRIC_MONTH.usd if webhooks else 0.0
+    return webhooks / 1e6 * per_million + metrics
+
+
+def goal_text(name: str, monthly: float) -> str:
+    goal = GOALS.get(name)
+    if goal is None:
+        return "no goal"
+    if monthly <= goal:
+        return f"goal ≤ ${goal:.0f}: met, ${goal - monthly:.2f} under"
+    return f"goal ≤ ${goal:.0f}: **missed by ${monthly - goal:.2f}**"
+
+
+def set_table(name: str, lines: list[Line]) -> list[str]:
+    monthly = total(lines)
+    out = [
+        f"### {TITLES.get(name, name)}: ${monthly:.2f} a month ({goal_text(name, monthly)})",
+        "",
+        "| resource | quantity | unit price (USD) | USD a month |",
+        "|---|---:|---:|---:|",
+    ]
+    for line in lines:
+        mark = " *" if line.estimate else ""
+        quantity = f"{_number(line.quantity)}{mark} {line.price.unit}"
+        out.append(
+            f"| {line.resource} | {quantity} | {_unit_price(line.price)} | {line.monthly:.2f} |"
+        )
+    out.append(f"| **total at rest** | | | **{monthly:.2f}** |")
+    return out
+
+
+def render(sets: dict[str, tuple[str, list[Line]]]) -> str:
+    """The at-rest section of docs/costs.md for ``{set name: (endpoint, lines)}``."""
+    out = [
+        BEGIN,
+        "## At rest: the bill before the first webhook",
+        "",
+        f"Counted from template.yaml by `{COMMAND}` (bench/cost_at_rest.py): SAM's own"
+        " translation of the template, resolved for each samconfig.toml environment, every"
+        " resource that bills by the hour or month priced at us-east-1 list prices taken"
+        f" {p.PRICES_TAKEN}, without the free tier (an account's free tier is shared with"
+        " whatever else it runs). `*` marks an estimate (see the list below). A resource type"
+        " the script can neither price nor knows to be free fails"
+        " tests/unit/infra/test_cost_at_rest.py, which also checks that this section is the"
+        " script's output.",
+        "",
+    ]
+    for name, (_, lines) in sets.items():
+        out += [*set_table(name, lines), ""]
+    out += [
+        "### A month with traffic",
+        "",
+        "| parameter set (endpoint) | at rest | 10 k webhooks | 1 M webhooks | 100 M webhooks |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (endpoint, lines) in sets.items():
+        rest = total(lines)
+        cells = [f"{rest + traffic_per_month(endpoint, v):,.2f}" for v in VOLUMES]
+        out.append(f"| `{name}` ({endpoint}) | {rest:.2f} | {' | '.join(cells)} |")
+    out += [
+        "",
+        "Traffic is the per-million figure above (`python -m bench.cost`, run of 2026-12-01:"
+        f" ${p.TRAFFIC_PER_MILLION['HttpApi']} behind the HTTP API,"
+        f" ${p.TRAFFIC_PER_MILLION['FunctionUrl']} behind a Function URL) less the sweeper's"
+        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus the custom"
+        f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"
+        f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
+        " per million messages your handlers emit), interface endpoints' data processing"
+        " where the set has endpoints, KMS and Secrets Manager requests at cold starts (within"
+        " their free tiers at these volumes), and a larger database class that 100 M webhooks"
+        " a month (38 a second on average) may need.",
+        "",
+        "### Prices and estimates",
+        "",
+    ]
+    out += [f"- {line}" for line in _sources(sets)]
+    out += [
+        f"- The sweeper's billed duration: {p.SWEEPER_BILLED_MS_BY_MEMORY} ms by memory size,"
+        " measured by the cost run of 2026-12-01 (docs/benchmarks.md, its memory table) after"
+        " a mix, not on an idle database; its lines are rendered by its own code for a run"
+        " that found nothing to do (bench/idle_sweep.py), plus Lambda's platform lines at the"
+        " set's `SystemLogLevel`.",
+        f"- Empty receives: {p.ESM_IDLE_POLLERS} pollers with `MaximumConcurrency` set (Lambda"
+        ' developer guide, "Configuring scaling behavior for SQS event source mappings": at'
+        " low traffic five, as few as two only without maximum concurrency), each a"
+        f" {p.ESM_LONG_POLL_SECONDS} s long poll (assumed: AWS does not publish the pollers'"
+        " wait).",
+        f"- RDS Enhanced Monitoring: {p.ENHANCED_MONITORING_BYTES_PER_SAMPLE:,} B a sample"
+        f" (estimate), kept {p.ENHANCED_MONITORING_RETENTION_DAYS} days; the postgresql log"
+        f" export {p.RDS_LOG_EXPORT_BYTES_PER_MONTH / 1e6:g} MB a month (estimate). Log"
+        " storage is priced on uncompressed bytes (an upper bound).",
+        END,
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _sources(sets: dict[str, tuple[str, list[Line]]]) -> list[str]:
+    seen: dict[str, Price] = {}
+    for _, lines in sets.values():
+        for line in lines:
+            seen.setdefault(f"{line.price.source}|{line.price.unit}", line.price)
+    return [
+        f"{_price_text(price)}: {price.source}" + (" (estimate)" if price.estimate else "")
+        for price in seen.values()
+    ]
+
+
+def _price_text(price: Price) -> str:
+    if 0 < price.usd < 0.001:
+        return f"${price.usd * 1e6:g} per million ({price.unit})"
+    return f"${price.usd:g} per {price.unit}"
+
+
+def measure(
+    names: Sequence[str], overrides: dict[str, str] | None = None
+) -> dict[str, tuple[str, list[Line]]]:
+    sets = {}
+    for name in names:
+        d = deployment(name, overrides)
+        sets[name] = (str(d.parameters["Endpoint"]), at_rest(d))
+    return sets
+
+
+def write_doc(section: str) -> None:
+    text = COSTS_DOC.read_text()
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    COSTS_DOC.write_text(text)
+
+
+def doc_section() -> str:
+    match = re.search(
+        re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", COSTS_DOC.read_text(), re.DOTALL
+    )
+    return match.group(0) if match else ""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config-env", nargs="+", default=["default", "small"])
+    parser.add_argument("--parameter-overrides", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--write", action="store_true", help="rewrite docs/costs.md's section")
+    args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
+    if args.write and (overrides or args.config_env != ["default", "small"]):
+        parser.error("--write documents the default and small sets as samconfig.toml has them")
+    section = render(measure(args.config_env, overrides))
+    print(section)
+    if args.write:
+        write_doc(section)
