@@ -194,7 +194,8 @@ def _public_ipv4(d: Deployment, name: str) -> list[Line]:
 
 
 def _key(d: Deployment, name: str) -> list[Line]:
-    return [Line(f"KMS customer managed key {name}", 1, p.KMS_KEY_MONTH)]
+    # Rotation (EnableKeyRotation) adds $1 a month at each of the first two yearly rotations.
+    return [Line(f"KMS customer managed key {name} (first year)", 1, p.KMS_KEY_MONTH)]
 
 
 def _secret(d: Deployment, name: str) -> list[Line]:

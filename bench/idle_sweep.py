@@ -156,8 +156,10 @@ def emf_metrics(lines: list[dict[str, Any]]) -> set[MetricId]:
 
 
 def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep]) -> list[Line]:
-    """Each scheduled rule's invocations a month, their GB-seconds and the lines they write."""
+    """Each scheduled rule's invocations a month, their GB-seconds, the lines they write and the
+    custom metrics those lines publish (EMF, and the metric filters they feed)."""
     lines: list[Line] = []
+    runs_at_rest: list[IdleSweep] = []
     for name in d.of_type("AWS::Events::Rule"):
         props = d.props(name)
         expression = props.get("ScheduleExpression")
@@ -168,6 +170,7 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
         for target in props["Targets"]:
             function = target["Arn"].strip("<>").split(".")[0]
             run = sweep(d, function)
+            runs_at_rest.append(run)
             runs = p.MINUTES_PER_MONTH
             lines += [
                 Line(f"{function}: {runs:,} scheduled runs", runs, p.LAMBDA_REQUEST),
@@ -183,38 +186,67 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 runs * run.log_bytes,
                 run.retention_days,
             )
-            metrics = run.custom_metrics | _filter_metrics(d, run)
             lines.append(
                 Line(
-                    f"custom metrics from {function} at rest ({len(metrics)})",
-                    len(metrics),
+                    f"custom metrics: {function}'s EMF at rest ({len(run.custom_metrics)})",
+                    len(run.custom_metrics),
                     p.CUSTOM_METRIC_MONTH,
                 )
             )
-    return lines
+    return [*lines, _filter_metrics(d, runs_at_rest)]
 
 
-def _filter_metrics(d: Deployment, run: IdleSweep) -> set[tuple[str, str, frozenset[Any]]]:
-    """Metrics from metric filters on the scheduled function's log group that its idle lines
-    feed: the filter matches a line, or has a DefaultValue (published for every line)."""
-    found = set()
-    for name in d.of_type("AWS::Logs::MetricFilter"):
+def _filter_metrics(d: Deployment, runs: list[IdleSweep]) -> Line:
+    """Metrics from metric filters fed at rest: on a log group a scheduled run writes to, the
+    filter matches one of its lines or has a DefaultValue (published for every line). Filters on
+    the other functions' groups publish only with traffic; one on a group named outside the
+    template (RDS's, say) is counted as fed, an upper bound."""
+    feeding = {run.log_group: run for run in runs}
+    filters = d.of_type("AWS::Logs::MetricFilter")
+    found: set[MetricId] = set()
+    guessed = False
+    for name in filters:
         props = d.resources[name]["Properties"]
-        if props["LogGroupName"] != {"Ref": run.log_group}:
-            continue
+        group = props["LogGroupName"]
+        target = group.get("Ref") if isinstance(group, dict) else None
+        run = feeding.get(target) if target else None
+        if target in d.resources and run is None:
+            continue  # a group only traffic writes to
         for transformation in props["MetricTransformations"]:
-            fed = "DefaultValue" in transformation or any(
-                _matches(props["FilterPattern"], line) for line in run.lines
-            )
-            if fed:
-                found.add(
-                    (transformation["MetricNamespace"], transformation["MetricName"], frozenset())
-                )
-    return found
+            metric = (transformation["MetricNamespace"], transformation["MetricName"])
+            if run is None:
+                guessed = True
+                found.add((*metric, frozenset()))
+                continue
+            for line in run.lines:
+                if "DefaultValue" in transformation or _matches(props["FilterPattern"], line):
+                    dims = {
+                        k: str(line.get(v.removeprefix("$."))) for k, v in _dims(transformation)
+                    }
+                    found.add((*metric, frozenset(dims.items())))
+    return Line(
+        f"custom metrics: metric filters at rest ({len(found)} from {len(filters)} filters)",
+        len(found),
+        p.CUSTOM_METRIC_MONTH,
+        estimate=guessed,
+    )
+
+
+def _dims(transformation: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(d["Key"], d["Value"]) for d in transformation.get("Dimensions", [])]
 
 
 def _matches(pattern: str, line: dict[str, Any]) -> bool:
+    """Whether a filter pattern matches a line: JSON patterns as infra_support evaluates them,
+    term patterns ("a b", "?a ?b", "-a") on the line's text; anything else counts as a match
+    (an upper bound)."""
+    if not pattern.strip().startswith(("{", "[")):
+        text = json.dumps(line, separators=(",", ":"))
+        terms = [t.strip('"') for t in pattern.split()]
+        if any(t.startswith("?") for t in terms):
+            return any(t.lstrip("?") in text for t in terms)
+        return all((t[1:] not in text) if t.startswith("-") else (t in text) for t in terms)
     try:
         return infra_support.filter_pattern_matches(pattern, line)
     except ValueError:
-        return True  # a pattern the evaluator cannot read: counted, an upper bound
+        return True

@@ -148,3 +148,53 @@ def test_each_goal_is_met_or_the_docs_say_by_how_much_it_is_missed(
         assert f"missed by ${monthly - cost.GOALS[name]:.2f}" in doc
     else:
         assert monthly <= cost.GOALS[name]
+
+
+def _with_filter(group: str, pattern: str, **transformation: str) -> cost.Deployment:
+    d = cost.deployment("default")
+    d.resources = dict(d.resources)
+    d.resources["ExtraMetricFilter"] = {
+        "Type": "AWS::Logs::MetricFilter",
+        "Properties": {
+            "LogGroupName": {"Ref": group},
+            "FilterPattern": pattern,
+            "MetricTransformations": [
+                {"MetricNamespace": "WebhookInbox", "MetricName": "Extra", "MetricValue": "1"}
+                | transformation
+            ],
+        },
+    }
+    return d
+
+
+def _filter_line(d: cost.Deployment) -> p.Line:
+    (line,) = [x for x in cost.at_rest(d) if x.resource.startswith("custom metrics: metric filt")]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("group", "pattern", "transformation", "published"),
+    [
+        # The idle sweep's summary line feeds a filter on the sweeper's group...
+        ("SweeperLogGroup", '{ $.message = "sweep finished" }', {}, 1),
+        ("SweeperLogGroup", "sweep finished", {}, 1),
+        # ...not one its lines do not match (a timeout line, say)...
+        ("SweeperLogGroup", "Task timed out", {}, 0),
+        ("SweeperLogGroup", '{ $.message = "sweep aborted" }', {}, 0),
+        # ...but a DefaultValue publishes for every line of the group.
+        ("SweeperLogGroup", "Task timed out", {"DefaultValue": "0"}, 1),
+        # Ingest's group gets no line without traffic, DefaultValue or not.
+        ("IngestLogGroup", '{ $.message = "accepted" }', {"DefaultValue": "0"}, 0),
+    ],
+)
+def test_metric_filters_publish_at_rest_only_when_idle_lines_feed_them(
+    group: str, pattern: str, transformation: dict[str, str], published: int
+) -> None:
+    assert _filter_line(_with_filter(group, pattern, **transformation)).quantity == published
+
+
+def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
+    filters = {f.metric for f in infra_support.metric_filters()}
+    processor = infra_support.ROOT / "functions" / "processor" / "app.py"
+    emf = infra_support.emf_metric_names([processor])
+    assert set(p.TRAFFIC_METRICS) <= filters | emf
