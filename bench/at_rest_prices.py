@@ -191,6 +191,9 @@ RDS_LOG_EXPORT_BYTES_PER_MONTH = 5_000_000
 # `python -m bench.cost`): USD per million webhooks, all in, outbox excluded. That run spread the
 # sweeper over 10 M webhooks a month; its share is taken out here, the at-rest table counts it.
 TRAFFIC_PER_MILLION = {"HttpApi": 2.086, "FunctionUrl": 1.019}
+# Invocations per webhook in that run, with their p50 duration (ms), memory and peak RSS (MB):
+# ingest one per webhook, the processor one per batch of 10.
+TRAFFIC_INVOCATIONS = ((1.0, 35, 256, 59), (0.1, 104, 128, 39))
 SWEEPER_SHARE_PER_MILLION = 0.0074  # requests $0.00086, GB-s $0.001, logs 11 B/webhook $0.0055
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
 # webhooks every hour pays all of each): one provider's Accepted and Duplicate (ingest's metric

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Price
@@ -34,12 +35,46 @@ def _unit_price(price: Price) -> str:
     return f"{price.usd:g}{mark}"
 
 
-def traffic_per_month(endpoint: str, webhooks: int) -> float:
-    """Traffic's share of a month: the measured per-million figure without the sweeper (counted
-    at rest), and the custom metrics any traffic brings."""
-    per_million = p.TRAFFIC_PER_MILLION[endpoint] - p.SWEEPER_SHARE_PER_MILLION
+@dataclass(frozen=True)
+class SetBill:
+    """One parameter set: what its traffic figure depends on, and its lines at rest."""
+
+    endpoint: str
+    system_log_level: str
+    lines: list[Line]
+
+
+def platform_bytes_per_webhook(system_log_level: str) -> float:
+    """Lambda's own lines per webhook at ``system_log_level`` beyond what the measured traffic
+    figure had (it ran at WARN, without them): ingest's invocation and a batch's share of the
+    processor's, at the durations and memory of that run."""
+    from bench.cost import platform_lines
+
+    config = {"LogFormat": "JSON", "SystemLogLevel": system_log_level}
+    total = 0.0
+    for per_webhook, duration_ms, memory_mb, used_mb in p.TRAFFIC_INVOCATIONS:
+        lines = platform_lines(
+            config, duration_ms=duration_ms, memory_mb=memory_mb, used_mb=used_mb, init_ms=None
+        )
+        total += per_webhook * sum(len(line) + 1 for line in lines)
+    return total
+
+
+def traffic_per_million(bill: SetBill) -> float:
+    """The measured per-million figure without the sweeper's share (counted at rest), plus the
+    platform lines the set's SystemLogLevel adds."""
+    extra_logs = platform_bytes_per_webhook(bill.system_log_level) * 1e6 / p.GB
+    return (
+        p.TRAFFIC_PER_MILLION[bill.endpoint]
+        - p.SWEEPER_SHARE_PER_MILLION
+        + extra_logs * p.LOGS_INGEST_GB.usd
+    )
+
+
+def traffic_per_month(bill: SetBill, webhooks: int) -> float:
+    """Traffic's share of a month, with the custom metrics any traffic brings."""
     metrics = len(p.TRAFFIC_METRICS) * p.CUSTOM_METRIC_MONTH.usd if webhooks else 0.0
-    return webhooks / 1e6 * per_million + metrics
+    return webhooks / 1e6 * traffic_per_million(bill) + metrics
 
 
 def goal_text(name: str, monthly: float) -> str:
@@ -69,8 +104,8 @@ def set_table(name: str, lines: list[Line]) -> list[str]:
     return out
 
 
-def render(sets: dict[str, tuple[str, list[Line]]]) -> str:
-    """The at-rest section of docs/costs.md for ``{set name: (endpoint, lines)}``."""
+def render(sets: dict[str, SetBill]) -> str:
+    """The at-rest section of docs/costs.md for ``{set name: its bill}``."""
     out = [
         BEGIN,
         "## At rest: the bill before the first webhook",
@@ -85,24 +120,30 @@ def render(sets: dict[str, tuple[str, list[Line]]]) -> str:
         " script's output.",
         "",
     ]
-    for name, (_, lines) in sets.items():
-        out += [*set_table(name, lines), ""]
+    for name, bill in sets.items():
+        out += [*set_table(name, bill.lines), ""]
     out += [
         "### A month with traffic",
         "",
         "| parameter set (endpoint) | at rest | 10 k webhooks | 1 M webhooks | 100 M webhooks |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, (endpoint, lines) in sets.items():
-        rest = total(lines)
-        cells = [f"{rest + traffic_per_month(endpoint, v):,.2f}" for v in VOLUMES]
-        out.append(f"| `{name}` ({endpoint}) | {rest:.2f} | {' | '.join(cells)} |")
+    for name, bill in sets.items():
+        rest = total(bill.lines)
+        cells = [f"{rest + traffic_per_month(bill, v):,.2f}" for v in VOLUMES]
+        out.append(
+            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}) | {rest:.2f}"
+            f" | {' | '.join(cells)} |"
+        )
     out += [
         "",
         "Traffic is the per-million figure above (`python -m bench.cost`, run of 2026-12-01:"
         f" ${p.TRAFFIC_PER_MILLION['HttpApi']} behind the HTTP API,"
         f" ${p.TRAFFIC_PER_MILLION['FunctionUrl']} behind a Function URL) less the sweeper's"
-        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus the custom"
+        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus, where the"
+        " set's `SystemLogLevel` is INFO or DEBUG, Lambda's platform.start and platform.report"
+        " lines (that run had WARN: ingest's invocation and a tenth of the processor's per"
+        " webhook, rendered by bench/cost.py at that run's durations), plus the custom"
         f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"
         f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
         " per million messages your handlers emit), interface endpoints' data processing"
@@ -134,10 +175,10 @@ def render(sets: dict[str, tuple[str, list[Line]]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _sources(sets: dict[str, tuple[str, list[Line]]]) -> list[str]:
+def _sources(sets: dict[str, SetBill]) -> list[str]:
     seen: dict[str, Price] = {}
-    for _, lines in sets.values():
-        for line in lines:
+    for bill in sets.values():
+        for line in bill.lines:
             seen.setdefault(f"{line.price.source}|{line.price.unit}", line.price)
     return [
         f"{_price_text(price)}: {price.source}" + (" (estimate)" if price.estimate else "")
@@ -151,13 +192,12 @@ def _price_text(price: Price) -> str:
     return f"${price.usd:g} per {price.unit}"
 
 
-def measure(
-    names: Sequence[str], overrides: dict[str, str] | None = None
-) -> dict[str, tuple[str, list[Line]]]:
+def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, SetBill]:
     sets = {}
     for name in names:
         d = deployment(name, overrides)
-        sets[name] = (str(d.parameters["Endpoint"]), at_rest(d))
+        level = str(d.parameters["SystemLogLevel"])
+        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d))
     return sets
 
 

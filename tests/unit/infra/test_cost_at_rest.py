@@ -19,7 +19,7 @@ SETS = ("default", "small")
 
 
 @pytest.fixture(scope="module")
-def measured() -> dict[str, tuple[str, list[p.Line]]]:
+def measured() -> dict[str, report.SetBill]:
     return report.measure(SETS)
 
 
@@ -97,10 +97,10 @@ def test_alarm_kinds_follow_the_pricing_pages() -> None:
 
 
 def test_every_alarm_of_the_template_is_counted(
-    measured: dict[str, tuple[str, list[p.Line]]],
+    measured: dict[str, report.SetBill],
 ) -> None:
     alarms = len(cost.deployment("default").of_type("AWS::CloudWatch::Alarm"))
-    _, lines = measured["default"]
+    lines = measured["default"].lines
     counted = sum(
         int(m.group(1))
         for line in lines
@@ -122,15 +122,15 @@ def test_the_idle_sweep_emits_every_metric_its_code_can_add() -> None:
 
 
 def test_the_sweeper_runs_43200_times_a_month(
-    measured: dict[str, tuple[str, list[p.Line]]],
+    measured: dict[str, report.SetBill],
 ) -> None:
-    _, lines = measured["default"]
+    lines = measured["default"].lines
     runs = [line for line in lines if line.resource.endswith("scheduled runs")]
     assert [line.quantity for line in runs] == [43_200]
 
 
 def test_docs_costs_md_shows_the_scripts_output(
-    measured: dict[str, tuple[str, list[p.Line]]],
+    measured: dict[str, report.SetBill],
 ) -> None:
     assert report.doc_section() == report.render(measured), (
         "docs/costs.md is stale: run `python -m bench.cost_at_rest --write`"
@@ -139,9 +139,9 @@ def test_docs_costs_md_shows_the_scripts_output(
 
 @pytest.mark.parametrize("name", SETS)
 def test_each_goal_is_met_or_the_docs_say_by_how_much_it_is_missed(
-    name: str, measured: dict[str, tuple[str, list[p.Line]]]
+    name: str, measured: dict[str, report.SetBill]
 ) -> None:
-    monthly = cost.total(measured[name][1])
+    monthly = cost.total(measured[name].lines)
     doc = report.doc_section()
     assert f"${monthly:.2f} a month" in doc
     if monthly > cost.GOALS[name]:
@@ -198,3 +198,13 @@ def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
     processor = infra_support.ROOT / "functions" / "processor" / "app.py"
     emf = infra_support.emf_metric_names([processor])
     assert set(p.TRAFFIC_METRICS) <= filters | emf
+
+
+def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
+    quiet = report.SetBill("HttpApi", "WARN", [])
+    chatty = report.SetBill("HttpApi", "INFO", [])
+    assert report.traffic_per_million(quiet) == pytest.approx(
+        p.TRAFFIC_PER_MILLION["HttpApi"] - p.SWEEPER_SHARE_PER_MILLION
+    )
+    # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million.
+    assert 0.1 < report.traffic_per_million(chatty) - report.traffic_per_million(quiet) < 0.25
