@@ -165,11 +165,11 @@ SCHEDULED_EVENT = Price(
 
 # --- measured or assumed figures (not prices) ------------------------------------------------
 
-# The sweeper's billed duration per run, by memory size: the memory table of the cost run of
-# 2026-12-01 in docs/benchmarks.md (`python -m bench.cost --baseline ... --deliveries 300
-# --rounds 4`; median sweep after a mix, PostgreSQL 1 ms and AWS 10 ms away). An idle sweep does
-# the same statements on empty results; its real duration was not measured apart.
-SWEEPER_BILLED_MS_BY_MEMORY = {128: 105, 256: 84, 512: 72, 1024: 67, 1769: 65}
+# The sweeper's billed duration per idle run, by memory size: `python -m bench.sweeper_at_rest
+# --sweeps 41` on 2026-12-02 (the real handler on an empty database, PostgreSQL 1 ms and AWS
+# 10 ms away; median of 40 warm runs: 69 ms wall, 3.9 ms CPU scaled below one vCPU). A second
+# run at load average 7.6 on this 2-core machine measured 125 ms at 256 MB: $0.004 a month more.
+SWEEPER_BILLED_MS_BY_MEMORY = {128: 120, 256: 93, 512: 79, 1024: 73, 1769: 70}
 # Lambda's SQS pollers at rest: "When traffic is low, Lambda scales back the processing to five
 # concurrent invokes, and can optimize to as few as 2 ... not available when you enable the
 # maximum concurrency setting" (Lambda developer guide, "Configuring scaling behavior for SQS

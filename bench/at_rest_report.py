@@ -157,10 +157,10 @@ def render(sets: dict[str, SetBill]) -> str:
     out += [f"- {line}" for line in _sources(sets)]
     out += [
         f"- The sweeper's billed duration: {p.SWEEPER_BILLED_MS_BY_MEMORY} ms by memory size,"
-        " measured by the cost run of 2026-12-01 (docs/benchmarks.md, its memory table) after"
-        " a mix, not on an idle database; its lines are rendered by its own code for a run"
-        " that found nothing to do (bench/idle_sweep.py), plus Lambda's platform lines at the"
-        " set's `SystemLogLevel`.",
+        " measured on an idle database by `python -m bench.sweeper_at_rest` (the real handler,"
+        " PostgreSQL 1 ms and AWS 10 ms away); its lines are rendered by its own code for a run"
+        " that found nothing to do (bench/idle_sweep.py; `bench.sweeper_at_rest` prints both, and"
+        " they agreed byte for byte), plus Lambda's platform lines at the set's `SystemLogLevel`.",
         f"- Empty receives: {p.ESM_IDLE_POLLERS} pollers with `MaximumConcurrency` set (Lambda"
         ' developer guide, "Configuring scaling behavior for SQS event source mappings": at'
         " low traffic five, as few as two only without maximum concurrency), each a"
