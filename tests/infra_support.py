@@ -373,13 +373,18 @@ def references(value: Any, resolver: Resolver) -> set[str]:  # noqa: PLR0911 - o
 def dangling_references(template: Mapping[str, Any], resolver: Resolver) -> list[str]:
     """``resource -> target`` for every reference (DependsOn included) from a resource or output
     that these parameters create to a resource they do not: CloudFormation refuses such a
-    template before it creates anything."""
+    template before it creates anything. In template.yaml a resource SAM generates (an event
+    source mapping, a schedule rule, the API's stage) counts as existing when the translation
+    creates it for these parameters."""
 
     def exists(res: Mapping[str, Any]) -> bool:
         return "Condition" not in res or resolver.condition(res["Condition"])
 
     resources = {name: res for name, res in template["Resources"].items() if exists(res)}
     known = set(resources) | set(template.get("Parameters", {}))
+    if "Transform" in template:  # SAM's: what it generates is known by its generated name
+        generated = translated_template()["Resources"]
+        known |= {name for name, res in generated.items() if exists(res)}
     dangling = []
     for name, res in resources.items():
         depends = res.get("DependsOn", [])

@@ -50,6 +50,8 @@ SWEEPER = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 MIGRATIONS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 # The database log groups custom resource (60 s) makes three CloudWatch Logs calls per group.
 LOG_GROUPS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
+# The database protection custom resource (120 s) makes one or two RDS/CloudFormation calls.
+PROTECTION = Budget(connect_timeout_s=2.0, read_timeout_s=10.0, max_attempts=3)
 # Anything that did not choose (the operator's CLI, tests): bounded all the same.
 DEFAULT = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 

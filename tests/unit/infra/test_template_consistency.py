@@ -53,6 +53,7 @@ LOCAL_ONLY_ENV = {
 LIBRARY_ENV_PREFIXES = ("POWERTOOLS_",)
 LIBRARY_ENV = {
     "AWS_ENDPOINT_URL": "botocore; empty when deployed, a local stack's under sam local invoke",
+    "AWS_USE_DUALSTACK_ENDPOINT": "botocore; true in the stack's own (IPv6-egress) network",
 }
 
 # Actions a function's role needs that no boto3 call in its code makes.
@@ -450,13 +451,25 @@ def test_role_timeouts_stored_on_deploy_equal_the_functions_timeouts() -> None:
 
 
 def test_functions_reach_a_database_the_stack_creates_only_through_its_proxy() -> None:
+    """Or, with CreateDatabaseProxy=false, that instance's security group and nothing else."""
     resources = load_template()["Resources"]
     conditions = load_template()["Conditions"]
     inline = resources["FunctionSecurityGroup"]["Properties"]["SecurityGroupEgress"]
-    assert all(rule["FromPort"] != 5432 for rule in inline)
+    rules = [
+        branch
+        for rule in inline
+        for branch in (rule["Fn::If"][1:] if "Fn::If" in rule else [rule])
+        if branch != {"Ref": "AWS::NoValue"}
+    ]
+    assert rules
+    assert all(rule["FromPort"] != 5432 for rule in rules)
     to_proxy = resources["FunctionToProxyEgress"]
     assert to_proxy["Properties"]["DestinationSecurityGroupId"] == {"Ref": "ProxySecurityGroup"}
     assert "CidrIp" not in to_proxy["Properties"]
+    direct = resources["FunctionToDatabaseEgress"]
+    assert direct["Properties"]["DestinationSecurityGroupId"] == {"Ref": "DatabaseSecurityGroup"}
+    assert "CidrIp" not in direct["Properties"]
+    assert {"Condition": "CreateDatabaseWithoutProxy"} in conditions[direct["Condition"]]["Fn::And"]
     # The open rule exists only for an existing database, never beside the stack's own.
     anywhere = resources["FunctionToPostgresEgress"]
     condition = conditions[anywhere["Condition"]]

@@ -1,0 +1,50 @@
+"""Deletion protection for the created database: the custom resource behind
+``DatabaseProtection`` (see :mod:`webhook_inbox.database_protection` for why it is switched on
+last, and off again only while a failed first create rolls back).
+
+Create and Update switch protection on; Delete releases it only during a create's rollback.
+Runs outside the VPC: it calls RDS and CloudFormation and answers CloudFormation's pre-signed
+S3 URL, and never the database itself. CloudFormation is always answered
+(:mod:`webhook_inbox.custom_resource`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook_inbox import aws, custom_resource, database_protection
+
+aws.use(aws.PROTECTION)
+
+# Stable across updates (a replaced instance only changes the properties).
+PHYSICAL_ID = "webhook-inbox-database-protection"
+# Time for RDS to accept the change, inside the function's 120 s timeout and the watchdog.
+WAIT_S = 90.0
+
+
+def protect(properties: Mapping[str, Any]) -> dict[str, str]:
+    instance_id = str(properties["DBInstanceIdentifier"])
+    database_protection.set_protection(aws.client("rds"), instance_id, on=True, wait_s=WAIT_S)
+    return {"Protected": instance_id}
+
+
+def release_on_rollback(properties: Mapping[str, Any]) -> dict[str, str]:
+    released = database_protection.release_if_create_rolls_back(
+        aws.client("rds"),
+        aws.client("cloudformation"),
+        str(properties["DBInstanceIdentifier"]),
+        str(properties["StackId"]),
+        wait_s=WAIT_S,
+    )
+    return {"Released": "true" if released else "false"}
+
+
+def handler(event: dict[str, Any], context: Any) -> None:
+    custom_resource.run(
+        event,
+        context,
+        on_create_or_update=protect,
+        on_delete=release_on_rollback,
+        physical_id=PHYSICAL_ID,
+    )
