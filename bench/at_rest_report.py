@@ -101,7 +101,20 @@ def set_table(name: str, lines: list[Line]) -> list[str]:
             f"| {line.resource} | {quantity} | {_unit_price(line.price)} | {line.monthly:.2f} |"
         )
     out.append(f"| **total at rest** | | | **{monthly:.2f}** |")
+    goal = GOALS.get(name)
+    if goal is not None and monthly > goal:
+        out += ["", _largest(lines, monthly - goal)]
     return out
+
+
+def _largest(lines: list[Line], gap: float) -> str:
+    top = sorted(lines, key=lambda line: line.monthly, reverse=True)[:4]
+    listed = "; ".join(f"{line.resource} ${line.monthly:.2f}" for line in top)
+    return (
+        f"The ${gap:.2f} over the goal, against the largest lines: {listed}. Custom metrics are"
+        " prorated by the hour and metered only when sent (CloudWatch pricing), so a metric"
+        " published only when non-zero costs nothing while the stack is idle (the zeros above)."
+    )
 
 
 def render(sets: dict[str, SetBill]) -> str:

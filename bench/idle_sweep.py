@@ -155,6 +155,18 @@ def emf_metrics(lines: list[dict[str, Any]]) -> set[MetricId]:
     return found
 
 
+def zero_valued(lines: list[dict[str, Any]]) -> set[MetricId]:
+    """The EMF metrics whose every value in ``lines`` is zero."""
+    nonzero: set[MetricId] = set()
+    for line in lines:
+        for metric in emf_metrics([line]):
+            value = line.get(metric[1])
+            values = value if isinstance(value, list) else [value]
+            if any(v != 0 for v in values):
+                nonzero.add(metric)
+    return emf_metrics(lines) - nonzero
+
+
 def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep]) -> list[Line]:
     """Each scheduled rule's invocations a month, their GB-seconds, the lines they write and the
     custom metrics those lines publish (EMF, and the metric filters they feed)."""
@@ -188,7 +200,8 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
             )
             lines.append(
                 Line(
-                    f"custom metrics: {function}'s EMF at rest ({len(run.custom_metrics)})",
+                    f"custom metrics: {function}'s EMF at rest ({len(run.custom_metrics)},"
+                    f" {len(zero_valued(run.lines))} of them zero)",
                     len(run.custom_metrics),
                     p.CUSTOM_METRIC_MONTH,
                 )

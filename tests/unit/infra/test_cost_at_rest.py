@@ -208,3 +208,14 @@ def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
     )
     # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million.
     assert 0.1 < report.traffic_per_million(chatty) - report.traffic_per_million(quiet) < 0.25
+
+
+def test_zero_valued_metrics_are_told_apart_from_the_others() -> None:
+    from bench.idle_sweep import zero_valued
+
+    def emf(name: str, value: object) -> dict[str, object]:
+        directive = {"Namespace": "N", "Dimensions": [["service"]], "Metrics": [{"Name": name}]}
+        return {"_aws": {"CloudWatchMetrics": [directive]}, "service": "s", name: value}
+
+    lines = [emf("Idle", [0.0]), emf("Busy", [0.0]), emf("Busy", 3), emf("Gauge", 0)]
+    assert {name for _, name, _ in zero_valued(lines)} == {"Idle", "Gauge"}
