@@ -247,10 +247,10 @@ def _alarms(d: Deployment) -> list[Line]:
 
 def _pollers(d: Deployment, name: str) -> list[Line]:
     props = d.props(name)
-    if "sqs" not in str(props.get("EventSourceArn", "")).lower() and "Queue" not in str(
-        props["EventSourceArn"]
-    ):
-        raise Unpriced(f"{name}: only SQS event sources are counted")
+    source = d.resources[name]["Properties"].get("EventSourceArn")
+    target = source.get("Fn::GetAtt", [""])[0] if isinstance(source, dict) else ""
+    if d.resources.get(target, {}).get("Type") != "AWS::SQS::Queue":
+        raise Unpriced(f"{name}: only the polling of a queue of this stack is counted")
     bounded = bool(props.get("ScalingConfig", {}).get("MaximumConcurrency"))
     pollers = p.ESM_IDLE_POLLERS if bounded else p.ESM_IDLE_POLLERS_WITHOUT_MAX_CONCURRENCY
     receives = pollers * p.MINUTES_PER_MONTH * 60 / p.ESM_LONG_POLL_SECONDS

@@ -219,3 +219,17 @@ def test_zero_valued_metrics_are_told_apart_from_the_others() -> None:
 
     lines = [emf("Idle", [0.0]), emf("Busy", [0.0]), emf("Busy", 3), emf("Gauge", 0)]
     assert {name for _, name, _ in zero_valued(lines)} == {"Idle", "Gauge"}
+
+
+def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
+    def receives(d: cost.Deployment) -> float:
+        (line,) = [x for x in cost.at_rest(d) if x.resource.startswith("SQS empty receives")]
+        return line.quantity
+
+    d = cost.deployment("default")
+    # Five pollers a 20 s long poll each, every minute of a 30-day month.
+    assert receives(d) == 5 * 3 * 43_200
+    (mapping,) = d.of_type("AWS::Lambda::EventSourceMapping")
+    d.resources = copy.deepcopy(d.resources)
+    del d.resources[mapping]["Properties"]["ScalingConfig"]
+    assert receives(d) == 2 * 3 * 43_200  # Lambda may scale down to two without the setting
