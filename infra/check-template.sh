@@ -69,17 +69,27 @@ echo "   $("$SAM" --version); checkov $("$TOOLS_DIR/checkov/bin/checkov" --versi
 export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
 unset AWS_PROFILE AWS_SESSION_TOKEN
 
-# Both endpoints (parameter Endpoint): the template as it is (HttpApi), and a copy beside it whose
-# Endpoint default is FunctionUrl, since checkov judges conditional resources by the defaults.
+# Both endpoints (parameter Endpoint) and both networks (VpcId): the template as it is (HttpApi,
+# the stack's own network), a copy whose Endpoint default is FunctionUrl, and a copy whose
+# defaults name an existing VPC, since checkov judges conditional resources by the defaults.
 VARIANT=$(mktemp ./.template-FunctionUrl.XXXXXX.yaml)
-trap 'rm -f "$VARIANT"' EXIT
+EXISTING_VPC=$(mktemp ./.template-ExistingVpc.XXXXXX.yaml)
+trap 'rm -f "$VARIANT" "$EXISTING_VPC"' EXIT
 sed '/^  Endpoint:$/,/^  [A-Za-z]/ s/^    Default: HttpApi$/    Default: FunctionUrl/' template.yaml >"$VARIANT"
 if ! grep -q '^    Default: FunctionUrl$' "$VARIANT"; then
     echo "could not make the FunctionUrl variant: Endpoint's default is no longer 'HttpApi'" >&2
     exit 1
 fi
-for TEMPLATE in template.yaml "$VARIANT"; do
-    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
+sed -e '/^  VpcId:$/,/^  [A-Za-z]/ s/^    Default: ""$/    Default: vpc-0123456789abcdef0/' \
+    -e '/^  SubnetIds:$/,/^  [A-Za-z]/ s/^    Default: ""$/    Default: subnet-0123456789abcdef0,subnet-0fedcba9876543210/' \
+    -e '/^  PrivateRouteTableIds:$/,/^  [A-Za-z]/ s/^    Default: ""$/    Default: rtb-0123456789abcdef0/' \
+    template.yaml >"$EXISTING_VPC"
+if [ "$(grep -c -e '^    Default: vpc-0' -e '^    Default: subnet-0' -e '^    Default: rtb-0' "$EXISTING_VPC")" -ne 3 ]; then
+    echo "could not make the existing-VPC variant: VpcId, SubnetIds or PrivateRouteTableIds no longer default to empty" >&2
+    exit 1
+fi
+for TEMPLATE in template.yaml "$VARIANT" "$EXISTING_VPC"; do
+    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
     echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
     echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
     echo "== cfn-lint";                       "$TOOLS_DIR/cfn-lint/bin/cfn-lint" "$TEMPLATE"

@@ -32,6 +32,7 @@ FUNCTIONS = (
     "SweeperFunction",
     "MigrationsFunction",
     "DatabaseLogGroupsFunction",
+    "DatabaseProtectionFunction",
 )
 UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
 ELF_MACHINE_AARCH64 = 0xB7
