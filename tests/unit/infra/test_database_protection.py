@@ -29,7 +29,11 @@ EXISTING_VPC = {
 }
 DEPLOYMENTS = {
     "defaults": {},
-    "small": {"CreateDatabaseProxy": "false", "DatabaseMultiAz": "false"},
+    "small": {
+        "CreateDatabaseProxy": "false",
+        "DatabaseMultiAz": "false",
+        "CreateDashboard": "false",
+    },
     "function-url-sns-email": {
         "Endpoint": "FunctionUrl",
         "OutboxDestination": "sns",

@@ -336,6 +336,7 @@ def test_the_small_set_deploys_without_the_proxy_and_bounds_connections() -> Non
     made = set(created(r))
     assert not made & {"DatabaseProxy", "DatabaseProxyTargetGroup", "DatabaseConnectionSecret"}
     assert "FunctionToDatabaseEgress" in made
+    assert "Dashboard" not in made
     ingest = RESOURCES["IngestFunction"]["Properties"]
     reserved = int(r.resolve(ingest["ReservedConcurrentExecutions"]))
     processors = int(params["ProcessorMaxConcurrency"])
