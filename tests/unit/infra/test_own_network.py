@@ -161,7 +161,9 @@ def test_two_private_dual_stack_subnets_in_two_zones_share_the_route_table() -> 
         assert props["MapPublicIpOnLaunch"] is False
         assert "Ipv6CidrBlock" in props
         assert subnet["DependsOn"] == "VpcIpv6Block"  # the VPC's IPv6 block must exist first
-        zones.append(props["AvailabilityZone"]["Fn::Select"][0])
+        default_zone = props["AvailabilityZone"]["Fn::If"][2]
+        assert default_zone["Fn::Select"][1] == {"Fn::GetAZs": ""}
+        zones.append(default_zone["Fn::Select"][0])
         (association,) = [
             res["Properties"]
             for res in RESOURCES.values()
@@ -171,6 +173,19 @@ def test_two_private_dual_stack_subnets_in_two_zones_share_the_route_table() -> 
         assert association["RouteTableId"] == {"Ref": "PrivateRouteTable"}
     assert sorted(zones) == [0, 1]
     assert RESOURCES["VpcIpv6Block"]["Properties"]["AmazonProvidedIpv6CidrBlock"] is True
+
+
+def test_chosen_zones_place_the_subnets_and_must_come_with_the_own_network() -> None:
+    r = resolver(NewVpcZones="us-east-1b,us-east-1d")
+    zones = [
+        r.resolve(RESOURCES[n]["Properties"]["AvailabilityZone"])
+        for n in ("PrivateSubnetA", "PrivateSubnetB")
+    ]
+    assert zones == ["us-east-1b", "us-east-1d"]
+    assert rule_failures(r) == []
+    failures = rule_failures(resolver(NewVpcZones="us-east-1b,us-east-1d", **EXISTING_VPC))
+    assert len(failures) == 1
+    assert "NewVpcZones" in failures[0]
 
 
 @pytest.mark.parametrize(
