@@ -34,11 +34,13 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
         "SweeperFunction",
         "MigrationsFunction",
         "DatabaseLogGroupsFunction",
+        "DatabaseProtectionFunction",
     }
     assert document["ProcessorFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
     assert document["ProcessorFunction"]["MAX_ATTEMPTS"] == "8"  # the parameter's default
     assert document["MigrationsFunction"]["DB_STATEMENT_TIMEOUT_MS"] == "240000"  # its own
     assert document["SweeperFunction"]["AWS_ENDPOINT_URL"] == STACK.endpoint
+    assert document["SweeperFunction"]["AWS_USE_DUALSTACK_ENDPOINT"] == ""  # moto: no IPv6 names
     assert document["Parameters"]["DATABASE_SECRET_ARN"] == STACK.database_secret_arn
 
 

@@ -69,6 +69,9 @@ def aws() -> Iterator[dict[str, str]]:
 def template_environment(function: str, refs: dict[str, str]) -> dict[str, str]:
     params = parameter_defaults()
     params["DatabaseSecretArn"] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf"
+    # An existing VPC's environment: moto's in-process mock answers the services' usual names,
+    # not the own network's dual-stack ones (tests/unit/infra/test_own_network.py checks those).
+    params["VpcId"] = "vpc-0abc"
     if (EVENTS_DIR / SAMPLE_PROVIDERS).is_file():
         params["ProvidersConfig"] = (EVENTS_DIR / SAMPLE_PROVIDERS).read_text()
     everything = {name: f"<{name}>" for name in load_template()["Resources"]}

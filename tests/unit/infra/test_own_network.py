@@ -270,6 +270,17 @@ def test_the_environment_variable_sends_the_sdk_to_the_dual_stack_name(
     assert client.meta.endpoint_url == f"https://{service}.eu-west-1.amazonaws.com"
 
 
+@pytest.mark.parametrize("service", ["sqs", "secretsmanager", "events", "sns"])
+def test_a_local_stacks_endpoint_still_wins_under_sam_local(
+    service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sam local invoke` resolves the template's "true"; `webhook-inbox dev` sets the URL."""
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    client = boto3.Session(region_name="us-east-1").client(service)
+    assert client.meta.endpoint_url == "http://127.0.0.1:5000"
+
+
 # --- an address without a route: urllib3 moves on to the next one ---------------------------
 
 UNROUTABLE = "192.0.2.1"  # TEST-NET-1: never contacted, the fake socket fails it first

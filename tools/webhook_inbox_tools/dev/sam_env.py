@@ -56,6 +56,8 @@ def local_values(stack: LocalStack) -> dict[str, str]:
     """Each variable whose local value differs from what the template would give it."""
     return {
         "AWS_ENDPOINT_URL": stack.endpoint,
+        # The template's own network says "true"; the local stack has only its one URL.
+        "AWS_USE_DUALSTACK_ENDPOINT": "",
         "DATABASE_SECRET_ARN": stack.database_secret_arn,
         # The secret holds a password, not an RDS Proxy's IAM login; it also says where to
         # connect, so the location overrides stay empty.
