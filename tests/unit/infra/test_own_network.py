@@ -122,6 +122,15 @@ def test_an_existing_vpc_needs_its_subnets() -> None:
     assert rule_failures(resolver(**EXISTING_VPC)) == []
 
 
+def test_an_existing_database_needs_the_vpc_that_reaches_it() -> None:
+    existing_db = {
+        "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbC"
+    }
+    (failure,) = rule_failures(resolver(**existing_db))
+    assert failure.startswith("DatabaseSecretArn (an existing database) needs VpcId")
+    assert rule_failures(resolver(**existing_db, **EXISTING_VPC)) == []
+
+
 # --- the network it builds -------------------------------------------------------------------
 
 
