@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import threading
-import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -26,7 +25,6 @@ import pytest
 from botocore.config import Config
 
 from tests.infra_support import (
-    ROOT,
     Placeholders,
     Resolver,
     boto3_usage,
@@ -77,12 +75,6 @@ def created(r: Resolver, template: dict[str, Any] | None = None) -> dict[str, di
         for name, res in template["Resources"].items()
         if "Condition" not in res or r.condition(res["Condition"])
     }
-
-
-def small_parameters() -> dict[str, str]:
-    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    overrides = config["small"]["deploy"]["parameters"]["parameter_overrides"]
-    return dict(item.split("=", 1) for item in overrides)
 
 
 # --- sam deploy --guided, accepting every default ------------------------------------------
@@ -359,55 +351,3 @@ def test_the_sdk_tries_the_next_address_when_the_first_has_no_route(
     )
     assert client.list_queues().get("QueueUrls", []) == []
     assert attempts == [UNROUTABLE, "127.0.0.1"]
-
-
-# --- the small installation ------------------------------------------------------------------
-
-
-def test_the_small_set_deploys_without_the_proxy_and_bounds_connections() -> None:
-    params = small_parameters()
-    r = resolver(**params)
-    assert rule_failures(r) == []
-    made = set(created(r))
-    assert not made & {"DatabaseProxy", "DatabaseProxyTargetGroup", "DatabaseConnectionSecret"}
-    assert "FunctionToDatabaseEgress" in made
-    assert "Dashboard" not in made
-    ingest = RESOURCES["IngestFunction"]["Properties"]
-    reserved = int(r.resolve(ingest["ReservedConcurrentExecutions"]))
-    processors = int(params["ProcessorMaxConcurrency"])
-    # One connection per warm instance; the sweeper's runs rarely overlap, migrations run once.
-    worst_case = reserved + processors + 2 + 1
-    # db.t4g.micro: max_connections = DBInstanceClassMemory / 9531392, about 100 for 1 GiB.
-    assert params["DatabaseInstanceClass"] == "db.t4g.micro"
-    assert worst_case <= 50
-
-
-def test_without_the_proxy_the_functions_use_the_instances_own_secret_and_address() -> None:
-    r = resolver(CreateDatabaseProxy="false")
-    env = load_template()["Globals"]["Function"]["Environment"]["Variables"]
-    assert r.resolve(env["DATABASE_SECRET_ARN"]) == "<Database.MasterUserSecret.SecretArn>"
-    assert r.resolve(env["DATABASE_IAM_AUTH"]) == "false"
-    assert r.resolve(env["DATABASE_HOST"]) == "<Database.Endpoint.Address>"
-    assert r.resolve(env["DATABASE_PORT"]) == "<Database.Endpoint.Port>"
-    assert r.resolve(env["DATABASE_NAME"]) == "webhook_inbox"
-    assert r.resolve(env["DB_STARTUP_OPTIONS"]) == "auto"
-    ingress = RESOURCES["DatabaseSecurityGroup"]["Properties"]["SecurityGroupIngress"]
-    assert [r.resolve(rule["SourceSecurityGroupId"]) for rule in ingress] == [
-        "<FunctionSecurityGroup>"
-    ]
-    with_proxy = resolver()
-    assert [with_proxy.resolve(rule["SourceSecurityGroupId"]) for rule in ingress] == [
-        "<ProxySecurityGroup>"
-    ]
-    assert with_proxy.resolve(env["DATABASE_HOST"]) == ""
-
-
-@pytest.mark.parametrize(
-    ("params", "reserved"),
-    [({}, None), ({"CreateDatabaseProxy": "false"}, 20), ({"Endpoint": "FunctionUrl"}, 20)],
-)
-def test_ingest_is_reserved_behind_a_function_url_or_without_the_proxy(
-    params: dict[str, str], reserved: int | None
-) -> None:
-    ingest = RESOURCES["IngestFunction"]["Properties"]
-    assert resolver(**params).resolve(ingest["ReservedConcurrentExecutions"]) == reserved
