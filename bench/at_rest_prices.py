@@ -194,6 +194,15 @@ TRAFFIC_PER_MILLION = {"HttpApi": 2.086, "FunctionUrl": 1.019}
 # Invocations per webhook in that run, with their p50 duration (ms), memory and peak RSS (MB):
 # ingest one per webhook, the processor one per batch of 10.
 TRAFFIC_INVOCATIONS = ((1.0, 35, 256, 59), (0.1, 104, 128, 39))
+# GB-seconds in USD per million invocations at each memory size, from that run's memory table
+# (docs/benchmarks.md): a set whose memory differs from the run's (ingest 256 MB, processor
+# 128 MB) moves the traffic figure by the difference.
+TRAFFIC_GB_S_PER_MILLION_INVOCATIONS = {
+    "IngestMemorySize": {128: 0.0929, 256: 0.1247, 512: 0.1883, 1024: 0.3159, 1769: 0.5014},
+    "ProcessorMemorySize": {128: 0.1821, 256: 0.2643, 512: 0.4285, 1024: 0.7568, 1769: 1.2346},
+}
+TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 128}
+TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
 SWEEPER_SHARE_PER_MILLION = 0.0074  # requests $0.00086, GB-s $0.001, logs 11 B/webhook $0.0055
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
 # webhooks every hour pays all of each): one provider's Accepted and Duplicate (ingest's metric

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Price
@@ -42,6 +42,7 @@ class SetBill:
     endpoint: str
     system_log_level: str
     lines: list[Line]
+    memory_mb: dict[str, int] = field(default_factory=lambda: dict(p.TRAFFIC_MEASURED_MEMORY))
 
 
 def platform_bytes_per_webhook(system_log_level: str) -> float:
@@ -60,14 +61,25 @@ def platform_bytes_per_webhook(system_log_level: str) -> float:
     return total
 
 
+def memory_difference_per_million(memory_mb: dict[str, int]) -> float:
+    """What the set's ingest and processor memory sizes change in the measured GB-seconds."""
+    change = 0.0
+    for parameter, table in p.TRAFFIC_GB_S_PER_MILLION_INVOCATIONS.items():
+        size = max((m for m in table if m <= memory_mb[parameter]), default=min(table))
+        measured = table[p.TRAFFIC_MEASURED_MEMORY[parameter]]
+        change += p.TRAFFIC_INVOCATIONS_PER_WEBHOOK[parameter] * (table[size] - measured)
+    return change
+
+
 def traffic_per_million(bill: SetBill) -> float:
     """The measured per-million figure without the sweeper's share (counted at rest), plus the
-    platform lines the set's SystemLogLevel adds."""
+    platform lines the set's SystemLogLevel adds and what its memory sizes change."""
     extra_logs = platform_bytes_per_webhook(bill.system_log_level) * 1e6 / p.GB
     return (
         p.TRAFFIC_PER_MILLION[bill.endpoint]
         - p.SWEEPER_SHARE_PER_MILLION
         + extra_logs * p.LOGS_INGEST_GB.usd
+        + memory_difference_per_million(bill.memory_mb)
     )
 
 
@@ -145,7 +157,9 @@ def render(sets: dict[str, SetBill]) -> str:
         rest = total(bill.lines)
         cells = [f"{rest + traffic_per_month(bill, v):,.2f}" for v in VOLUMES]
         out.append(
-            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}) | {rest:.2f}"
+            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, memory"
+            f" {bill.memory_mb['IngestMemorySize']}/{bill.memory_mb['ProcessorMemorySize']} MB)"
+            f" | {rest:.2f}"
             f" | {' | '.join(cells)} |"
         )
     out += [
@@ -156,7 +170,9 @@ def render(sets: dict[str, SetBill]) -> str:
         f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus, where the"
         " set's `SystemLogLevel` is INFO or DEBUG, Lambda's platform.start and platform.report"
         " lines (that run had WARN: ingest's invocation and a tenth of the processor's per"
-        " webhook, rendered by bench/cost.py at that run's durations), plus the custom"
+        " webhook, rendered by bench/cost.py at that run's durations), plus or minus what the"
+        " set's ingest/processor memory sizes change in that run's GB-seconds (its memory"
+        " table; the run had 256/128 MB), plus the custom"
         f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"
         f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
         " per million messages your handlers emit), interface endpoints' data processing"
@@ -210,7 +226,8 @@ def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> di
     for name in names:
         d = deployment(name, overrides)
         level = str(d.parameters["SystemLogLevel"])
-        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d))
+        memory = {k: int(d.parameters[k]) for k in p.TRAFFIC_MEASURED_MEMORY}
+        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory)
     return sets
 
 

@@ -233,3 +233,13 @@ def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
     d.resources = copy.deepcopy(d.resources)
     del d.resources[mapping]["Properties"]["ScalingConfig"]
     assert receives(d) == 2 * 3 * 43_200  # Lambda may scale down to two without the setting
+
+
+def test_the_traffic_figure_follows_the_sets_memory_sizes() -> None:
+    measured = report.SetBill("HttpApi", "WARN", [])
+    bigger = report.SetBill(
+        "HttpApi", "WARN", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
+    )
+    # A tenth of a processor invocation per webhook, $0.2643 instead of $0.1821 a million.
+    difference = report.traffic_per_million(bigger) - report.traffic_per_million(measured)
+    assert difference == pytest.approx(0.1 * (0.2643 - 0.1821))
