@@ -15,7 +15,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, handlers, observability, processing
+from webhook_inbox.errors import SecretUnavailable
 from webhook_inbox.passes import EventResult
+from webhook_inbox.wakeups import parse_body
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
 aws.use(aws.PROCESSOR)
@@ -68,6 +70,32 @@ def observe(result: EventResult) -> list[Any] | None:
     return None
 
 
+def process(messages: list[processing.QueueMessage], context: Any) -> processing.BatchOutcome:
+    """The batch's outcome; an unreadable database secret hands the whole batch back.
+
+    That is not the invocation's failure (which ``ProcessorErrors`` would page for): SQS
+    delivers the batch again, and the line ingest writes for the same cause (``unavailable``,
+    reason ``secret``) and its ``SecretUnavailable`` count page once, through that alarm.
+    """
+    try:
+        return processing.process_messages(
+            messages,
+            owner=f"{context.function_name}:{context.aws_request_id}",
+            remaining_ms=context.get_remaining_time_in_millis,
+            settings=settings,
+        )
+    except SecretUnavailable as exc:
+        metrics.add_metric(name="SecretUnavailable", unit=MetricUnit.Count, value=1)
+        logger.error(
+            "unavailable",
+            extra={"reason": "secret", "detail": str(exc), "request_id": context.aws_request_id},
+        )
+        # A body that is no wake-up was acknowledged (and counted) already: not handed back.
+        return processing.BatchOutcome(
+            [m.message_id for m in messages if parse_body(m.body) is not None], []
+        )
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     started = time.perf_counter()
     messages = [
@@ -76,12 +104,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ]
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}
     try:
-        outcome = processing.process_messages(
-            messages,
-            owner=f"{context.function_name}:{context.aws_request_id}",
-            remaining_ms=context.get_remaining_time_in_millis,
-            settings=settings,
-        )
+        outcome = process(messages, context)
         processed = [listed for result in outcome.results if (listed := observe(result))]
         if processed:
             summary["processed"] = processed

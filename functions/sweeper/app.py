@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, db, observability, publishers
-from webhook_inbox.errors import StoreError
+from webhook_inbox.errors import SecretUnavailable, StoreError
 from webhook_inbox.publishers import Publisher
 from webhook_inbox.sweeper import Sweep, SweeperConfig, emit_metrics
 
@@ -47,6 +48,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             publisher=publisher,
             remaining_ms=context.get_remaining_time_in_millis,
         )
+    except SecretUnavailable as exc:
+        return _secret_unavailable(exc, invocation)
     except StoreError:
         db.discard_connection()
         logger.exception("sweep not started: database unavailable", extra=invocation)
@@ -56,6 +59,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # next scheduled run starts over, since every step is safe to repeat.
     try:
         report = sweep.run()
+    except SecretUnavailable as exc:
+        emit_metrics(sweep.report, metrics)
+        return _secret_unavailable(exc, {**invocation, "sweep": sweep.report.as_log()})
     except StoreError:
         db.discard_connection()
         emit_metrics(sweep.report, metrics)
@@ -69,6 +75,19 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # documents stay separate: a dimension value is one property of its document).
     logger.info("sweep finished", extra={**invocation, "sweep": report.as_log(), **_embedded()})
     return report.as_log()
+
+
+def _secret_unavailable(exc: SecretUnavailable, fields: dict[str, Any]) -> dict[str, Any]:
+    """The run ends without failing the invocation: the next tick, a minute later, tries again.
+
+    Ingest's line for the same cause (``unavailable``, reason ``secret``) and its
+    ``SecretUnavailable`` count: the SecretUnavailable alarm pages, once, for all three
+    functions (``SweeperErrors`` does not: this is no error of the sweeper's).
+    """
+    metrics.add_metric(name="SecretUnavailable", unit=MetricUnit.Count, value=1)
+    detail = {"reason": "secret", "detail": str(exc)}
+    logger.error("unavailable", extra={**fields, **detail, **_embedded()})
+    return {"unavailable": "secret"}
 
 
 def _embedded() -> dict[str, Any]:

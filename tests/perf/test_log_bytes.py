@@ -5,10 +5,11 @@ The real handlers run in-process over a real PostgreSQL and moto: 20 new Stripe 
 duplicates, the stored rows in two processor batches of 10, one sweep. Everything the functions
 write is captured: the shared Powertools handler's stream (every function's log lines and the
 metrics the processor and sweeper embed) and stdout (the sweeper's per-status BacklogCount
-documents). The runtime's own lines add nothing under the template's LoggingConfig (JSON,
-SystemLogLevel WARN; checked in tests/unit/infra). Line counts and field sets are exact; bytes
-vary only with the width of measured numbers (durations, latencies, row ids), so the byte bounds
-are exact figures with a few bytes of room, far below any added field.
+documents). The runtime's own lines (platform.start and platform.report, kept since issue 27:
+the report is the only line a timeout or a memory kill leaves) are not the functions' to cut:
+bench/cost.py prices them from the template's LoggingConfig. Line counts and field sets are
+exact; bytes vary only with the width of measured numbers (durations, latencies, row ids), so the
+byte bounds are exact figures with a few bytes of room, far below any added field.
 """
 
 from __future__ import annotations

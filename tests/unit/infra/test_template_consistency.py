@@ -84,15 +84,16 @@ IAM_ACTION_OF_API = {
 METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "StoreUnavailable", "SecretUnavailable",
-        "EnqueueFailed",
+        "EnqueueFailed", "InternalErrors",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency",
+        "SecretUnavailable",
     },
     "SweeperFunction": {
         "LeasesExpired", "Reenqueued", "OutboxPublished", "OutboxFailed", "OutboxDead",
         "BacklogCount", "OldestUnprocessedAgeSeconds", "OldestOutboxAgeSeconds",
-        "DeadLetteredEvents", "EnqueueFailed", "DeadLettered",
+        "DeadLetteredEvents", "EnqueueFailed", "DeadLettered", "SecretUnavailable",
     },
 }  # fmt: skip
 
@@ -334,8 +335,16 @@ QUERY_METRIC = re.compile(r"\b(?:SUM|MAX|MIN|AVG|COUNT)\((\w+)\)\s+FROM\s+(\w+)"
 
 
 def metrics_used_by_template() -> set[tuple[str, str]]:
-    text = json.dumps(load_template()["Resources"])
-    return set(QUERY_METRIC.findall(text))
+    """(metric, namespace) of every custom metric a Metrics Insights query or an alarm's
+    MetricStat reads."""
+    resources = load_template()["Resources"]
+    used = set(QUERY_METRIC.findall(json.dumps(resources)))
+    for alarm in resources_of_type("AWS::CloudWatch::Alarm").values():
+        for query in alarm["Properties"].get("Metrics", []):
+            metric = query.get("MetricStat", {}).get("Metric", {})
+            if metric and metric["Namespace"] != "AWS/Lambda":
+                used.add((metric["MetricName"], metric["Namespace"]))
+    return used
 
 
 def log_group_of(function: str) -> str:
@@ -434,6 +443,10 @@ def test_custom_metrics_carry_the_service_dimension_alarms_filter_on() -> None:
             expression = json.dumps(query.get("Expression", ""))
             if "FROM WebhookInbox" in expression:
                 assert "service = '${AWS::StackName}'" in expression, name
+            metric = query.get("MetricStat", {}).get("Metric", {})
+            if metric.get("Namespace") == "WebhookInbox":
+                service = {"Name": "service", "Value": {"Ref": "AWS::StackName"}}
+                assert metric["Dimensions"] == [service], name
 
 
 def test_functions_that_import_powertools_get_its_settings() -> None:
@@ -499,7 +512,9 @@ def test_every_log_level_maps_to_a_lambda_application_log_level() -> None:
     assert set(mapping) == set(allowed)
     lambda_levels = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}
     assert {entry["Lambda"] for entry in mapping.values()} <= lambda_levels
-    assert template["Parameters"]["SystemLogLevel"]["Default"] == "WARN"
+    # Issue 27: no level drops a line a metric counts, or the report of a timeout / memory kill.
+    assert set(allowed) == {"DEBUG", "INFO"}
+    assert set(template["Parameters"]["SystemLogLevel"]["AllowedValues"]) == {"DEBUG", "INFO"}
 
 
 @pytest.mark.parametrize(
@@ -548,3 +563,27 @@ def test_docs_deploy_lists_every_parameter_with_the_templates_default() -> None:
         if documented[name] != (None if default is None else str(default))
     }
     assert wrong == {}, "docs/deploy.md default (documented, template)"
+
+
+def test_processor_memory_holds_its_worst_batch_with_headroom() -> None:
+    """Issue 27: ProcessorMemorySize from bench/processor_memory.py's measurement of ten
+    events at MaxBodyBytes' default (docs/benchmarks.md), with room for the runtime client and
+    the handlers: at least half again the measured peak. (128 MB on 5276659; the peak is 130.)"""
+    defaults = parameter_defaults()
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("<!-- bench:processor_memory -->")
+    assert len(section) == 2, "docs/benchmarks.md has no processor_memory section"
+    body = int(defaults["MaxBodyBytes"])
+    row = re.search(rf"\| 10 bodies of {body:,} B \| \d+ \| (\d+) \|", section[1])
+    assert row, f"no measurement for bodies of {body:,} B"
+    assert int(defaults["ProcessorMemorySize"]) >= 1.5 * int(row[1])
+
+
+def test_the_function_url_sizing_text_respects_lambdas_cap() -> None:
+    """Issue 27: Lambda caps a Function URL at 10 requests a second per unit of reserved
+    concurrency; 5276659's text promised 20 / 0.03 s = 600 deliveries a second."""
+    spec = load_template()["Parameters"]["IngestReservedConcurrency"]
+    cap = 10 * int(spec["Default"])
+    claimed = [int(n) for n in re.findall(r"(\d+) deliveries a second", spec["Description"])]
+    assert claimed == [cap], spec["Description"]
+    deploy = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
+    assert f"({cap} a second at the default {spec['Default']})" in deploy

@@ -1,0 +1,344 @@
+"""On call (issue 27): every failure class pages through exactly one alarm, designed behaviour
+pages nobody, whatever LogLevel and SystemLogLevel say, and every RUNBOOK query finds its evidence.
+
+The real handlers run in-process (real PostgreSQL, moto) to produce the lines each outcome
+writes; a failure that is Lambda's own (a timeout, a memory kill, a throttle, an uncaught
+exception) adds the metric and the line Lambda writes for it. Each class of the RUNBOOK's table
+becomes a 30-minute timeline over healthy traffic (tests/on_call_scenarios.py); its lines pass
+through a model of Lambda's JSON log-level filter for every allowed level combination, become
+metrics through the template's metric filters and EMF, and every alarm of the template is
+evaluated over them (tests/alarm_model.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import shlex
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+from moto import mock_aws
+
+from bench.cost import _stripe_id
+from bench.ingest_throughput import stripe_body
+from tests.alarm_model import (
+    STACK,
+    filter_matches,
+    level_combinations,
+    platform_report,
+    query_clauses,
+    query_fields,
+    runtime_error_line,
+    template_alarms,
+)
+from tests.infra_support import load_template
+from tests.ingest_support import v2_event
+from tests.integration.processor.helpers import sqs_event_for, store_event
+from tests.on_call_scenarios import (
+    CLASSES,
+    FUNCTIONS,
+    Row,
+    Run,
+    Timeline,
+    evidence_query,
+    expected_alarm,
+    healthy,
+    runbook,
+    runbook_queries,
+    table_rows,
+)
+from tests.support import FakeLambdaContext, load_event, load_function
+from webhook_inbox import aws, db, handlers, ingest, observability, processing, providers
+from webhook_inbox.errors import PermanentEventError, RetryableEventError
+
+MISSING_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf"
+UNREACHABLE = "postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1"
+
+
+# --- the real lines -------------------------------------------------------------------------
+
+
+class Recorder:
+    """Every line the functions write: the shared Powertools handler's stream and stdout."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.buffer = io.StringIO()
+        self.capsys = capsys
+
+    def take(self) -> list[dict[str, Any]]:
+        text = self.buffer.getvalue() + "\n" + self.capsys.readouterr().out
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    def invoke(self, function: str, call: Callable[[], Any]) -> Run:
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - the invocation fails: Lambda counts an error
+            return Run(function, self.take(), raised=True)
+        return Run(function, self.take())
+
+
+def _fails(_conn: psycopg.Connection[Any], _event: Any) -> None:
+    raise RetryableEventError("the dependency is not ready")
+
+
+def _refuses(_conn: psycopg.Connection[Any], _event: Any) -> None:
+    raise PermanentEventError("unsupported version")
+
+
+@pytest.fixture
+def runs(
+    database_url: str,
+    conn: psycopg.Connection[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, Run]:
+    """Each outcome the on-call classes need, from the real functions."""
+    recorder = Recorder(capsys)
+    handler = observability.lean_logger().registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.setStream(recorder.buffer)
+    monkeypatch.setattr(handlers, "HANDLERS", dict(handlers.HANDLERS))
+    try:
+        with mock_aws():
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            queue = sqs.create_queue(QueueName="processing")["QueueUrl"]
+            for name, value in {
+                "PROVIDERS_CONFIG_FILE": "events/providers.local.json",
+                "PROCESSING_QUEUE_URL": queue,
+                "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
+                "POWERTOOLS_SERVICE_NAME": STACK,
+                "OUTBOX_DESTINATION": "eventbridge",
+                "OUTBOX_EVENT_BUS_NAME": "default",
+                "MAX_ATTEMPTS": "3",
+            }.items():
+                monkeypatch.setenv(name, value)
+            monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)
+            monkeypatch.setattr(processing, "sqs_client", lambda: sqs)
+            # Built at the processing module's import, under the test session's namespace.
+            monkeypatch.setattr(processing.metrics, "namespace", "WebhookInbox")
+            providers.reset_for_tests()
+            db.reset_for_tests()
+            now = int(time.time())
+            monkeypatch.setattr(ingest, "current_time", lambda: float(now))
+            ingest_app, processor_app, sweeper_app = (
+                load_function(name) for name in ("ingest", "processor", "sweeper")
+            )
+            ingest_app.reset_clients()
+            handlers.HANDLERS[("stripe", "invoice.payment_failed")] = _fails
+            handlers.HANDLERS[("stripe", "invoice.finalized")] = _refuses
+            stripe = providers.registry()["stripe"]
+
+            def delivery(timestamp: int = now, *, tamper: bool = False) -> dict[str, Any]:
+                body = stripe_body(_stripe_id(), now)
+                signed = providers.sign_delivery(stripe, body, timestamp=timestamp)
+                return v2_event("stripe", body + (b" " if tamper else b""), signed.headers)
+
+            def deliver(event: dict[str, Any]) -> Run:
+                return recorder.invoke(
+                    "ingest", lambda: ingest_app.handler(event, FakeLambdaContext())
+                )
+
+            def process(row_ids: list[int]) -> Run:
+                event = sqs_event_for(row_ids)
+                return recorder.invoke(
+                    "processor", lambda: processor_app.handler(event, FakeLambdaContext())
+                )
+
+            def sweep() -> Run:
+                return recorder.invoke(
+                    "sweeper",
+                    lambda: sweeper_app.handler(load_event("schedule"), FakeLambdaContext()),
+                )
+
+            found: dict[str, Run] = {}
+            first = delivery()
+            found["accepted"] = deliver(first)
+            found["duplicate"] = deliver(first)
+            found["rejected_signature"] = deliver(delivery(tamper=True))
+            found["rejected_stale"] = deliver(delivery(timestamp=now - 10_000))
+            with monkeypatch.context() as patch:
+                patch.setattr(aws, "send_wakeup", lambda *_: "EndpointConnectionError")
+                found["enqueue_failed"] = deliver(delivery())
+            rows = [line["row_id"] for run in (found["accepted"],) for line in run.lines]
+            rows.append(
+                store_event(conn, event_type="invoice.payment_failed", payload={"id": "in_1"})
+            )
+            rows.append(store_event(conn, event_type="charge.unknown", payload={"id": "ch_1"}))
+            found["batch"] = process(rows)
+            found["sweep"] = sweep()
+            found["dead_letter"] = process(
+                [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
+            )
+            found["sweep_with_dead_letters"] = sweep()  # its gauge counts the row
+
+            with monkeypatch.context() as patch:
+                patch.setenv("PROVIDERS_CONFIG", "{not json")
+                patch.delenv("PROVIDERS_CONFIG_FILE")
+                providers.reset_for_tests()
+                ingest_app.reset_clients()
+                found["ingest_500"] = deliver(delivery())
+            providers.reset_for_tests()
+            ingest_app.reset_clients()
+
+            with monkeypatch.context() as patch:
+                patch.setenv("DATABASE_URL", UNREACHABLE)
+                db.reset_for_tests()
+                found["ingest_503_store"] = deliver(delivery())
+                found["sweep_database_down"] = sweep()
+            with monkeypatch.context() as patch:
+                patch.delenv("DATABASE_URL")
+                patch.setenv("DATABASE_SECRET_ARN", MISSING_SECRET)
+                db.reset_for_tests()
+                found["ingest_secret"] = deliver(delivery())
+                found["processor_secret"] = process(rows[:1])
+                found["sweeper_secret"] = sweep()
+            db.reset_for_tests()
+            providers.reset_for_tests()
+    finally:
+        handler.setStream(previous)
+    return found
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def test_the_table_lists_every_class_and_every_alarm_of_the_template() -> None:
+    rows = table_rows()
+    assert [row.failure for row in rows] == list(CLASSES)
+    named = {row.alarm for row in rows} | {f"{fn}-errors" for fn in FUNCTIONS}
+    assert set(template_alarms()) <= named, "an alarm without a failure class in the table"
+    anchors = {line[3:].strip() for line in runbook().splitlines() if line.startswith("## ")}
+    assert {row.anchor for row in rows if row.anchor} <= anchors
+
+
+def test_every_failure_class_pages_exactly_its_alarm_at_every_log_level(
+    runs: dict[str, Run],
+) -> None:
+    """The whole contract, for every allowed (LogLevel, SystemLogLevel): the alarm the table
+    names is the only one in ALARM (none for designed behaviour), and the table's query finds
+    the class's own evidence among the lines that reached CloudWatch."""
+    combinations = level_combinations()
+    assert len(combinations) >= 4
+    rows = {row.failure: row for row in table_rows()}
+    wrong: dict[str, Any] = {}  # every class that misbehaves, not only the first
+    for levels in combinations:
+        calm = healthy(runs, levels)
+        assert calm.firing() == set(), ("healthy traffic pages", levels)
+        for failure, variants in CLASSES.items():
+            row = rows[failure]
+            for function, scenario in variants:
+                timeline = scenario(runs, levels)
+                wanted = expected_alarm(row, function)
+                key = f"{failure} [{function}] at {levels}"
+                if timeline.firing() != ({wanted} if wanted else set()):
+                    wrong[key] = {"pages": sorted(timeline.firing()), "want": wanted}
+                    continue
+                try:
+                    _assert_evidence_found(row, function, timeline, calm)
+                except AssertionError as exc:
+                    wrong[key] = {"evidence": str(exc)}
+    assert wrong == {}
+
+
+def _assert_evidence_found(row: Row, function: str, timeline: Timeline, calm: Timeline) -> None:
+    found = evidence_query(row, function)
+    if found is None:
+        command = row.evidence.strip("`")
+        if command.startswith("webhook-inbox "):
+            from webhook_inbox_tools.cli.app import build_parser
+
+            build_parser().parse_args(shlex.split(command)[1:])  # exits on a wrong command
+        else:
+            assert row.anchor is None, row
+            assert command == "—", row
+        return
+    groups, query = found
+    condition = next(c for c in query_clauses(query) if c.startswith("filter "))[7:]
+    matched = [
+        line
+        for g in groups
+        for line in timeline.lines.get(g, [])
+        if filter_matches(condition, line)
+    ]
+    assert matched, (row.failure, function, "the evidence query finds nothing", timeline.levels)
+    if row.failure != "the sweeper does not run":  # its evidence is the last run's line
+        before = [
+            line
+            for g in groups
+            for line in calm.lines.get(g, [])
+            if filter_matches(condition, line)
+        ]
+        assert before == [], (row.failure, "the query also finds healthy traffic")
+
+
+def test_counting_does_not_depend_on_the_log_levels(runs: dict[str, Run]) -> None:
+    """Every metric an alarm or widget uses, produced by the real lines, still arrives at every
+    allowed level combination (on 5276659, LogLevel WARNING or ERROR silenced Accepted,
+    Duplicate and the EMF summaries, and SystemLogLevel WARN the timeout's only line)."""
+    used = set(
+        re.findall(r"\b(?:SUM|MAX|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
+    )
+    for levels in level_combinations():
+        timeline = Timeline(levels)
+        for run in runs.values():
+            timeline.write(run.function, 0, run.lines)
+        arrived = {point.metric for point in timeline.points}
+        assert used - arrived == set(), (levels, sorted(used - arrived))
+        report = platform_report("r", "timeout")
+        assert timeline.kept([report]) == [report], (levels, "a timeout leaves no line")
+
+
+def test_every_runbook_query_names_fields_the_lines_carry(runs: dict[str, Run]) -> None:
+    """Fields of the real lines, Lambda's report and runtime error line, and Logs Insights'
+    own; a query naming anything else finds nothing."""
+    carried: set[str] = {"@timestamp", "@message", "@log", "@logStream", "@requestId"}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                carried.add(prefix + key)
+                walk(inner, f"{prefix}{key}.")
+
+    for line in [line for run in runs.values() for line in run.lines] + [
+        platform_report("r", "error", error_type="Runtime.OutOfMemory"),
+        runtime_error_line("r", "KeyError"),
+    ]:
+        walk(line, "")
+    queries = runbook_queries()
+    assert len(queries) >= 15
+    for query in queries:
+        unknown = query_fields(query) - carried
+        assert unknown == set(), (query, unknown)
+
+
+def test_every_alarms_entry_names_a_query_or_a_command_that_parses() -> None:
+    """Each alarm's RUNBOOK entry (the anchor its description links) gives the evidence: a Logs
+    Insights query, or a webhook-inbox command the CLI accepts."""
+    from webhook_inbox_tools.cli.app import build_parser
+
+    sections = re.split(r"^## ", runbook(), flags=re.MULTILINE)
+    entries = {section.split("\n", 1)[0].strip(): section for section in sections[1:]}
+    for resource in load_template()["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        link = re.search(
+            r"infra/RUNBOOK\.md#([a-z0-9-]+)", resource["Properties"]["AlarmDescription"]
+        )
+        assert link, resource["Properties"]["AlarmName"]
+        entry = entries[link[1]]
+        commands = re.findall(r"```sh\n(.*?)```", entry, flags=re.DOTALL)
+        queries = re.findall(r"```logs-insights\n(.*?)```", entry, flags=re.DOTALL)
+        assert commands or queries, f"#{link[1]} names no query or command"
+        for command in commands:
+            words = shlex.split(command.strip())
+            assert words[0] == "webhook-inbox", command
+            build_parser().parse_args(words[1:])

@@ -1,0 +1,303 @@
+"""The on-call classes of infra/RUNBOOK.md as timelines (tests/integration/test_on_call.py).
+
+A class is a 30-minute timeline over healthy traffic: the real functions' lines for each minute
+(recorded once by the test's fixture), Lambda's own metrics and lines where the failure is
+Lambda's, all passed through the model of Lambda's log-level filter and the template's metric
+filters and EMF (tests/alarm_model.py). The RUNBOOK's table is parsed here too: each class's
+alarm and the query that finds its evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.alarm_model import (
+    STACK,
+    Datapoint,
+    lambda_metric,
+    metrics_of,
+    platform_report,
+    reaches_cloudwatch,
+    runtime_error_line,
+    template_alarms,
+)
+from tests.infra_support import ROOT
+
+MINUTES = 30
+FAILING = range(5, 25)  # the minutes a failure lasts in its timeline
+FUNCTIONS = {
+    "ingest": "IngestFunction",
+    "processor": "ProcessorFunction",
+    "sweeper": "SweeperFunction",
+}
+LOG_GROUP = {
+    "ingest": "IngestLogGroup",
+    "processor": "ProcessorLogGroup",
+    "sweeper": "SweeperLogGroup",
+}
+
+
+@dataclass
+class Run:
+    """One invocation of a real function: what it wrote, and whether it raised."""
+
+    function: str
+    lines: list[dict[str, Any]]
+    raised: bool = False
+
+
+# --- timelines ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Timeline:
+    """What CloudWatch holds after MINUTES of one scenario, at one level combination."""
+
+    levels: tuple[str, str, str]
+    points: list[Datapoint] = field(default_factory=list)
+    lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def kept(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        log_level, application, system = self.levels
+        return [
+            line
+            for line in lines
+            if reaches_cloudwatch(
+                line, log_level=log_level, application_level=application, system_level=system
+            )
+        ]
+
+    def write(self, function: str, minute: int, lines: list[dict[str, Any]]) -> None:
+        kept = self.kept(lines)
+        self.lines.setdefault(function, []).extend(kept)
+        self.points += metrics_of(kept, LOG_GROUP[function], minute)
+
+    def run(self, minute: int, run: Run, times: int = 1) -> None:
+        for _ in range(times):
+            self.invoked(run.function, minute, run.lines, failed=run.raised)
+
+    def invoked(
+        self, function: str, minute: int, lines: list[dict[str, Any]], *, failed: bool = False
+    ) -> None:
+        """One invocation: Lambda counts it (and its failure); its lines reach the log group."""
+        self.points.append(lambda_metric(minute, "Invocations", FUNCTIONS[function]))
+        if failed:
+            self.points.append(lambda_metric(minute, "Errors", FUNCTIONS[function]))
+        self.write(function, minute, lines)
+
+    def firing(self) -> set[str]:
+        return {
+            name for name, alarm in template_alarms().items() if alarm.fires(self.points, MINUTES)
+        }
+
+
+def healthy(runs: dict[str, Run], levels: tuple[str, str, str], *, skip: str = "") -> Timeline:
+    """Steady traffic: deliveries, batches and a sweep every minute (``skip``: a function
+    whose invocations the scenario replaces while the failure lasts)."""
+    timeline = Timeline(levels)
+    for minute in range(MINUTES):
+        replaced = minute in FAILING
+        if not (replaced and skip == "ingest"):
+            timeline.run(minute, runs["accepted"], times=3)
+        if not (replaced and skip == "processor"):
+            timeline.run(minute, runs["batch"])
+        if not (replaced and skip == "sweeper"):
+            timeline.run(minute, runs["sweep"])
+    return timeline
+
+
+Scenario = Callable[[dict[str, Run], tuple[str, str, str]], Timeline]
+
+
+def lasting(run_name: str, times: int = 1, *, replaces: str = "") -> Scenario:
+    """A real outcome that repeats every minute while the failure lasts."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=replaces)
+        for minute in FAILING:
+            timeline.run(minute, runs[run_name], times)
+        return timeline
+
+    return build
+
+
+def killed(function: str, status: str, error_type: str | None = None) -> Scenario:
+    """Lambda ends the invocation (timeout, memory): it counts an error, and its report is
+    the only line; the function wrote nothing after the kill."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=function)
+        for minute in FAILING:
+            report = platform_report(f"req-{minute}", status, error_type=error_type)
+            timeline.invoked(function, minute, [report], failed=True)
+        return timeline
+
+    return build
+
+
+def raising(function: str) -> Scenario:
+    """An exception escapes the handler: the runtime's error line and an error."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels, skip=function)
+        for minute in FAILING:
+            line = runtime_error_line(f"req-{minute}", "KeyError")
+            timeline.invoked(function, minute, [line], failed=True)
+        return timeline
+
+    return build
+
+
+def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) -> Scenario:
+    """A failure seen only in a metric (a queue's depth, a gauge the sweeper reports)."""
+
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels)
+        dims = tuple(sorted(dimensions.items()))
+        timeline.points += [Datapoint(m, namespace, name, dims, value) for m in FAILING]
+        return timeline
+
+    return build
+
+
+def dead_letters(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    """Events dead-lettered, and from then on every sweep reports the rows waiting."""
+    timeline = healthy(runs, levels, skip="sweeper")
+    for minute in FAILING:
+        timeline.run(minute, runs["dead_letter"])
+        timeline.run(minute, runs["sweep_with_dead_letters"])
+    return timeline
+
+
+def sweeper_stops(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    return healthy(runs, levels, skip="sweeper")
+
+
+def throttled(per_minute: float, minutes: range) -> Scenario:
+    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+        timeline = healthy(runs, levels)
+        for minute in minutes:
+            timeline.points.append(lambda_metric(minute, "Throttles", "IngestFunction", per_minute))
+            timeline.run(minute + 1, runs["accepted"], times=int(per_minute))  # retried, accepted
+        return timeline
+
+    return build
+
+
+GAUGE = {"service": STACK}
+# The RUNBOOK table's classes: (function it names for "the function", scenario) per variant.
+CLASSES: dict[str, list[tuple[str, Scenario]]] = {
+    "ingest answers 500": [("ingest", lasting("ingest_500"))],
+    "ingest answers 503: the database": [("ingest", lasting("ingest_503_store"))],
+    "a secret cannot be read (ingest, processor, sweeper)": [
+        ("ingest", lasting("ingest_secret")),
+        ("processor", lasting("processor_secret", replaces="processor")),
+        ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
+    ],
+    "ingest raises": [("ingest", raising("ingest"))],
+    "the processor raises": [("processor", raising("processor"))],
+    "the sweeper fails (raises, or its database fails)": [
+        ("sweeper", lasting("sweep_database_down", replaces="sweeper")),
+        ("sweeper", raising("sweeper")),
+    ],
+    "a function times out": [(fn, killed(fn, "timeout")) for fn in FUNCTIONS],
+    "a function runs out of memory": [
+        (fn, killed(fn, "error", "Runtime.OutOfMemory")) for fn in FUNCTIONS
+    ],
+    "throttling that lasts 15 minutes": [("ingest", throttled(3, FAILING))],
+    "an event dead-lettered": [("processor", dead_letters)],
+    "a wake-up message in the SQS DLQ": [
+        (
+            "processor",
+            metric(
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                {"QueueName": "ProcessingDeadLetterQueue"},
+                1,
+            ),
+        )
+    ],
+    "an outbox that does not drain": [
+        ("sweeper", metric("WebhookInbox", "OldestOutboxAgeSeconds", GAUGE, 1200))
+    ],
+    "the sweeper does not run": [("sweeper", sweeper_stops)],
+    "signatures rejected, sustained": [("ingest", lasting("rejected_signature", 30))],
+    "accepted events wait past the threshold": [
+        ("sweeper", metric("WebhookInbox", "OldestUnprocessedAgeSeconds", GAUGE, 1200))
+    ],
+    "a provider's retried burst above `IngestReservedConcurrency` (`Endpoint=FunctionUrl`)": [
+        ("ingest", throttled(200, range(5, 6)))
+    ],
+    "a duplicate delivery": [("ingest", lasting("duplicate", 10))],
+    "stale timestamps from a sender's clock, below the signature threshold": [
+        ("ingest", lasting("rejected_stale", 4))
+    ],
+}
+
+
+# --- the RUNBOOK's table --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    failure: str
+    alarm: str  # the link text: an alarm name, "x-, y- or z-errors", or "none (designed)"
+    anchor: str | None
+    evidence: str
+
+
+def runbook() -> str:
+    return (ROOT / "infra" / "RUNBOOK.md").read_text()
+
+
+def table_rows() -> list[Row]:
+    lines = runbook().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| failure class |"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        failure, alarm, _sees, evidence, _fix = cells
+        link = re.fullmatch(r"\[(.+)\]\(#([a-z0-9-]+)\)", alarm)
+        rows.append(
+            Row(
+                failure=failure,
+                alarm=link[1] if link else alarm,
+                anchor=link[2] if link else None,
+                evidence=evidence.replace("\\|", "|"),
+            )
+        )
+    return rows
+
+
+def expected_alarm(row: Row, function: str) -> str | None:
+    if row.anchor is None:
+        assert row.alarm == "none (designed)", row
+        return None
+    if row.alarm == "ingest-, processor- or sweeper-errors":
+        return f"{function}-errors"
+    return row.alarm
+
+
+def evidence_query(row: Row, function: str) -> tuple[list[str], str] | None:
+    """(the functions whose log groups it searches, the Logs Insights query), or None."""
+    found = re.fullmatch(r"([a-z, ]+): `(.+)`", row.evidence)
+    if found is None:
+        return None
+    groups = [g.strip() for g in found[1].split(",")]
+    return [function if g == "the function" else g for g in groups], found[2]
+
+
+def runbook_queries() -> list[str]:
+    """Every Logs Insights query the RUNBOOK gives: its fenced blocks and its table."""
+    fenced = re.findall(r"```logs-insights\n(.*?)```", runbook(), flags=re.DOTALL)
+    queries = [" ".join(block.split()) for block in fenced]
+    for row in table_rows():
+        found = evidence_query(row, "ingest")
+        if found:
+            queries.append(found[1])
+    return queries

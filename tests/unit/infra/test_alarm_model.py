@@ -1,0 +1,86 @@
+"""The model tests/integration/test_on_call.py judges the alarms with (tests/alarm_model.py):
+Lambda's JSON log-level filter as AWS documents it, alarm evaluation, Logs Insights filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.alarm_model import (
+    Datapoint,
+    filter_matches,
+    lambda_level,
+    lambda_metric,
+    platform_report,
+    query_fields,
+    reaches_cloudwatch,
+    runtime_error_line,
+    template_alarms,
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        ({"level": "INFO"}, "INFO"),
+        ({"level": "ERROR"}, "ERROR"),
+        ({"level": "WARNING"}, "INFO"),  # Powertools' spelling is not one of Lambda's six
+        ({"level": "CRITICAL"}, "INFO"),
+        ({"level": "warn"}, "WARN"),
+        ({"message": "no level at all"}, "INFO"),
+        (runtime_error_line("r", "KeyError"), "ERROR"),  # the runtime writes log_level
+    ],
+)
+def test_lambda_reads_a_lines_level_as_documented(line: dict[str, str], level: str) -> None:
+    assert lambda_level(line) == level
+
+
+def test_powertools_drops_what_is_below_its_level_before_lambda_sees_it() -> None:
+    info = {"level": "INFO", "message": "accepted"}
+    levels = {"application_level": "DEBUG", "system_level": "INFO"}
+    assert reaches_cloudwatch(info, log_level="INFO", **levels)
+    assert not reaches_cloudwatch(info, log_level="WARNING", **levels)
+    warning = {"level": "WARNING", "message": "rejected"}
+    # Written by Powertools at WARNING, read by Lambda as INFO: an application level of WARN
+    # drops it although it is a warning.
+    assert not reaches_cloudwatch(
+        warning, log_level="WARNING", application_level="WARN", system_level="INFO"
+    )
+
+
+def test_the_report_line_is_dropped_at_system_level_warn_only() -> None:
+    report = platform_report("r", "timeout")
+    for system_level, kept in (("DEBUG", True), ("INFO", True), ("WARN", False)):
+        assert (
+            reaches_cloudwatch(
+                report, log_level="ERROR", application_level="FATAL", system_level=system_level
+            )
+            is kept
+        )
+
+
+def test_alarms_evaluate_periods_datapoints_and_missing_data() -> None:
+    alarms = template_alarms()
+    errors = [lambda_metric(12, "Errors", "SweeperFunction")]
+    assert not alarms["sweeper-errors"].fires(errors, 30)  # one of five minutes
+    errors.append(lambda_metric(14, "Errors", "SweeperFunction"))
+    assert alarms["sweeper-errors"].fires(errors, 30)  # two of five
+    # No invocation at all is missing data, which this alarm treats as breaching.
+    assert alarms["sweeper-not-running"].fires([], 10)
+    ran = [lambda_metric(m, "Invocations", "SweeperFunction") for m in range(10)]
+    assert not alarms["sweeper-not-running"].fires(ran, 10)
+    # Metrics Insights: a matching dimension subset; another stack's metric is not ours.
+    ours = Datapoint(3, "WebhookInbox", "DeadLettered", (("service", "webhook-inbox"),), 1.0)
+    theirs = Datapoint(3, "WebhookInbox", "DeadLettered", (("service", "other"),), 1.0)
+    assert alarms["events-dead-lettered"].fires([ours], 10)
+    assert not alarms["events-dead-lettered"].fires([theirs], 10)
+
+
+def test_logs_insights_filters_and_fields() -> None:
+    line = {"message": "batch", "redelivered": 2, "record": {"status": "timeout"}}
+    assert filter_matches('message = "batch" and redelivered > 0', line)
+    assert not filter_matches('message = "batch" and redelivered > 2', line)
+    assert filter_matches('record.status != "success"', line)
+    assert filter_matches('message = "nope" or ispresent(record.status)', line)
+    assert not filter_matches("ispresent(errorType)", line)
+    query = 'filter message = "x" | stats max(@timestamp) as last_run, count() by provider'
+    assert query_fields(query) == {"message", "@timestamp", "provider"}
