@@ -141,7 +141,8 @@ ALARM_METRICS_INSIGHTS = Price(
     0.10,
     "alarm-month (one metric analyzed)",
     "CloudWatch pricing, alarms on a Metrics Insights query, billed per metric the query"
-    " analyzes: counted as one here (each query matches one series per stack at rest)",
+    " analyzes, no free tier: counted as one per alarm (a query over a metric nothing has"
+    " published yet analyzes none; Rejected GROUP BY reason, one per reason seen)",
     estimate=True,
 )
 DASHBOARD_MONTH = Price(3.00, "dashboard-month", "CloudWatch pricing, dashboards; DESIGN.md §6")
