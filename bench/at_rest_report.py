@@ -1,0 +1,263 @@
+"""The at-rest bill as docs/costs.md shows it (``python -m bench.cost_at_rest``): a table per
+parameter set, the goals, the totals with traffic, and every price with its source."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench import at_rest_prices as p
+from bench.at_rest_prices import Line, Price
+from bench.cost_at_rest import COSTS_DOC, GOALS, VOLUMES, at_rest, deployment, total
+
+BEGIN, END = "<!-- cost:at-rest -->", "<!-- /cost:at-rest -->"
+COMMAND = "python -m bench.cost_at_rest --write"
+TITLES = {
+    "default": "`default`: what `sam deploy --guided` deploys with every default",
+    "small": "`small`: `sam deploy --config-env small`",
+}
+
+
+def _number(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value - round(value)) < 1e-9 or value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _unit_price(price: Price) -> str:
+    mark = " *" if price.estimate else ""
+    if 0 < price.usd < 0.001:
+        return f"{price.usd * 1e6:g} per million{mark}"
+    return f"{price.usd:g}{mark}"
+
+
+@dataclass(frozen=True)
+class SetBill:
+    """One parameter set: what its traffic figure depends on, and its lines at rest."""
+
+    endpoint: str
+    system_log_level: str
+    lines: list[Line]
+    memory_mb: dict[str, int] = field(default_factory=lambda: dict(p.TRAFFIC_MEASURED_MEMORY))
+
+
+def platform_bytes_per_webhook(system_log_level: str) -> float:
+    """Lambda's own lines per webhook at ``system_log_level`` beyond what the measured traffic
+    figure had (it ran at WARN, without them): ingest's invocation and a batch's share of the
+    processor's, at the durations and memory of that run."""
+    from bench.cost import platform_lines
+
+    config = {"LogFormat": "JSON", "SystemLogLevel": system_log_level}
+    total = 0.0
+    for per_webhook, duration_ms, memory_mb, used_mb in p.TRAFFIC_INVOCATIONS:
+        lines = platform_lines(
+            config, duration_ms=duration_ms, memory_mb=memory_mb, used_mb=used_mb, init_ms=None
+        )
+        total += per_webhook * sum(len(line) + 1 for line in lines)
+    return total
+
+
+def memory_difference_per_million(memory_mb: dict[str, int]) -> float:
+    """What the set's ingest and processor memory sizes change in the measured GB-seconds."""
+    change = 0.0
+    for parameter, table in p.TRAFFIC_GB_S_PER_MILLION_INVOCATIONS.items():
+        size = max((m for m in table if m <= memory_mb[parameter]), default=min(table))
+        measured = table[p.TRAFFIC_MEASURED_MEMORY[parameter]]
+        change += p.TRAFFIC_INVOCATIONS_PER_WEBHOOK[parameter] * (table[size] - measured)
+    return change
+
+
+def traffic_per_million(bill: SetBill) -> float:
+    """The measured per-million figure without the sweeper's share (counted at rest), plus the
+    platform lines the set's SystemLogLevel adds and what its memory sizes change."""
+    extra_logs = platform_bytes_per_webhook(bill.system_log_level) * 1e6 / p.GB
+    return (
+        p.TRAFFIC_PER_MILLION[bill.endpoint]
+        - p.SWEEPER_SHARE_PER_MILLION
+        + extra_logs * p.LOGS_INGEST_GB.usd
+        + memory_difference_per_million(bill.memory_mb)
+    )
+
+
+def traffic_per_month(bill: SetBill, webhooks: int) -> float:
+    """Traffic's share of a month, with the custom metrics any traffic brings."""
+    metrics = len(p.TRAFFIC_METRICS) * p.CUSTOM_METRIC_MONTH.usd if webhooks else 0.0
+    return webhooks / 1e6 * traffic_per_million(bill) + metrics
+
+
+def goal_text(name: str, monthly: float) -> str:
+    goal = GOALS.get(name)
+    if goal is None:
+        return "no goal"
+    if monthly <= goal:
+        return f"goal ≤ ${goal:.0f}: met, ${goal - monthly:.2f} under"
+    return f"goal ≤ ${goal:.0f}: **missed by ${monthly - goal:.2f}**"
+
+
+def set_table(name: str, lines: list[Line]) -> list[str]:
+    monthly = total(lines)
+    out = [
+        f"### {TITLES.get(name, name)}: ${monthly:.2f} a month ({goal_text(name, monthly)})",
+        "",
+        "| resource | quantity | unit price (USD) | USD a month |",
+        "|---|---:|---:|---:|",
+    ]
+    for line in lines:
+        mark = " *" if line.estimate else ""
+        quantity = f"{_number(line.quantity)}{mark} {line.price.unit}"
+        out.append(
+            f"| {line.resource} | {quantity} | {_unit_price(line.price)} | {line.monthly:.2f} |"
+        )
+    out.append(f"| **total at rest** | | | **{monthly:.2f}** |")
+    goal = GOALS.get(name)
+    if goal is not None and monthly > goal:
+        out += ["", _largest(lines, monthly - goal)]
+    return out
+
+
+def _largest(lines: list[Line], gap: float) -> str:
+    top = sorted(lines, key=lambda line: line.monthly, reverse=True)[:4]
+    listed = "; ".join(f"{line.resource} ${line.monthly:.2f}" for line in top)
+    return (
+        f"The ${gap:.2f} over the goal, against the largest lines: {listed}. Custom metrics are"
+        " prorated by the hour and metered only when sent (CloudWatch pricing), so a metric"
+        " published only when non-zero costs nothing while the stack is idle (the zeros above)."
+    )
+
+
+def render(sets: dict[str, SetBill]) -> str:
+    """The at-rest section of docs/costs.md for ``{set name: its bill}``."""
+    out = [
+        BEGIN,
+        "## At rest: the bill before the first webhook",
+        "",
+        f"Counted from template.yaml by `{COMMAND}` (bench/cost_at_rest.py): SAM's own"
+        " translation of the template, resolved for each samconfig.toml environment, every"
+        " resource that bills by the hour or month priced at us-east-1 list prices taken"
+        f" {p.PRICES_TAKEN}, without the free tier (an account's free tier is shared with"
+        " whatever else it runs). `*` marks an estimate (see the list below). A resource type"
+        " the script can neither price nor knows to be free fails"
+        " tests/unit/infra/test_cost_at_rest.py, which also checks that this section is the"
+        " script's output.",
+        "",
+    ]
+    for name, bill in sets.items():
+        out += [*set_table(name, bill.lines), ""]
+    out += [
+        "### A month with traffic",
+        "",
+        "| parameter set (endpoint) | at rest | 10 k webhooks | 1 M webhooks | 100 M webhooks |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, bill in sets.items():
+        rest = total(bill.lines)
+        cells = [f"{rest + traffic_per_month(bill, v):,.2f}" for v in VOLUMES]
+        out.append(
+            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, memory"
+            f" {bill.memory_mb['IngestMemorySize']}/{bill.memory_mb['ProcessorMemorySize']} MB)"
+            f" | {rest:.2f}"
+            f" | {' | '.join(cells)} |"
+        )
+    out += [
+        "",
+        "Traffic is the per-million figure above (`python -m bench.cost`, run of 2026-12-01:"
+        f" ${p.TRAFFIC_PER_MILLION['HttpApi']} behind the HTTP API,"
+        f" ${p.TRAFFIC_PER_MILLION['FunctionUrl']} behind a Function URL) less the sweeper's"
+        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus, where the"
+        " set's `SystemLogLevel` is INFO or DEBUG, Lambda's platform.start and platform.report"
+        " lines (that run had WARN: ingest's invocation and a tenth of the processor's per"
+        " webhook, rendered by bench/cost.py at that run's durations), plus or minus what the"
+        " set's ingest/processor memory sizes change in that run's GB-seconds (its memory"
+        " table; the run had 256/128 MB), plus the custom"
+        f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"
+        f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
+        " per million messages your handlers emit), interface endpoints' data processing"
+        " where the set has endpoints, KMS and Secrets Manager requests at cold starts (within"
+        " their free tiers at these volumes), and a larger database class that 100 M webhooks"
+        " a month (38 a second on average) may need.",
+        "",
+        "### Prices and estimates",
+        "",
+    ]
+    out += [f"- {line}" for line in _sources(sets)]
+    out += [
+        f"- The sweeper's billed duration: {p.SWEEPER_BILLED_MS_BY_MEMORY} ms by memory size,"
+        " measured on an idle database by `python -m bench.sweeper_at_rest` (the real handler,"
+        " PostgreSQL 1 ms and AWS 10 ms away); its lines are rendered by its own code for a run"
+        " that found nothing to do (bench/idle_sweep.py; `bench.sweeper_at_rest` prints both, and"
+        " they agreed byte for byte), plus Lambda's platform lines at the set's `SystemLogLevel`.",
+        f"- Empty receives: {p.ESM_IDLE_POLLERS} pollers with `MaximumConcurrency` set (Lambda"
+        ' developer guide, "Configuring scaling behavior for SQS event source mappings": at'
+        " low traffic five, as few as two only without maximum concurrency), each a"
+        f" {p.ESM_LONG_POLL_SECONDS} s long poll (assumed: AWS does not publish the pollers'"
+        " wait).",
+        f"- RDS Enhanced Monitoring: {p.ENHANCED_MONITORING_BYTES_PER_SAMPLE:,} B a sample"
+        f" (estimate), kept {p.ENHANCED_MONITORING_RETENTION_DAYS} days; the postgresql log"
+        f" export {p.RDS_LOG_EXPORT_BYTES_PER_MONTH / 1e6:g} MB a month (estimate). Log"
+        " storage is priced on uncompressed bytes (an upper bound).",
+        END,
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _sources(sets: dict[str, SetBill]) -> list[str]:
+    seen: dict[str, Price] = {}
+    for bill in sets.values():
+        for line in bill.lines:
+            seen.setdefault(f"{line.price.source}|{line.price.unit}", line.price)
+    return [
+        f"{_price_text(price)}: {price.source}" + (" (estimate)" if price.estimate else "")
+        for price in seen.values()
+    ]
+
+
+def _price_text(price: Price) -> str:
+    if 0 < price.usd < 0.001:
+        return f"${price.usd * 1e6:g} per million ({price.unit})"
+    return f"${price.usd:g} per {price.unit}"
+
+
+def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, SetBill]:
+    sets = {}
+    for name in names:
+        d = deployment(name, overrides)
+        level = str(d.parameters["SystemLogLevel"])
+        memory = {k: int(d.parameters[k]) for k in p.TRAFFIC_MEASURED_MEMORY}
+        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory)
+    return sets
+
+
+def write_doc(section: str) -> None:
+    text = COSTS_DOC.read_text()
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    COSTS_DOC.write_text(text)
+
+
+def doc_section() -> str:
+    match = re.search(
+        re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", COSTS_DOC.read_text(), re.DOTALL
+    )
+    return match.group(0) if match else ""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config-env", nargs="+", default=["default", "small"])
+    parser.add_argument("--parameter-overrides", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--write", action="store_true", help="rewrite docs/costs.md's section")
+    args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
+    if args.write and (overrides or args.config_env != ["default", "small"]):
+        parser.error("--write documents the default and small sets as samconfig.toml has them")
+    section = render(measure(args.config_env, overrides))
+    print(section)
+    if args.write:
+        write_doc(section)

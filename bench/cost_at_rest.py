@@ -1,0 +1,315 @@
+"""What the stack costs a month before its first webhook, counted from template.yaml.
+
+    python -m bench.cost_at_rest [--config-env default small] [--parameter-overrides K=V ...]
+                                 [--write]
+
+template.yaml is translated by SAM's own translator (offline, as the infra tests do), resolved
+for a parameter set (the template's defaults, then a samconfig.toml environment's
+``parameter_overrides``, then ``--parameter-overrides``), and every resource that bills by the
+hour or the month whatever the traffic is priced: the database instance and its storage, RDS
+Proxy, interface endpoints per AZ, NAT gateways and public addresses, KMS keys, secrets (the
+RDS-managed one too), alarms by kind, dashboards, custom metrics (the EMF the idle sweeper
+writes, rendered by the sweeper's own code, and metric filters that match it), the schedule's
+invocations, the event source mapping's polling of an empty queue, and the log bytes all that
+writes. A resource type that is neither priced here nor listed in :data:`FREE_TYPES` stops the
+script (and fails tests/unit/infra/test_cost_at_rest.py). Prices: :mod:`bench.at_rest_prices`.
+``--write`` rewrites the at-rest section of docs/costs.md (the test checks it matches).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import at_rest_prices as p  # noqa: E402
+from bench.at_rest_prices import Line, Price, Unpriced  # noqa: E402
+from bench.idle_sweep import idle_sweep, scheduled_runs  # noqa: E402
+from tests import infra_support  # noqa: E402
+
+SAMCONFIG = ROOT / "samconfig.toml"
+COSTS_DOC = ROOT / "docs" / "costs.md"
+GOALS = {"default": 90.0, "small": 20.0}  # issue 26, USD a month at rest
+VOLUMES = (10_000, 1_000_000, 100_000_000)  # webhooks a month for the totals
+# Values for parameters without a default (an existing network), used only to count: two AZs.
+PLACEHOLDERS = {
+    "AWS::EC2::VPC::Id": "vpc-0example",
+    "List<AWS::EC2::Subnet::Id>": "subnet-0example1,subnet-0example2",
+}
+
+
+@dataclass
+class Deployment:
+    """The translated template's resources for one parameter set, intrinsics resolved."""
+
+    name: str
+    parameters: dict[str, Any]
+    template: dict[str, Any]
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.resolver = _Resolver(
+            self.parameters, infra_support.Placeholders(), self.template.get("Conditions", {})
+        )
+        for name, res in self.template["Resources"].items():
+            if "Condition" not in res or self.resolver.condition(res["Condition"]):
+                self.resources[name] = res
+
+    def props(self, name: str) -> dict[str, Any]:
+        resolved: dict[str, Any] = self.resolver.resolve(self.resources[name].get("Properties", {}))
+        return resolved
+
+    def of_type(self, kind: str) -> list[str]:
+        return [n for n, r in self.resources.items() if r["Type"] == kind]
+
+
+class _Resolver(infra_support.Resolver):
+    def __init__(self, parameters: Any, refs: Any, conditions: Mapping[str, Any]) -> None:
+        super().__init__(parameters, refs)
+        self.conditions = conditions
+
+    def condition(self, name: str) -> bool:
+        return bool(self.resolve(self.conditions[name]))
+
+
+# --- parameter sets ----------------------------------------------------------------------
+
+
+def config_env_overrides(env: str) -> dict[str, str]:
+    """samconfig.toml's ``[env.deploy.parameters] parameter_overrides`` (a list or one string)."""
+    config = tomllib.loads(SAMCONFIG.read_text())
+    if env not in config:
+        raise KeyError(f"samconfig.toml has no [{env}] environment")
+    raw = config[env].get("deploy", {}).get("parameters", {}).get("parameter_overrides", [])
+    items = raw if isinstance(raw, list) else shlex.split(raw)
+    return dict(item.split("=", 1) for item in items)
+
+
+def deployment(env: str, overrides: Mapping[str, str] | None = None) -> Deployment:
+    given = {**config_env_overrides(env), **(overrides or {})}
+    for name, spec in infra_support.load_template().get("Parameters", {}).items():
+        if "Default" not in spec and name not in given:
+            given[name] = PLACEHOLDERS[spec["Type"]]
+    parameters = infra_support.parameter_values(**given)
+    return Deployment(env, parameters, infra_support.translated_template())
+
+
+# --- pricing, one function per billed resource type --------------------------------------
+
+
+def _database(d: Deployment, name: str) -> list[Line]:
+    props = d.props(name)
+    cls = str(props["DBInstanceClass"])
+    if cls not in p.RDS_INSTANCE_HOURLY:
+        raise Unpriced(f"{name}: no price for {cls} in bench/at_rest_prices.py")
+    multi_az = str(props.get("MultiAZ", "false")).lower() == "true"
+    copies = p.RDS_MULTI_AZ_FACTOR if multi_az else 1
+    storage = int(props["AllocatedStorage"])
+    if str(props.get("StorageType", "gp2")) != "gp3":
+        raise Unpriced(f"{name}: only gp3 storage is priced")
+    where = "Multi-AZ" if multi_az else "Single-AZ"
+    lines = [
+        Line(f"RDS {cls}, {where}", copies * p.HOURS_PER_MONTH, p.RDS_INSTANCE_HOURLY[cls]),
+        Line(f"RDS gp3 storage, {storage} GB, {where}", copies * storage, p.RDS_GP3_GB_MONTH),
+        # An idle database's backups (7 days of a nearly empty volume) stay within the free
+        # allowance of 100 % of the provisioned storage.
+        Line(
+            f"RDS backups ({props.get('BackupRetentionPeriod', 1)} days)", 0, p.RDS_BACKUP_GB_MONTH
+        ),
+    ]
+    if str(props.get("ManageMasterUserPassword", "false")).lower() == "true":
+        lines.append(Line("Secrets Manager: the RDS-managed master secret", 1, p.SECRET_MONTH))
+    interval = int(props.get("MonitoringInterval", 0) or 0)
+    if interval:
+        samples = p.MINUTES_PER_MONTH * 60 / interval
+        lines += p.log_lines(
+            f"RDS Enhanced Monitoring ({interval} s)",
+            samples * p.ENHANCED_MONITORING_BYTES_PER_SAMPLE,
+            p.ENHANCED_MONITORING_RETENTION_DAYS,
+            estimate=True,
+        )
+    if props.get("EnableCloudwatchLogsExports"):
+        retention = int(d.parameters.get("LogRetentionDays") or 30)
+        lines += p.log_lines(
+            "RDS log export (postgresql)",
+            p.RDS_LOG_EXPORT_BYTES_PER_MONTH,
+            retention,
+            estimate=True,
+        )
+    return lines
+
+
+def _proxy(d: Deployment, name: str) -> list[Line]:
+    targets = [
+        group
+        for group in d.of_type("AWS::RDS::DBProxyTargetGroup")
+        if d.resources[group]["Properties"]["DBProxyName"] == {"Ref": name}
+    ]
+    vcpus = 0
+    for group in targets:
+        for ref in d.resources[group]["Properties"].get("DBInstanceIdentifiers", []):
+            cls = str(d.props(ref["Ref"])["DBInstanceClass"])
+            if cls not in p.RDS_VCPUS:
+                raise Unpriced(f"{name}: no vCPU count for {cls}")
+            vcpus += p.RDS_VCPUS[cls]
+    billed = max(vcpus, p.RDS_PROXY_MIN_VCPUS)
+    return [
+        Line(
+            f"RDS Proxy ({billed} vCPUs billed)", billed * p.HOURS_PER_MONTH, p.RDS_PROXY_VCPU_HOUR
+        )
+    ]
+
+
+def _endpoint(d: Deployment, name: str) -> list[Line]:
+    props = d.props(name)
+    kind = props.get("VpcEndpointType", "Gateway")
+    if kind == "Gateway":
+        return []  # gateway endpoints (S3, DynamoDB) have no charge
+    if kind != "Interface":
+        raise Unpriced(f"{name}: {kind} endpoints are not priced")
+    service = str(props["ServiceName"]).rsplit(".", 1)[-1]
+    azs = len(props["SubnetIds"])
+    return [
+        Line(
+            f"interface endpoint {service}, {azs} AZs",
+            azs * p.HOURS_PER_MONTH,
+            p.INTERFACE_ENDPOINT_AZ_HOUR,
+        )
+    ]
+
+
+def _nat(d: Deployment, name: str) -> list[Line]:
+    return [Line(f"NAT gateway {name}", p.HOURS_PER_MONTH, p.NAT_GATEWAY_HOUR)]
+
+
+def _public_ipv4(d: Deployment, name: str) -> list[Line]:
+    return [Line(f"public IPv4 address {name}", p.HOURS_PER_MONTH, p.PUBLIC_IPV4_HOUR)]
+
+
+def _key(d: Deployment, name: str) -> list[Line]:
+    # Rotation (EnableKeyRotation) adds $1 a month at each of the first two yearly rotations.
+    return [Line(f"KMS customer managed key {name} (first year)", 1, p.KMS_KEY_MONTH)]
+
+
+def _secret(d: Deployment, name: str) -> list[Line]:
+    return [Line(f"Secrets Manager secret {name}", 1, p.SECRET_MONTH)]
+
+
+def _dashboard(d: Deployment, name: str) -> list[Line]:
+    return [Line(f"CloudWatch dashboard {name}", 1, p.DASHBOARD_MONTH)]
+
+
+def alarm_kind(props: Mapping[str, Any]) -> tuple[str, float, Price]:
+    """(kind, billed units, price) of one AWS::CloudWatch::Alarm."""
+    if "MetricName" in props:
+        high_res = int(props.get("Period", 60)) < 60
+        if high_res:
+            return "high-resolution", 1, p.ALARM_HIGH_RES_METRIC
+        return "standard, one metric", 1, p.ALARM_STANDARD_METRIC
+    queries = props["Metrics"]
+    expressions = [str(q.get("Expression", "")) for q in queries]
+    if any(e.lstrip().upper().startswith("SELECT") for e in expressions):
+        return "Metrics Insights query", 1, p.ALARM_METRICS_INSIGHTS
+    stats = sum("MetricStat" in q for q in queries)
+    if "ThresholdMetricId" in props or any("ANOMALY_DETECTION_BAND" in e for e in expressions):
+        return "anomaly detection", stats * p.ALARM_ANOMALY_METRICS, p.ALARM_STANDARD_METRIC
+    return "metric math, per metric", stats, p.ALARM_STANDARD_METRIC
+
+
+def _alarms(d: Deployment) -> list[Line]:
+    by_kind: dict[str, tuple[int, float, Price]] = {}
+    for name in d.of_type("AWS::CloudWatch::Alarm"):
+        kind, units, price = alarm_kind(d.props(name))
+        count, total, _ = by_kind.get(kind, (0, 0.0, price))
+        by_kind[kind] = (count + 1, total + units, price)
+    lines = [
+        Line(f"CloudWatch alarms: {kind} ({count})", units, price)
+        for kind, (count, units, price) in sorted(by_kind.items())
+    ]
+    composites = d.of_type("AWS::CloudWatch::CompositeAlarm")
+    if composites:
+        lines.append(
+            Line(
+                f"CloudWatch composite alarms ({len(composites)})",
+                len(composites),
+                p.ALARM_COMPOSITE,
+            )
+        )
+    return lines
+
+
+def _pollers(d: Deployment, name: str) -> list[Line]:
+    props = d.props(name)
+    source = d.resources[name]["Properties"].get("EventSourceArn")
+    target = source.get("Fn::GetAtt", [""])[0] if isinstance(source, dict) else ""
+    if d.resources.get(target, {}).get("Type") != "AWS::SQS::Queue":
+        raise Unpriced(f"{name}: only the polling of a queue of this stack is counted")
+    bounded = bool(props.get("ScalingConfig", {}).get("MaximumConcurrency"))
+    pollers = p.ESM_IDLE_POLLERS if bounded else p.ESM_IDLE_POLLERS_WITHOUT_MAX_CONCURRENCY
+    receives = pollers * p.MINUTES_PER_MONTH * 60 / p.ESM_LONG_POLL_SECONDS
+    return [
+        Line(
+            f"SQS empty receives: {pollers} pollers, {p.ESM_LONG_POLL_SECONDS} s long polls",
+            receives,
+            p.SQS_REQUEST,
+            estimate=True,
+        )
+    ]
+
+
+PER_RESOURCE: dict[str, Callable[[Deployment, str], list[Line]]] = {
+    "AWS::RDS::DBInstance": _database,
+    "AWS::RDS::DBProxy": _proxy,
+    "AWS::EC2::VPCEndpoint": _endpoint,
+    "AWS::EC2::NatGateway": _nat,
+    "AWS::EC2::EIP": _public_ipv4,
+    "AWS::KMS::Key": _key,
+    "AWS::SecretsManager::Secret": _secret,
+    "AWS::CloudWatch::Dashboard": _dashboard,
+    "AWS::Lambda::EventSourceMapping": _pollers,
+}
+# Priced as a whole (by kind, or through what they run or feed) rather than one by one.
+PRICED_TOGETHER = {
+    "AWS::CloudWatch::Alarm",
+    "AWS::CloudWatch::CompositeAlarm",
+    "AWS::Events::Rule",
+    "AWS::Logs::MetricFilter",
+}
+
+
+def unpriced_types(types: set[str]) -> set[str]:
+    """Resource types that are neither priced here nor known to be free."""
+    known = set(PER_RESOURCE) | PRICED_TOGETHER | set(p.FREE_TYPES)
+    return {
+        t
+        for t in types
+        if t not in known and not (t.startswith("Custom::") and "Custom::*" in known)
+    }
+
+
+def at_rest(d: Deployment) -> list[Line]:
+    missing = unpriced_types({r["Type"] for r in d.resources.values()})
+    if missing:
+        raise Unpriced(f"no price and not known to be free: {sorted(missing)}")
+    lines: list[Line] = []
+    for kind, price in PER_RESOURCE.items():
+        for name in d.of_type(kind):
+            lines += price(d, name)
+    return lines + _alarms(d) + scheduled_runs(d, idle_sweep)
+
+
+def total(lines: list[Line]) -> float:
+    return sum(line.monthly for line in lines)
+
+
+if __name__ == "__main__":
+    from bench.at_rest_report import main
+
+    main()

@@ -1,0 +1,245 @@
+"""The bill at rest (issue 26, section 3): bench/cost_at_rest.py counts every billed resource of
+the translated template, refuses one it cannot price, and docs/costs.md shows its output."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+
+import pytest
+
+from bench import at_rest_prices as p
+from bench import at_rest_report as report
+from bench import cost_at_rest as cost
+from bench.idle_sweep import idle_sweep, sweep_steps
+from tests import infra_support
+
+SETS = ("default", "small")
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[str, report.SetBill]:
+    return report.measure(SETS)
+
+
+def test_every_resource_type_in_the_translated_template_is_priced_or_known_free() -> None:
+    # Every resource, whatever its condition: a billed type behind any parameter needs a price.
+    types = {r["Type"] for r in infra_support.translated_template()["Resources"].values()}
+    assert cost.unpriced_types(types) == set()
+
+
+def test_a_billed_resource_without_a_price_stops_the_count() -> None:
+    d = cost.deployment("default")
+    d.resources = copy.deepcopy(d.resources)
+    d.resources["Cache"] = {"Type": "AWS::ElastiCache::CacheCluster", "Properties": {}}
+    with pytest.raises(p.Unpriced, match="AWS::ElastiCache::CacheCluster"):
+        cost.at_rest(d)
+
+
+def test_a_database_class_without_a_price_is_refused_not_guessed() -> None:
+    d = cost.deployment("default", {"DatabaseInstanceClass": "db.r7g.large"})
+    with pytest.raises(p.Unpriced, match=r"db\.r7g\.large"):
+        cost.at_rest(d)
+
+
+def test_the_free_list_holds_nothing_this_script_prices() -> None:
+    assert not (set(p.FREE_TYPES) & (set(cost.PER_RESOURCE) | cost.PRICED_TOGETHER))
+
+
+def test_every_database_line_follows_the_parameters() -> None:
+    single = cost.at_rest(cost.deployment("default", {"DatabaseMultiAz": "false"}))
+    multi = cost.at_rest(cost.deployment("default", {"DatabaseMultiAz": "true"}))
+    by_name = {line.resource: line.monthly for line in multi}
+    assert by_name["RDS db.t4g.small, Multi-AZ"] == pytest.approx(2 * 0.032 * 730)
+    assert by_name["RDS gp3 storage, 20 GB, Multi-AZ"] == pytest.approx(2 * 20 * 0.115)
+    assert {line.resource: line.monthly for line in single}["RDS db.t4g.small, Single-AZ"] == (
+        pytest.approx(0.032 * 730)
+    )
+    # RDS keeps the master password in a secret of its own: billed, though not in the template.
+    assert "Secrets Manager: the RDS-managed master secret" in by_name
+
+
+def test_rds_proxy_bills_its_two_vcpu_minimum() -> None:
+    lines = cost.at_rest(cost.deployment("default", {"DatabaseInstanceClass": "db.t4g.micro"}))
+    proxy = [line for line in lines if line.resource.startswith("RDS Proxy")]
+    # A db.t4g.micro has 2 vCPUs, the minimum anyway: 2 x $0.015 x 730 h.
+    assert [line.monthly for line in proxy] in ([], [pytest.approx(21.90)])
+
+
+def test_interface_endpoints_are_billed_per_az_in_an_existing_vpc() -> None:
+    d = cost.deployment(
+        "default",
+        {
+            "VpcId": "vpc-0example",
+            "SubnetIds": "subnet-a,subnet-b,subnet-c",
+            "CreateVpcEndpoints": "true",
+            "PrivateRouteTableIds": "rtb-0example",
+        },
+    )
+    endpoints = [line for line in cost.at_rest(d) if line.resource.startswith("interface")]
+    assert endpoints, "CreateVpcEndpoints=true in an existing VPC creates interface endpoints"
+    for line in endpoints:
+        assert line.resource.endswith("3 AZs")
+        assert line.monthly == pytest.approx(3 * 730 * 0.01)
+
+
+def test_alarm_kinds_follow_the_pricing_pages() -> None:
+    standard = {"MetricName": "Errors", "Period": 300}
+    math = {"Metrics": [{"MetricStat": {}}, {"MetricStat": {}}, {"Expression": "a+b"}]}
+    insights = {"Metrics": [{"Expression": "SELECT SUM(x) FROM y"}]}
+    anomaly = {"Metrics": [{"MetricStat": {}}], "ThresholdMetricId": "band"}
+    assert cost.alarm_kind(standard)[1:] == (1, p.ALARM_STANDARD_METRIC)
+    assert cost.alarm_kind({**standard, "Period": 10})[1:] == (1, p.ALARM_HIGH_RES_METRIC)
+    assert cost.alarm_kind(math)[1:] == (2, p.ALARM_STANDARD_METRIC)
+    assert cost.alarm_kind(insights)[1:] == (1, p.ALARM_METRICS_INSIGHTS)
+    assert cost.alarm_kind(anomaly)[1] == 3
+
+
+def test_every_alarm_of_the_template_is_counted(
+    measured: dict[str, report.SetBill],
+) -> None:
+    alarms = len(cost.deployment("default").of_type("AWS::CloudWatch::Alarm"))
+    lines = measured["default"].lines
+    counted = sum(
+        int(m.group(1))
+        for line in lines
+        if (m := re.match(r"CloudWatch alarms: .* \((\d+)\)$", line.resource))
+    )
+    assert counted == alarms
+
+
+def test_the_idle_sweep_emits_every_metric_its_code_can_add() -> None:
+    from webhook_inbox.backlog import BACKLOG_STATUSES
+    from webhook_inbox.sweeper import emit_metrics
+
+    run = idle_sweep(cost.deployment("default"), "SweeperFunction")
+    names = {name for _, name, _ in run.custom_metrics}
+    assert names == set(re.findall(r'"([A-Z][A-Za-z]+)"', inspect.getsource(emit_metrics)))
+    backlog = {dims for _, name, dims in run.custom_metrics if name == "BacklogCount"}
+    assert len(backlog) == len(BACKLOG_STATUSES)  # one series per status
+    assert sweep_steps()  # the summary line lists the steps Sweep.run really loops over
+
+
+def test_the_sweeper_runs_43200_times_a_month(
+    measured: dict[str, report.SetBill],
+) -> None:
+    lines = measured["default"].lines
+    runs = [line for line in lines if line.resource.endswith("scheduled runs")]
+    assert [line.quantity for line in runs] == [43_200]
+
+
+def test_docs_costs_md_shows_the_scripts_output(
+    measured: dict[str, report.SetBill],
+) -> None:
+    assert report.doc_section() == report.render(measured), (
+        "docs/costs.md is stale: run `python -m bench.cost_at_rest --write`"
+    )
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_each_goal_is_met_or_the_docs_say_by_how_much_it_is_missed(
+    name: str, measured: dict[str, report.SetBill]
+) -> None:
+    monthly = cost.total(measured[name].lines)
+    doc = report.doc_section()
+    assert f"${monthly:.2f} a month" in doc
+    if monthly > cost.GOALS[name]:
+        assert f"missed by ${monthly - cost.GOALS[name]:.2f}" in doc
+    else:
+        assert monthly <= cost.GOALS[name]
+
+
+def _with_filter(group: str, pattern: str, **transformation: str) -> cost.Deployment:
+    d = cost.deployment("default")
+    d.resources = dict(d.resources)
+    d.resources["ExtraMetricFilter"] = {
+        "Type": "AWS::Logs::MetricFilter",
+        "Properties": {
+            "LogGroupName": {"Ref": group},
+            "FilterPattern": pattern,
+            "MetricTransformations": [
+                {"MetricNamespace": "WebhookInbox", "MetricName": "Extra", "MetricValue": "1"}
+                | transformation
+            ],
+        },
+    }
+    return d
+
+
+def _filter_line(d: cost.Deployment) -> p.Line:
+    (line,) = [x for x in cost.at_rest(d) if x.resource.startswith("custom metrics: metric filt")]
+    return line
+
+
+@pytest.mark.parametrize(
+    ("group", "pattern", "transformation", "published"),
+    [
+        # The idle sweep's summary line feeds a filter on the sweeper's group...
+        ("SweeperLogGroup", '{ $.message = "sweep finished" }', {}, 1),
+        ("SweeperLogGroup", "sweep finished", {}, 1),
+        # ...not one its lines do not match (a timeout line, say)...
+        ("SweeperLogGroup", "Task timed out", {}, 0),
+        ("SweeperLogGroup", '{ $.message = "sweep aborted" }', {}, 0),
+        # ...but a DefaultValue publishes for every line of the group.
+        ("SweeperLogGroup", "Task timed out", {"DefaultValue": "0"}, 1),
+        # Ingest's group gets no line without traffic, DefaultValue or not.
+        ("IngestLogGroup", '{ $.message = "accepted" }', {"DefaultValue": "0"}, 0),
+    ],
+)
+def test_metric_filters_publish_at_rest_only_when_idle_lines_feed_them(
+    group: str, pattern: str, transformation: dict[str, str], published: int
+) -> None:
+    assert _filter_line(_with_filter(group, pattern, **transformation)).quantity == published
+
+
+def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
+    filters = {f.metric for f in infra_support.metric_filters()}
+    processor = infra_support.ROOT / "functions" / "processor" / "app.py"
+    emf = infra_support.emf_metric_names([processor])
+    assert set(p.TRAFFIC_METRICS) <= filters | emf
+
+
+def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
+    quiet = report.SetBill("HttpApi", "WARN", [])
+    chatty = report.SetBill("HttpApi", "INFO", [])
+    assert report.traffic_per_million(quiet) == pytest.approx(
+        p.TRAFFIC_PER_MILLION["HttpApi"] - p.SWEEPER_SHARE_PER_MILLION
+    )
+    # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million.
+    assert 0.1 < report.traffic_per_million(chatty) - report.traffic_per_million(quiet) < 0.25
+
+
+def test_zero_valued_metrics_are_told_apart_from_the_others() -> None:
+    from bench.idle_sweep import zero_valued
+
+    def emf(name: str, value: object) -> dict[str, object]:
+        directive = {"Namespace": "N", "Dimensions": [["service"]], "Metrics": [{"Name": name}]}
+        return {"_aws": {"CloudWatchMetrics": [directive]}, "service": "s", name: value}
+
+    lines = [emf("Idle", [0.0]), emf("Busy", [0.0]), emf("Busy", 3), emf("Gauge", 0)]
+    assert {name for _, name, _ in zero_valued(lines)} == {"Idle", "Gauge"}
+
+
+def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
+    def receives(d: cost.Deployment) -> float:
+        (line,) = [x for x in cost.at_rest(d) if x.resource.startswith("SQS empty receives")]
+        return line.quantity
+
+    d = cost.deployment("default")
+    # Five pollers a 20 s long poll each, every minute of a 30-day month.
+    assert receives(d) == 5 * 3 * 43_200
+    (mapping,) = d.of_type("AWS::Lambda::EventSourceMapping")
+    d.resources = copy.deepcopy(d.resources)
+    del d.resources[mapping]["Properties"]["ScalingConfig"]
+    assert receives(d) == 2 * 3 * 43_200  # Lambda may scale down to two without the setting
+
+
+def test_the_traffic_figure_follows_the_sets_memory_sizes() -> None:
+    measured = report.SetBill("HttpApi", "WARN", [])
+    bigger = report.SetBill(
+        "HttpApi", "WARN", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
+    )
+    # A tenth of a processor invocation per webhook, $0.2643 instead of $0.1821 a million.
+    difference = report.traffic_per_million(bigger) - report.traffic_per_million(measured)
+    assert difference == pytest.approx(0.1 * (0.2643 - 0.1821))
