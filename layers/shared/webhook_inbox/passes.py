@@ -10,9 +10,9 @@ result costs one round trip per event and four around them, instead of one per s
   psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
   batch's transaction under the events after it;
 * every statement whose answer nobody reads travels with the next wait — among them one before
-  each handler and one after the last (:mod:`webhook_inbox.handler_guard`): each fails if the
-  previous handler ended or rewound the transaction (the same as ``commit()``, sent as SQL),
-  and sets the next handler's transaction-local mark;
+  each handler, adding its token to a transaction-local list, and one after the last
+  (:mod:`webhook_inbox.handler_guard`), which fails unless the list is complete: a handler that
+  ended or rewound the transaction (the same as ``commit()``, sent as SQL) took the list with it;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
 * every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
@@ -176,8 +176,9 @@ def _run_handler(
         return EventResult(event, "ignored")  # marked with the others in _mark
     started = time.perf_counter()
     with db.translate():  # handlers may use the connection directly
-        # Sent without waiting: checks the previous handler's mark, sets this one's. A handler
-        # that ended or rewound the transaction makes the next check fail, at the next wait.
+        # Sent without waiting: adds this handler's token to the transaction-local list. A handler
+        # that ended or rewound the transaction loses the list, and the check after the last
+        # handler fails at the next wait.
         marks.before_handler(str(event.id))
         handler(conn, event)
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))

@@ -10,7 +10,6 @@ the sweeper's stale rule. Now a duplicate of a row still waiting whose stamp is 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import psycopg
@@ -147,7 +146,6 @@ def test_the_retry_of_a_503_answered_after_the_claim_committed_is_processed_at_o
     assert (row["status"], row["enqueued_at"] is not None) == ("received", True)
     assert harness.queued() == []  # stamped, never sent
 
-    started = time.monotonic()
     assert harness.deliver("stripe", *delivery).status == 200  # the provider's retry
     bodies = harness.queued()
     assert bodies == [{"id": row["id"]}]  # before: [] (the row waited for the stale rule)
@@ -159,5 +157,4 @@ def test_the_retry_of_a_503_answered_after_the_claim_committed_is_processed_at_o
     )
 
     assert _row(conn, "evt_slow_answer")["status"] == "processed"
-    assert applied == ["evt_slow_answer"]
-    assert time.monotonic() - started < 10
+    assert applied == ["evt_slow_answer"]  # woken by the retry itself, not by a later sweep
