@@ -1,7 +1,7 @@
 """Processor Lambda: SQS batches of inbox ids → leased, transactional, idempotent handling.
 
-Thin on purpose: the batch is processed as a unit by ``webhook_inbox.processing`` (one lease
-statement, one transaction), which returns the records SQS must deliver again; this module turns
+Thin on purpose: the batch is processed by ``webhook_inbox.processing`` (ten rows leased at a
+time, one transaction each), which returns the records SQS must deliver again; this module turns
 them into the partial batch response (``{"batchItemFailures": [...]}``, needs
 ``ReportBatchItemFailures``).
 """

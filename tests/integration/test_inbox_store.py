@@ -195,6 +195,36 @@ def test_expired_leases_become_failed_or_dead_letter(conn: psycopg.Connection[An
     assert row == ("lease_expired", None)
 
 
+def test_take_leases_returns_leased_and_dead_lettered_rows_field_by_field(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Each field of LeasedEvent is read by its column name; a takeover with its attempts spent
+    comes back apart, dead-lettered, holding no lease."""
+    fresh_id = _claim(conn, "evt_fresh").id
+    spent_id = _claim(conn, "evt_spent").id
+    inbox.lease_events(conn, [spent_id], owner="dead-worker", lease_seconds=60)
+    conn.execute("UPDATE webhook_events SET attempts = 3 WHERE id = %s", (spent_id,))
+    _expire_lease(conn, spent_id)
+
+    leases = inbox.take_leases(
+        conn, [fresh_id, spent_id], owner="w", lease_seconds=60, max_attempts=3
+    )
+
+    [fresh] = leases.leased
+    assert (fresh.id, fresh.provider, fresh.event_id, fresh.event_type) == (
+        fresh_id,
+        "stripe",
+        "evt_fresh",
+        "customer.created",
+    )
+    assert (fresh.payload, fresh.attempts, fresh.error_kind) == ({"id": "evt_fresh"}, 1, None)
+    assert fresh.lease_expires_at is not None
+    assert fresh.received_at < fresh.lease_expires_at
+    [spent] = leases.dead_lettered
+    assert (spent.id, spent.event_id, spent.attempts) == (spent_id, "evt_spent", 3)
+    assert (spent.error_kind, spent.lease_expires_at) == ("lease_expired", None)
+
+
 def test_status_summary_covers_every_status(conn: psycopg.Connection[Any]) -> None:
     _claim(conn, "evt_1")
     _claim(conn, "evt_2")

@@ -276,7 +276,7 @@ def run_processor(control: Control) -> None:
         try:
             return batch(*args, **kwargs)
         except StoreError:
-            control.record_at("batch_handed_back")  # the whole batch goes back to SQS
+            control.record_at("batch_handed_back")  # this chunk and the later ones go back
             raise
 
     processing._process_rows = recording_abandoned_batches  # type: ignore[assignment]

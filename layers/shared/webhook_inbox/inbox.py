@@ -12,18 +12,21 @@ in one committed statement before it sends).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 from webhook_inbox.db import translated
 from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
+from webhook_inbox.inbox_rows import ClaimResult, LeasedEvent, Leases, NewEvent, StatusSummary
 from webhook_inbox.queries import query
+
+# The row types live in inbox_rows (plain data); callers import them from here.
+__all__ = ["ClaimResult", "LeasedEvent", "Leases", "NewEvent", "StatusSummary"]
 
 STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
 TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
@@ -33,48 +36,6 @@ LEASE_EXPIRED = "lease_expired"
 
 def _q(name: str) -> Any:
     return query("inbox", name)
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    """One authentic event to store: its key, type, informational delivery id and payload."""
-
-    event_id: str
-    event_type: str
-    payload: Any
-    delivery_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    id: int
-    event_id: str
-    status: str
-    delivery_count: int
-    is_new: bool
-    counted: bool = True  # false: a duplicate answered without waiting to count it
-    rewake: bool = False  # a duplicate of a waiting row, stamped again: send its wake-up
-
-
-@dataclass(frozen=True)
-class LeasedEvent:
-    id: int
-    provider: str
-    event_id: str
-    delivery_id: str | None
-    event_type: str
-    payload: Any
-    attempts: int
-    received_at: datetime
-    lease_expires_at: datetime
-    error_kind: str | None = None  # the previous attempt's (None: first attempt, or it succeeded)
-
-
-@dataclass(frozen=True)
-class StatusSummary:
-    status: str
-    count: int
-    oldest_received_at: datetime | None
 
 
 # How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
@@ -207,23 +168,38 @@ def lease_events(
     lease_seconds: float,
     max_attempts: int | None = None,
 ) -> list[LeasedEvent]:
+    """The rows :func:`take_leases` leased among ``ids`` (dead-lettered ones left out)."""
+    return take_leases(
+        conn, ids, owner=owner, lease_seconds=lease_seconds, max_attempts=max_attempts
+    ).leased
+
+
+@translated
+def take_leases(
+    conn: Connection[Any],
+    ids: Sequence[int],
+    *,
+    owner: str,
+    lease_seconds: float,
+    max_attempts: int | None = None,
+) -> Leases:
     """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due.
 
     A row taken over from an expired lease with ``max_attempts`` spent is dead-lettered as
-    ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and not returned.
+    ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and returned apart, so the
+    caller can report it like any other dead letter.
     """
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
-    rows = conn.execute(
-        _q("lease_events"),
-        {
-            "ids": list(ids),
-            "owner": owner,
-            "lease_seconds": lease_seconds,
-            "max_attempts": max_attempts,
-        },
-    ).fetchall()
-    return [LeasedEvent(*r[1:]) for r in rows if r[0] == "processing"]
+    params = {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds}
+    with conn.cursor(row_factory=dict_row) as cur:  # by name: RETURNING's order is free
+        rows = cur.execute(_q("lease_events"), {**params, "max_attempts": max_attempts}).fetchall()
+    leases = Leases()
+    for row in rows:
+        status = row.pop("status")
+        bucket = leases.leased if status == "processing" else leases.dead_lettered
+        bucket.append(LeasedEvent(**row))
+    return leases
 
 
 def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:

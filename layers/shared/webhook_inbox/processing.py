@@ -5,10 +5,15 @@ re-wake ``{"ids": [<row id>, …]}``: :mod:`webhook_inbox.wakeups`):
 
 1. Parse every body. A body that is neither can never succeed: it is logged, counted
    (``PoisonMessages``) and acknowledged.
-2. Lease all ids in one autocommit statement (one round trip, committed at once, so the lease
-   and its attempt count stand whatever happens next). Ids that come back unleased are terminal,
-   leased by a live worker, not yet due, or unknown: acknowledged, because the database — not
-   SQS — owns retries.
+2. Take the union of the batch's ids ``MAX_ROWS_PER_LEASE`` at a time (re-wakes may name 250
+   rows; memory was measured for 10): each chunk is leased, run (steps 3-5) and committed before
+   the next is leased; when time runs short the chunks not yet leased are handed back untouched.
+   A chunk is leased in one autocommit statement (one round trip, committed at once, so the
+   lease and its attempt count stand whatever happens next). Ids that come back unleased are
+   terminal, leased by a live worker, not yet due, or unknown: acknowledged, because the
+   database — not SQS — owns retries. A row taken over from an expired lease with its attempts
+   spent is dead-lettered by the lease itself and reported as a ``dead_letter`` outcome
+   (``lease_expired``) like any other.
    A row whose previous attempt ended in an expired lease (``lease_expired``: the worker was
    killed, most often because a handler of its batch ran the invocation out of time) is a
    suspect: its lease is handed back at once, and it runs after the rest (step 4).
@@ -29,14 +34,14 @@ re-wake ``{"ids": [<row id>, …]}``: :mod:`webhook_inbox.wakeups`):
    are sent back to the queue with that delay; longer delays are left to the sweeper.
 
 SQS must redeliver a record (it becomes a batch item failure) only when the database could not
-record its outcome: the connection broke or the commit failed (nothing of the batch committed but
-the leases, which expire), the invocation ran out of time before reaching it (a suspect left
-unstarted included), or its retry wake-up could not be sent.
+record its outcome: the connection broke or the commit failed (nothing of that chunk committed but
+the leases, which expire; nor of the chunks after it), the invocation ran out of time before
+reaching it (a suspect left unstarted or a chunk left unleased included), or its retry wake-up
+could not be sent.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,7 +50,7 @@ import psycopg
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, inbox, observability, passes
+from webhook_inbox import aws, db, inbox, leasing, observability, passes
 from webhook_inbox.errors import (
     StoreError,
 )
@@ -71,9 +76,10 @@ SQS_MAX_DELAY_SECONDS = 900
 # (never sooner than MIN_DEADLINE_S, even when the context reports no time left).
 ANSWER_MARGIN_S = 1.0
 MIN_DEADLINE_S = 1.0
-# How long to let a row lock taken by a one-statement transaction (a duplicate delivery's claim,
-# a concurrent lease) clear before the second and last attempt to lease a skipped received row.
-LOCKED_ROW_RETRY_S = 0.2
+# Rows leased (and their payloads loaded) at a time: a batch's union of ids, up to 250 with the
+# sweeper's re-wakes, runs in chunks this size, the event source mapping's BatchSize, for which
+# the processor's memory was measured (bench/processor_memory.py, docs/benchmarks.md).
+MAX_ROWS_PER_LEASE = 10
 
 
 @dataclass(frozen=True)
@@ -151,23 +157,13 @@ def process_messages(
     # A database that stops answering must not keep the batch past the invocation's end: SQS
     # would see a timeout instead of the batch handed back (db.deadline cuts the connection).
     answer_within_s = max(remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
-    try:
-        with db.deadline(answer_within_s):
-            redeliver_rows, results = _process_rows(
-                sorted({row_id for row_ids in row_ids_of.values() for row_id in row_ids}),
-                owner=owner,
-                remaining_ms=remaining_ms,
-                settings=settings,
-            )
-    except StoreError as exc:
-        # The connection broke, or a statement outside any handler (lease, commit) failed:
-        # nothing of the batch committed except the leases, which expire. Let SQS redeliver.
-        db.discard_connection()
-        logger.error(
-            "batch abandoned: database failure",
-            extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
+    with db.deadline(answer_within_s):
+        redeliver_rows, results = _process_in_chunks(
+            sorted({row_id for row_ids in row_ids_of.values() for row_id in row_ids}),
+            owner=owner,
+            remaining_ms=remaining_ms,
+            settings=settings,
         )
-        return BatchOutcome(list(row_ids_of), [])
     # A message comes back if any of its rows must (the others then find their rows done).
     redeliver = [
         mid for mid, row_ids in row_ids_of.items() if not redeliver_rows.isdisjoint(row_ids)
@@ -175,15 +171,45 @@ def process_messages(
     return BatchOutcome(redeliver, results)
 
 
-def _connection() -> psycopg.Connection[Any]:
-    conn = db.get_connection(application_name="webhook-inbox-processor")
-    with db.translate():
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            conn.rollback()  # a previous invocation was cut short inside a transaction
-        # A lone statement commits by itself (no BEGIN/COMMIT round trips); the batch opens its
-        # own transaction.
-        conn.autocommit = True
-    return conn
+def _process_in_chunks(
+    row_ids: list[int],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> tuple[set[int], list[EventResult]]:
+    """Process ``row_ids`` MAX_ROWS_PER_LEASE at a time, each chunk leased, run and committed
+    before the next is leased; returns the rows SQS must deliver again and the results.
+
+    Rows never leased (no time left for their chunk, or a database failure in it or before it)
+    are handed back untouched: their messages come back, and nothing of theirs is lost.
+    """
+    redeliver: set[int] = set()
+    results: list[EventResult] = []
+    for start in range(0, len(row_ids), MAX_ROWS_PER_LEASE):
+        if start and remaining_ms() < passes.STOP_MARGIN_MS:
+            logger.info("no time left, rows handed back", extra={"rows": len(row_ids) - start})
+            return redeliver | set(row_ids[start:]), results
+        try:
+            chunk_redeliver, chunk_results = _process_rows(
+                row_ids[start : start + MAX_ROWS_PER_LEASE],
+                owner=owner,
+                remaining_ms=remaining_ms,
+                settings=settings,
+            )
+        except StoreError as exc:
+            # The connection broke, or a statement outside any handler (lease, commit) failed:
+            # nothing of this chunk committed except the leases, which expire. SQS redelivers
+            # it and the chunks not yet leased; the chunks before committed and are reported.
+            db.discard_connection()
+            logger.error(
+                "batch abandoned: database failure",
+                extra={"error_kind": type(exc).__name__, "error": str(exc)[:MAX_ERROR_CHARS]},
+            )
+            return redeliver | set(row_ids[start:]), results
+        redeliver |= chunk_redeliver
+        results += chunk_results
+    return redeliver, results
 
 
 def _process_rows(
@@ -193,43 +219,14 @@ def _process_rows(
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
 ) -> tuple[set[int], list[EventResult]]:
-    conn = _connection()
-    lease_seconds = lease_seconds_for(remaining_ms())
-    # A row taken over from an expired lease with its attempts spent is dead-lettered by the
-    # lease itself, as the sweeper's expiry would have done, and never runs again.
-    max_attempts = settings.max_attempts
-    # One autocommit statement: safe to repeat on a fresh connection when the kept one was
-    # closed while the function was frozen. Should the first attempt have committed before the
-    # connection dropped, its rows are leased and the retry skips them: the sweeper takes them
-    # back when that lease expires. Nothing runs twice.
-    leased, _ = db.run_repeatable(
-        lambda c: inbox.lease_events(
-            c, row_ids, owner=owner, lease_seconds=lease_seconds, max_attempts=max_attempts
-        ),
-        application_name="webhook-inbox-processor",
+    """Lease ``row_ids``, run the passes and the suspects, commit, schedule retries; returns the
+    rows SQS must deliver again and every outcome (dead letters of the lease included)."""
+    leased, results, skipped_while_locked = _lease_rows(
+        row_ids, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    leased += _lease_briefly_locked(
-        conn, row_ids, leased, owner=owner, seconds=lease_seconds, max_attempts=max_attempts
-    )
-    leased_ids = {event.id for event in leased}
-    not_leased = [row_id for row_id in row_ids if row_id not in leased_ids]
-    with db.translate():
-        skipped_while_locked = _report_not_leased(conn, not_leased) if not_leased else set()
     leased, suspects = _set_suspects_aside(conn, leased, owner=owner)
-
-    fast = passes.fast(conn, leased, owner=owner, remaining_ms=remaining_ms)
-    results = fast.results
-    if results is None:
-        logger.info(
-            "fast pass rolled back, batch run again event by event", extra={"reason": fast.reason}
-        )
-        results = [EventResult(e, "lease_lost") for e in leased if e.id in fast.lease_lost]
-        careful = [e for e in leased if e.id not in fast.lease_lost]
-        results += passes.careful(
-            conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
-        )
-
+    results += _run_batch(conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings)
     alone, not_run = _run_suspects_alone(
         conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
@@ -240,6 +237,54 @@ def _process_rows(
     redeliver = set(unfinished) | skipped_while_locked | not_run
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver, results
+
+
+def _lease_rows(
+    row_ids: list[int],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> tuple[list[LeasedEvent], list[EventResult], set[int]]:
+    """Lease ``row_ids``; returns the leased events, the outcomes of the rows the lease
+    dead-lettered, and the claimable rows it could not lease (SQS must redeliver those)."""
+    chunk = leasing.lease_chunk(
+        row_ids,
+        owner=owner,
+        lease_seconds=lease_seconds_for(remaining_ms()),
+        max_attempts=settings.max_attempts,
+    )
+    if chunk.unknown:
+        metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=chunk.unknown)
+    return chunk.leased, _dead_on_takeover(chunk.dead_lettered), chunk.skipped_while_locked
+
+
+def _dead_on_takeover(dead_lettered: list[LeasedEvent]) -> list[EventResult]:
+    """The outcome of each row the lease dead-lettered (committed with the lease): reported and
+    counted (DeadLettered) like every other dead letter."""
+    return [EventResult(e, "dead_letter", error_kind=inbox.LEASE_EXPIRED) for e in dead_lettered]
+
+
+def _run_batch(
+    conn: psycopg.Connection[Any],
+    leased: list[LeasedEvent],
+    *,
+    owner: str,
+    remaining_ms: Callable[[], int],
+    settings: ProcessorSettings,
+) -> list[EventResult]:
+    """The fast pass, and the careful pass when the fast one rolled back."""
+    fast = passes.fast(conn, leased, owner=owner, remaining_ms=remaining_ms)
+    if fast.results is not None:
+        return fast.results
+    logger.info(
+        "fast pass rolled back, batch run again event by event", extra={"reason": fast.reason}
+    )
+    results = [EventResult(e, "lease_lost") for e in leased if e.id in fast.lease_lost]
+    careful = [e for e in leased if e.id not in fast.lease_lost]
+    return results + passes.careful(
+        conn, careful, owner=owner, remaining_ms=remaining_ms, settings=settings
+    )
 
 
 def _set_suspects_aside(
@@ -273,14 +318,17 @@ def _run_suspects_alone(
         if remaining_ms() < passes.STOP_MARGIN_MS:
             not_run.add(suspect.id)
             continue
-        leased = inbox.lease_events(
+        leases = inbox.take_leases(
             conn,
             [suspect.id],
             owner=owner,
             lease_seconds=lease_seconds_for(remaining_ms()),
             max_attempts=settings.max_attempts,
         )
-        if not leased:
+        # Released just before: dead-lettered only if another worker took it and died since.
+        results += _dead_on_takeover(leases.dead_lettered)
+        leased = leases.leased
+        if not leased and not leases.dead_lettered:
             # Locked at that instant (a duplicate's claim), or taken by another worker since
             # the release: the redelivered message finds out which (and is acknowledged then).
             not_run.add(suspect.id)
@@ -289,65 +337,6 @@ def _run_suspects_alone(
             conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings
         )
     return results, not_run
-
-
-def _lease_briefly_locked(
-    conn: psycopg.Connection[Any],
-    row_ids: list[int],
-    leased: list[LeasedEvent],
-    *,
-    owner: str,
-    seconds: float,
-    max_attempts: int,
-) -> list[LeasedEvent]:
-    """Try once more for claimable rows the lease skipped because their lock was taken.
-
-    A claimable row (``received``, or ``failed`` and due) was passed by SKIP LOCKED only because
-    a statement held its lock at that instant: a duplicate delivery's claim (``ON CONFLICT DO
-    UPDATE`` locks the row to count it), or another worker's lease (whose one-statement
-    transaction commits at once, after which the row is ``processing`` and not ours to take).
-    Ingest and the sweeper stamp ``enqueued_at`` and commit before they send, so the wake-up
-    itself never races a lock.
-    """
-    leased_ids = {event.id for event in leased}
-    missing = [row_id for row_id in row_ids if row_id not in leased_ids]
-    if not missing:
-        return []
-    skipped = sorted(_claimable(conn, missing))
-    if not skipped:
-        return []
-    time.sleep(LOCKED_ROW_RETRY_S)
-    return inbox.lease_events(
-        conn, skipped, owner=owner, lease_seconds=seconds, max_attempts=max_attempts
-    )
-
-
-def _claimable(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    return {
-        row_id for row_id, (_, claimable) in inbox.statuses_of(conn, row_ids).items() if claimable
-    }
-
-
-def _report_not_leased(conn: psycopg.Connection[Any], row_ids: list[int]) -> set[int]:
-    """Log why rows were not leased; return the claimable ones, which SQS must redeliver.
-
-    A claimable row was skipped only because another statement held its row lock at that
-    instant (see :func:`_lease_briefly_locked`). Acknowledging it would leave it waiting for the
-    sweeper's stale re-enqueue.
-    """
-    found = inbox.statuses_of(conn, row_ids)
-    for row_id in row_ids:
-        if row_id not in found:
-            logger.warning("unknown inbox id acknowledged", extra={"row_id": row_id})
-            metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=1)
-        elif found[row_id][1]:
-            logger.info("event locked elsewhere, redelivered", extra={"row_id": row_id})
-        else:
-            logger.info(
-                "event not claimable, acknowledged",
-                extra={"row_id": row_id, "status": found[row_id][0]},
-            )
-    return {row_id for row_id, (_, claimable) in found.items() if claimable}
 
 
 def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:

@@ -308,13 +308,13 @@ def test_no_time_left_leases_for_a_positive_time_then_hands_the_rows_back_unspen
     )
     event = sqs_event_for(row_ids)
     leases: list[float] = []
-    real_lease = processing.inbox.lease_events
+    real_lease = processing.inbox.take_leases
 
     def recording_lease(*args: Any, lease_seconds: float, **kwargs: Any) -> Any:
         leases.append(lease_seconds)
         return real_lease(*args, lease_seconds=lease_seconds, **kwargs)
 
-    monkeypatch.setattr(processing.inbox, "lease_events", recording_lease)
+    monkeypatch.setattr(processing.inbox, "take_leases", recording_lease)
     response = invoke(processor, event, FakeLambdaContext(remaining_ms=0))
 
     # Remaining 0 s still gave a positive lease (the margin)...

@@ -13,12 +13,20 @@ the event that was running.
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 from types import ModuleType
 from typing import Any
 
 import psycopg
 
-from tests.integration.processor.helpers import invoke, row, sqs_event_for, store_event
+from tests.integration.processor.helpers import (
+    emitted_metrics,
+    invoke,
+    row,
+    sqs_event_for,
+    store_event,
+)
 from webhook_inbox import db, inbox
 from webhook_inbox.inbox import LeasedEvent
 
@@ -168,3 +176,32 @@ def test_a_lease_taken_over_with_its_attempts_spent_dead_letters_without_running
         "processed",
         MAX_ATTEMPTS,
     )
+
+
+def test_a_dead_letter_on_takeover_is_logged_and_counted_like_every_other(
+    processor: ModuleType, conn: psycopg.Connection[Any], log_output: io.StringIO
+) -> None:
+    """EventsDeadLetteredAlarm (a SUM of DeadLettered) covers every dead letter (RUNBOOK): the
+    row the lease dead-letters must reach the batch's results, its line and its count."""
+    spent = store_event(conn, event_type="invoice.paid", payload={})
+    fresh = store_event(conn, event_type="invoice.paid", payload={})
+    conn.execute(
+        "UPDATE webhook_events SET status = 'processing', lease_owner = 'killed-worker',"
+        " lease_expires_at = now() - interval '1 second', attempts = %s WHERE id = %s",
+        (MAX_ATTEMPTS, spent),
+    )
+
+    invoke(processor, sqs_event_for([spent, fresh]))
+
+    assert row(conn, spent)["status"] == "dead_letter"
+    output = log_output.getvalue()
+    # Before: only an INFO "event not claimable, acknowledged" line, and no DeadLettered value.
+    assert emitted_metrics(output)["DeadLettered"] == [1]
+    lines = [json.loads(line) for line in output.splitlines()]
+    [dead_line] = [line for line in lines if line["message"] == "dead_letter"]
+    assert dead_line["level"] == "WARNING"
+    assert (dead_line["row_id"], dead_line["error_kind"]) == (spent, "lease_expired")
+    assert dead_line["attempt"] == MAX_ATTEMPTS
+    assert not [line for line in lines if line.get("row_id") == spent and line["level"] == "INFO"]
+    [summary] = [line for line in lines if line["message"] == "batch"]
+    assert (summary["leased"], summary["redelivered"]) == (2, 0)
