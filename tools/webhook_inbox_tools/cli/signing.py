@@ -27,11 +27,8 @@ FORMATS = ("headers", "curl", "apigw-v2", "apigw-v1", "json")
 DEFAULT_BASE_URL = "http://127.0.0.1:3000"
 
 
-def add_signing_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("provider", metavar="PROVIDER", help="a provider from the configuration")
-    parser.add_argument(
-        "body_file", metavar="BODY_FILE", help="the exact bytes to send ('-' reads stdin)"
-    )
+def add_providers_option(parser: argparse.ArgumentParser) -> None:
+    """--providers, as every command that signs reads it (sign, send, trigger)."""
     parser.add_argument(
         "--providers",
         metavar="FILE",
@@ -39,6 +36,14 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
         "what the webhook-inbox dev running from this folder serves, else the sample "
         "events/providers.local.json)",
     )
+
+
+def add_signing_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("provider", metavar="PROVIDER", help="a provider from the configuration")
+    parser.add_argument(
+        "body_file", metavar="BODY_FILE", help="the exact bytes to send ('-' reads stdin)"
+    )
+    add_providers_option(parser)
     parser.add_argument("--event-id", help="id for schemes that carry it in a header")
     parser.add_argument("--type", dest="event_type", help="type for schemes with a type header")
     parser.add_argument("--timestamp", type=int, help="Unix seconds to sign with (default: now)")

@@ -24,6 +24,7 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.cli.params import positive_int
 from webhook_inbox_tools.cli.signing import (
+    add_providers_option,
     destination,
     load_registry,
     resolve_provider,
@@ -48,13 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"base or full webhook URL (default: ${URL_VARIABLE}, else the URL of the "
         "webhook-inbox dev running from this folder)",
     )
-    parser.add_argument(
-        "--providers",
-        metavar="FILE",
-        help="provider configuration (default: $PROVIDERS_CONFIG, $PROVIDERS_CONFIG_FILE, else "
-        "what the webhook-inbox dev running from this folder serves, else the sample "
-        "events/providers.local.json)",
-    )
+    add_providers_option(parser)
     parser.add_argument(
         "--override",
         action="append",
