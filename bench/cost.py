@@ -491,6 +491,27 @@ def infrastructure(db_rtt_ms: float, send_ms: float) -> Iterator[dict[str, Any]]
         server.stop()
 
 
+def function_env(infra: dict[str, Any], database_url: str) -> dict[str, str]:
+    """What the template gives every function, pointed at the bench's database and moto."""
+    return {
+        "DATABASE_URL": database_url,
+        "PROCESSING_QUEUE_URL": infra["queue"],
+        "AWS_ENDPOINT_URL": infra["endpoint"],
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "webhook-inbox",  # the default stack name
+        "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "OUTBOX_DESTINATION": "eventbridge",
+        "OUTBOX_EVENT_BUS_NAME": "default",
+        "MAX_ATTEMPTS": "8",
+        "PAYLOAD_RETENTION_DAYS": "30",
+        "KEY_RETENTION_DAYS": "90",
+    }
+
+
 def _database_for(infra: dict[str, Any], tree: Path, name: str) -> str:
     """A database migrated by ``tree``'s own migrations, reached through the proxy."""
     url = infra["server"].create_database(name)
@@ -548,22 +569,8 @@ def measure(trees: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[
             for label, tree in order:
                 url = _database_for(infra, tree, f"wi_cost_{label}_{round_no}_{os.getpid()}")
                 env = {
-                    "DATABASE_URL": url,
+                    **function_env(infra, url),
                     "PROVIDERS_CONFIG_FILE": str(ROOT / "events" / "providers.local.json"),
-                    "PROCESSING_QUEUE_URL": infra["queue"],
-                    "AWS_ENDPOINT_URL": infra["endpoint"],
-                    "AWS_ACCESS_KEY_ID": "bench",
-                    "AWS_SECRET_ACCESS_KEY": "bench",
-                    "AWS_DEFAULT_REGION": "us-east-1",
-                    "AWS_REGION": "us-east-1",
-                    "POWERTOOLS_SERVICE_NAME": "webhook-inbox",  # the default stack name
-                    "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
-                    "POWERTOOLS_LOG_LEVEL": "INFO",
-                    "OUTBOX_DESTINATION": "eventbridge",
-                    "OUTBOX_EVENT_BUS_NAME": "default",
-                    "MAX_ATTEMPTS": "8",
-                    "PAYLOAD_RETENTION_DAYS": "30",
-                    "KEY_RETENTION_DAYS": "90",
                 }
                 for function in FUNCTIONS:
                     spec = {

@@ -26,23 +26,7 @@ MEMORY_SIZES = (128, 256, 512, 1024, 1769)
 def measure(sweeps: int, db_rtt_ms: float, send_ms: float) -> dict[str, object]:
     with cost.infrastructure(db_rtt_ms, send_ms) as infra:
         url = cost._database_for(infra, cost.ROOT, f"wi_idle_sweep_{os.getpid()}")
-        env = {
-            "DATABASE_URL": url,
-            "PROCESSING_QUEUE_URL": infra["queue"],
-            "AWS_ENDPOINT_URL": infra["endpoint"],
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-            "POWERTOOLS_SERVICE_NAME": "webhook-inbox",
-            "POWERTOOLS_METRICS_NAMESPACE": "WebhookInbox",
-            "POWERTOOLS_LOG_LEVEL": "INFO",
-            "OUTBOX_DESTINATION": "eventbridge",
-            "OUTBOX_EVENT_BUS_NAME": "default",
-            "MAX_ATTEMPTS": "8",
-            "PAYLOAD_RETENTION_DAYS": "30",
-            "KEY_RETENTION_DAYS": "90",
-        }
+        env = cost.function_env(infra, url)
         spec = {
             "tree": str(cost.ROOT),
             "function": "sweeper",
