@@ -2,9 +2,10 @@
 
 botocore's defaults (60 s connect, 60 s read, several retries) outlast every function here, so
 each client gets the call limits of the function it runs in: each entry point calls :func:`use`
-once with its :class:`CallLimits`, and every client the process builds afterwards (SQS, Secrets Manager,
-RDS tokens, EventBridge, SNS) carries it. Clients are built once per (service, region, endpoint)
-and reused across warm invocations; boto3's session creation is not thread-safe, hence the lock.
+once with its :class:`CallLimits`, and every client the process builds afterwards (SQS, Secrets
+Manager, RDS tokens, EventBridge, SNS) carries them. Clients are built once per (service, region,
+endpoint) and reused across warm invocations; boto3's session creation is not thread-safe, hence
+the lock.
 
 :func:`send_wakeups` is the only code that sends wake-ups to the processing queue: ingest, the
 processor's retries, the sweeper (``rewake``: ``{"ids": […]}``) and the operator's replay.

@@ -134,13 +134,13 @@ class Sweep:
     ) -> None:
         self.report = SweepReport()
         self._context = SweepContext(
-            conn,
-            config,
-            sqs,
-            publisher,
-            TimeBudget(remaining_ms, margin_ms=config.safety_margin_ms),
-            self.report,
-            rng,
+            conn=conn,
+            config=config,
+            sqs=sqs,
+            publisher=publisher,
+            budget=TimeBudget(remaining_ms, margin_ms=config.safety_margin_ms),
+            report=self.report,
+            rng=rng,
         )
 
     def run(self) -> SweepReport:
