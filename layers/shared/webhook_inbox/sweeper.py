@@ -5,7 +5,7 @@
    id>}`` in SendMessageBatch calls of ten; rows sent over 8 minutes ago and still waiting →
    re-woken, oldest first, ``{"ids": [...]}`` with up to 25 rows per message;
 3. the outbox → EventBridge / SNS (see :mod:`webhook_inbox.outbox_drain`);
-4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog`);
+4. the backlog measurements the alarms watch (:mod:`webhook_inbox.backlog_metrics`);
 5. retention: payloads, then old keys and published outbox rows (``inbox.purge_payloads``,
    ``inbox.delete_expired_events``, ``outbox.delete_published``).
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import aws, backlog, db, inbox, outbox
-from webhook_inbox.backlog import Backlog
+from webhook_inbox import aws, backlog_metrics, db, inbox, outbox
+from webhook_inbox.backlog_metrics import Backlog
 from webhook_inbox.config import load, setting
 from webhook_inbox.db import translate
 from webhook_inbox.errors import ConfigurationError, StoreError
@@ -194,7 +194,7 @@ class Sweep:
                 if self._budget.allows(reserve_ms=self._config.measure_reserve_ms):
                     self._step = "backlog"
                     with self._conn.transaction():
-                        self.report.backlog = backlog.measure(self._conn)
+                        self.report.backlog = backlog_metrics.measure(self._conn)
                 self._loop("purge_payloads", self._purge_batch)
                 self._loop("delete_expired", self._delete_batch)
         except StoreError:

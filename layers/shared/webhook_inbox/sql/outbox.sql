@@ -45,7 +45,7 @@ UPDATE outbox_messages
        last_error = left(%(error)s, 1000)
  WHERE id = %(id)s AND status = 'pending'
 
--- name: backlog
+-- name: message_backlog
 -- For the sweeper's alarm metric and the operator's status. Served by outbox_messages_status_idx
 -- (status, created_at); the age is measured by the database clock that wrote created_at.
 SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
