@@ -3,7 +3,7 @@
 Plain functions over a psycopg connection in autocommit mode; each write runs in its own
 transaction so one refused row never blocks the others. SQL lives in ``sql/operator_actions.sql``.
 
-Replay semantics (documented in the README): the row goes back to ``received`` with
+Replay semantics (documented in docs/operate.md, "Replay"): the row goes back to ``received`` with
 ``available_at = now()`` and ``attempts = 0`` — a dead-lettered row that kept its attempts would be
 dead-lettered again on its first failure — and the ``operator_actions`` row written in the same
 transaction keeps the status, attempts and error the reset erased. A row under a live lease, or

@@ -51,9 +51,7 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, db, inbox, leasing, observability, passes
-from webhook_inbox.errors import (
-    StoreError,
-)
+from webhook_inbox.errors import StoreError
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult, ProcessorSettings
 from webhook_inbox.wakeups import parse_body

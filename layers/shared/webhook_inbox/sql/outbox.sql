@@ -1,4 +1,6 @@
--- Every statement on outbox_messages, run by webhook_inbox/outbox.py and nothing else.
+-- The runtime's statements on outbox_messages, run by webhook_inbox/outbox.py alone. The
+-- operator's outbox listing and retry (tools/webhook_inbox_tools/sql/operator_actions.sql) are
+-- the only other SQL on the table.
 -- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
 -- name: add_message
