@@ -8,7 +8,8 @@
 - :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
   (deferred imports inside functions included), which is the code that function can run.
 - :func:`settings_variables` reads the settings classes that code names (all of them live in
-  ``webhook_inbox.settings``; their fields name the environment variables); :func:`string_constants`, :func:`boto3_usage` scan its AST.
+  ``webhook_inbox.settings``; their fields name the environment variables);
+  :func:`string_constants`, :func:`boto3_usage` scan its AST.
 """
 
 from __future__ import annotations

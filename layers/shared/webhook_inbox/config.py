@@ -108,7 +108,7 @@ def current(settings_class: type[SettingsT]) -> SettingsT:
     found = _current.get(settings_class)
     if found is None:
         found = _current[settings_class] = load(settings_class)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def use(settings: object) -> None:

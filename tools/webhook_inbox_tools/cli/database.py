@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from psycopg import Connection, ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import db
+from webhook_inbox import config, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 from webhook_inbox.migrate import applied_versions, available_migrations
 from webhook_inbox_tools.cli.params import mask_conninfo
@@ -41,17 +40,18 @@ def add_database_option(parser: argparse.ArgumentParser) -> None:
 def _resolve(args: argparse.Namespace) -> tuple[str, str]:
     if getattr(args, "database_url", None):
         return args.database_url, "--database-url"
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"], "DATABASE_URL"
-    if not os.environ.get("DATABASE_SECRET_ARN"):
+    configured = config.current(db.DatabaseSettings)
+    if configured.url:
+        return configured.url, "DATABASE_URL"
+    if not configured.secret_arn:
         raise ConfigurationError(f"no database configured: {HOW_TO_SET}")
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        return db.database_conninfo(), f"the secret {os.environ['DATABASE_SECRET_ARN']}"
+        return db.database_conninfo(), f"the secret {configured.secret_arn}"
     except (BotoCoreError, ClientError) as exc:
         raise ConfigurationError(
-            f"cannot read the database secret {os.environ['DATABASE_SECRET_ARN']}: {exc}"
+            f"cannot read the database secret {configured.secret_arn}: {exc}"
         ) from None
 
 
