@@ -14,7 +14,7 @@ stamps ``enqueued_at`` on its rows and commits before it sends (no lock held whi
 receives the message), step 3 holds a time lease while it publishes. Before every batch the run
 checks the Lambda's remaining time and stops while a safety margin is left; what it leaves, the
 next run (a minute later) picks up. A database that stops answering is cut off a second before
-the invocation would end (``db.deadline``): the run fails like any database failure.
+the invocation would end (``deadlines.deadline``): the run fails like any database failure.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import aws, backlog, db, inbox, outbox
+from webhook_inbox import aws, backlog, deadlines, inbox, outbox
 from webhook_inbox.backlog import Backlog
-from webhook_inbox.db import translate
 from webhook_inbox.errors import StoreError
 from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
 from webhook_inbox.publishers import Publisher, aws_error_text
 from webhook_inbox.settings import SweeperSettings
+from webhook_inbox.store_errors import translate
 
 MAX_REPORTED_ERRORS = 5
 # A database that stops answering is cut off this long before the invocation would end (never
@@ -123,13 +123,13 @@ class Sweep:
         """Run the steps; a database failure (``StoreError``) ends the run and is re-raised.
 
         A database that accepts and never answers is bounded by nothing the server enforces:
-        :func:`db.deadline` cuts the connection shortly before the invocation would end, and the
-        waiting statement fails like any other outage.
+        :func:`deadlines.deadline` cuts the connection shortly before the invocation would end,
+        and the waiting statement fails like any other outage.
         """
         started = time.monotonic()
         answer_within_s = max(self._budget.remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
         try:
-            with db.deadline(answer_within_s, self._conn) as cut, translate():
+            with deadlines.deadline(answer_within_s, self._conn) as cut, translate():
                 # (translate: commits inside conn.transaction() raise driver errors too)
                 self._loop("expire_leases", self._expire_leases_batch)
                 self._loop("reenqueue", self._reenqueue_batch)

@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import Connection, ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import config, db
+from webhook_inbox import config, credentials, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 from webhook_inbox.migrate import applied_versions, available_migrations
 from webhook_inbox_tools.cli.params import mask_conninfo
@@ -48,7 +48,7 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        return db.database_conninfo(), f"the secret {configured.secret_arn}"
+        return credentials.database_conninfo(configured), f"the secret {configured.secret_arn}"
     except (BotoCoreError, ClientError) as exc:
         raise ConfigurationError(
             f"cannot read the database secret {configured.secret_arn}: {exc}"
