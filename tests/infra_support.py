@@ -526,17 +526,6 @@ def settings_classes(paths: Iterable[Path]) -> list[type]:
     for path in paths:
         if path == SETTINGS_MODULE:
             continue
-        if PACKAGE_DIR in path.parents:  # TRANSITIONAL: db.DatabaseSettings until it moves
-            module_of_path = importlib.import_module(_dotted_name_of(path))
-            for name, value in vars(module_of_path).items():
-                if (
-                    isinstance(value, type)
-                    and value.__module__ == module_of_path.__name__
-                    and dataclasses.is_dataclass(value)
-                    and config.variables(value)
-                ):
-                    defined[name] = value
-                    named.add(name)
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Name):
                 named.add(node.id)

@@ -128,6 +128,8 @@ def test_every_variable_is_declared_once() -> None:
     assert declared, "no setting(...) found: the scan is broken"
     twice = {variable: where for variable, where in declared.items() if len(where) > 1}
     assert twice == {}
+    homes = {where[0] for where in declared.values()}
+    assert homes == {"layers/shared/webhook_inbox/settings.py"}  # one home for every setting
 
 
 # Reading a variable outside a settings class would escape the template comparison

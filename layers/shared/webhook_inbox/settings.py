@@ -17,6 +17,10 @@ from webhook_inbox.config import setting
 from webhook_inbox.errors import ConfigurationError
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+# Bounded waits everywhere: a webhook provider gives us seconds, not minutes.
+DEFAULT_CONNECT_TIMEOUT_S = 3
+DEFAULT_STATEMENT_TIMEOUT_MS = 5000
+DEFAULT_LOCK_TIMEOUT_MS = 2000
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -110,3 +114,21 @@ class SweeperSettings(QueueSettings, RetrySettings):
                 f"KEY_RETENTION_DAYS must be at least {MIN_KEY_RETENTION_DAYS} "
                 "(providers retry for days; an earlier key would accept a retry as new)"
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseSettings:
+    """Where the database is, how to sign in, and the bounded waits of every connection: every
+    function that connects reads these (:func:`webhook_inbox.db.settings`)."""
+
+    url: str = setting("DATABASE_URL", "")
+    secret_arn: str = setting("DATABASE_SECRET_ARN", "")
+    iam_auth: bool = setting("DATABASE_IAM_AUTH", False)
+    # Beside an RDS-managed `rds!` secret, which holds only the username and password.
+    host: str = setting("DATABASE_HOST", "")
+    port: str = setting("DATABASE_PORT", "")
+    name: str = setting("DATABASE_NAME", "")
+    connect_timeout_s: int = setting("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S)
+    statement_timeout_ms: int = setting("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
+    lock_timeout_ms: int = setting("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
+    startup_options: str = setting("DB_STARTUP_OPTIONS", "auto")

@@ -9,7 +9,7 @@ from typing import Any
 from psycopg import Connection, ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import config, credentials, db
+from webhook_inbox import credentials, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 from webhook_inbox.migrate import applied_versions, available_migrations
 from webhook_inbox_tools.cli.params import mask_conninfo
@@ -40,7 +40,7 @@ def add_database_option(parser: argparse.ArgumentParser) -> None:
 def _resolve(args: argparse.Namespace) -> tuple[str, str]:
     if getattr(args, "database_url", None):
         return args.database_url, "--database-url"
-    configured = config.current(db.DatabaseSettings)
+    configured = db.settings()
     if configured.url:
         return configured.url, "DATABASE_URL"
     if not configured.secret_arn:
