@@ -376,9 +376,11 @@ def sign_delivery(
 
 
 def reset_for_tests() -> None:
+    """Forget the parsed configurations, the cached secrets and the settings that name them."""
     with _registry_lock:
         _registry_cache.clear()
     MANAGED_SECRETS.clear()
+    config.reset()
 
 
 __all__: Sequence[str] = (
