@@ -22,7 +22,7 @@ _VARIABLE = "environment_variable"
 _FLAG_TRUE = frozenset({"1", "true", "yes", "on"})
 SettingsT = TypeVar("SettingsT")
 
-# The process environment, as a read-only view for the modules that build their settings.
+# The process environment, read-only (the tools copy it for a child process's environment).
 ENVIRONMENT: Mapping[str, str] = os.environ
 # The settings objects built so far in this execution environment, by class (:func:`current`).
 _current: dict[type, Any] = {}
