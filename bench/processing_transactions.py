@@ -38,6 +38,7 @@ from webhook_inbox import db, handlers, inbox, processing  # noqa: E402
 from webhook_inbox.errors import EventError, RetryableEventError  # noqa: E402
 from webhook_inbox.inbox import LeasedEvent  # noqa: E402
 from webhook_inbox.migrate import migrate  # noqa: E402
+from webhook_inbox.settings import ProcessorSettings  # noqa: E402
 
 BATCH = 10
 Conn = psycopg.Connection[Any]
@@ -106,7 +107,7 @@ def transaction_per_event(conn: Conn, ids: list[int]) -> None:
 
 def shipped(conn: Conn, ids: list[int]) -> None:
     messages = [processing.QueueMessage(str(i), json.dumps({"id": i})) for i in ids]
-    settings = processing.ProcessorSettings(queue_url=None)
+    settings = ProcessorSettings(queue_url="")
     processing.process_messages(
         messages, owner=uuid.uuid4().hex, remaining_ms=lambda: 60_000, settings=settings
     )

@@ -37,7 +37,7 @@ BATCH = 100
 PARAMS: dict[str, Any] = {
     "limit": BATCH,
     "stale_seconds": 480,
-    "stale_limit": 250,  # SweeperConfig.stale_batch
+    "stale_limit": 250,  # SweeperSettings.stale_batch
     "baseline_stale_seconds": 900,  # the stale window of the release before 0004
     "max_attempts": 5,
     "days": 30,

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.support import TEMPLATE_DB, FakeLambdaContext, PostgresServer, unique_db_name
-from webhook_inbox import handlers
+from webhook_inbox import config, handlers
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
 # The fault layer's fixtures (a proxy in front of PostgreSQL or moto), for every suite.
@@ -27,6 +27,16 @@ for _name, _value in {
     "POWERTOOLS_SERVICE_NAME": "webhook-inbox",
 }.items():
     os.environ[_name] = _value
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings() -> Iterator[None]:
+    """Every test starts as a new execution environment does: its settings are read from the
+    environment on first use (a test that changes the environment after that calls
+    ``config.reset()`` itself)."""
+    config.reset()
+    yield
+    config.reset()
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,9 @@
   would refer to without creating it.
 - :func:`module_closure` follows a function's imports through the ``webhook_inbox`` package
   (deferred imports inside functions included), which is the code that function can run.
-- :func:`settings_variables` reads the settings classes that code defines (their fields name
-  the environment variables); :func:`string_constants`, :func:`boto3_usage` scan its AST.
+- :func:`settings_variables` reads the settings classes that code names (all of them live in
+  ``webhook_inbox.settings``; their fields name the environment variables);
+  :func:`string_constants`, :func:`boto3_usage` scan its AST.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from webhook_inbox import config
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_PATH = ROOT / "template.yaml"
 PACKAGE_DIR = ROOT / "layers" / "shared" / "webhook_inbox"
+SETTINGS_MODULE = PACKAGE_DIR / "settings.py"
 
 
 # --- the template ------------------------------------------------------------------------
@@ -508,22 +510,30 @@ def _callee_name(node: ast.Call) -> str:
 
 
 def settings_classes(paths: Iterable[Path]) -> list[type]:
-    """The settings classes (dataclasses with :func:`webhook_inbox.config.setting` fields)
-    defined in the runtime modules among ``paths``: what a function with that closure reads."""
-    found = []
+    """The settings classes (dataclasses with :func:`webhook_inbox.config.setting` fields, all in
+    ``webhook_inbox.settings``) that the modules among ``paths`` name, other than the settings
+    module itself: what a function with that closure reads. A class's inherited fields count."""
+    module = importlib.import_module("webhook_inbox.settings")
+    defined = {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and value.__module__ == module.__name__
+        and dataclasses.is_dataclass(value)
+        and config.variables(value)
+    }
+    named: set[str] = set()
     for path in paths:
-        if PACKAGE_DIR not in path.parents:
+        if path == SETTINGS_MODULE:
             continue
-        module = importlib.import_module(_dotted_name_of(path))
-        for value in vars(module).values():
-            if (
-                isinstance(value, type)
-                and value.__module__ == module.__name__
-                and dataclasses.is_dataclass(value)
-                and config.variables(value)
-            ):
-                found.append(value)
-    return found
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Name):
+                named.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                named.add(node.attr)
+            elif isinstance(node, ast.alias):
+                named.add(node.name)
+    return [cls for name, cls in defined.items() if name in named]
 
 
 def settings_variables(paths: Iterable[Path]) -> set[str]:

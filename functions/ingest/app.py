@@ -10,33 +10,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook_inbox import aws, ingest, observability
+from webhook_inbox import aws, config, ingest, observability
+from webhook_inbox.settings import IngestSettings
 
 logger = observability.lean_logger()
 
 aws.use(aws.INGEST)  # every AWS call on this path fits the function's 8 s
 
-# Per execution environment, built on the first delivery (not at import, so tests can set the
-# environment first); reset_clients() forgets it with the clients.
-_settings: ingest.IngestSettings | None = None
 
-
-def settings() -> ingest.IngestSettings:
-    global _settings  # noqa: PLW0603 - reused across warm invocations
-    if _settings is None:
-        _settings = ingest.IngestSettings.from_env()
-    return _settings
+# Built on first use and kept for the execution environment (not at import, so tests can set
+# the environment first): the settings by webhook_inbox.config, the clients by webhook_inbox.aws.
+def settings() -> IngestSettings:
+    return config.current(IngestSettings)
 
 
 def sqs_client() -> Any:
-    """The process's SQS client, built on the first send (:mod:`webhook_inbox.aws`)."""
     return aws.client("sqs")
 
 
 def reset_clients() -> None:
-    """Forget the cached clients and settings (tests start a fresh moto mock per case)."""
-    global _settings  # noqa: PLW0603
-    _settings = None
+    """Forget the settings and clients, as a new execution environment would (tests start a fresh
+    moto mock per case)."""
+    config.reset()
     aws.reset()
 
 

@@ -15,9 +15,10 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, handlers, observability, processing
+from webhook_inbox import aws, config, handlers, observability, processing
 from webhook_inbox.errors import SecretUnavailable
 from webhook_inbox.passes import EventResult
+from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.wakeups import parse_body
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
@@ -25,7 +26,12 @@ aws.use(aws.PROCESSOR)
 handlers.install(APPLICATION_HANDLERS)  # the application's handlers (ApplicationLayer)
 logger = processing.logger
 metrics = processing.metrics
-settings = processing.ProcessorSettings.from_env()  # parsed once per execution environment
+
+
+# Built on first use and kept for the execution environment (not at import, so tests can set
+# the environment first): the settings by webhook_inbox.config, the clients by webhook_inbox.aws.
+def settings() -> ProcessorSettings:
+    return config.current(ProcessorSettings)
 
 
 _METRIC_OF = {
@@ -83,7 +89,7 @@ def process(messages: list[processing.QueueMessage], context: Any) -> processing
             messages,
             owner=f"{context.function_name}:{context.aws_request_id}",
             remaining_ms=context.get_remaining_time_in_millis,
-            settings=settings,
+            settings=settings(),
         )
     except SecretUnavailable as exc:
         metrics.add_metric(name="SecretUnavailable", unit=MetricUnit.Count, value=1)

@@ -12,42 +12,43 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, observability, publishers
+from webhook_inbox import aws, config, db, observability, publishers
 from webhook_inbox.errors import SecretUnavailable, StoreError
 from webhook_inbox.maintenance.metrics import emit_metrics
 from webhook_inbox.publishers import Publisher
-from webhook_inbox.sweeper import Sweep, SweeperConfig
+from webhook_inbox.settings import SweeperSettings
+from webhook_inbox.sweeper import Sweep
 
 aws.use(aws.SWEEPER)
 logger = observability.lean_logger()
 metrics = Metrics()  # the run's counters, embedded in its one summary line
 
-# Per execution environment, created on first use (not at import, so tests can patch them).
-_config: SweeperConfig | None = None
-_sqs: Any = None
-_publisher: Publisher | None = None
+
+# Built on first use and kept for the execution environment (not at import, so tests can set
+# the environment first): the settings by webhook_inbox.config, the clients by webhook_inbox.aws.
+def settings() -> SweeperSettings:
+    return config.current(SweeperSettings)
 
 
-def _dependencies() -> tuple[SweeperConfig, Any, Publisher]:
-    global _config, _sqs, _publisher  # noqa: PLW0603 - reused across warm invocations
-    if _config is None:
-        _config = SweeperConfig.from_env()
-    if _sqs is None:
-        _sqs = aws.client("sqs")
-    if _publisher is None:
-        _publisher = publishers.from_env()
-    return _config, _sqs, _publisher
+def sqs_client() -> Any:
+    return aws.client("sqs")
+
+
+def publisher() -> Publisher:
+    """The outbox's publisher: a wrapper around the cached client, per run."""
+    return publishers.from_env()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    config, sqs, publisher = _dependencies()
+    # Settings and clients first: a configuration error fails the run before it connects.
+    configured, sqs, outbox_publisher = settings(), sqs_client(), publisher()
     invocation = {"request_id": context.aws_request_id}
     try:
         sweep = Sweep(
             db.get_connection(application_name="webhook-inbox-sweeper"),
-            config,
+            configured,
             sqs=sqs,
-            publisher=publisher,
+            publisher=outbox_publisher,
             remaining_ms=context.get_remaining_time_in_millis,
         )
     except SecretUnavailable as exc:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.faults.proxy import FaultProxy, pg_upstream, via_proxy
 from tests.support import PostgresServer
+from webhook_inbox import db
 
 
 @pytest.fixture
@@ -29,6 +30,7 @@ def faulty_database_url(
     """This test's database through the fault proxy; the functions connect to it this way."""
     url = via_proxy(database_url, pg_proxy)
     monkeypatch.setenv("DATABASE_URL", url)
+    db.reset_for_tests()  # whatever read the settings before reads them again, through the proxy
     return url
 
 

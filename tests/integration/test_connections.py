@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from webhook_inbox import db
+from webhook_inbox import config, db
 from webhook_inbox.errors import StoreUnavailable
 from webhook_inbox.store_errors import translate
 
@@ -66,6 +66,7 @@ def test_role_timeouts_apply_to_new_sessions_without_startup_options(
         db.set_role_timeouts(conn)
         conn.commit()
     monkeypatch.setenv("DB_STARTUP_OPTIONS", "off")
+    config.reset()  # the settings were read by the first connect
     try:
         with db.connect(database_url) as fresh:
             assert fresh.execute("SHOW statement_timeout").fetchone() == ("4321ms",)

@@ -243,12 +243,12 @@ def _sweep_in_trouble(conn: psycopg.Connection[Any], sweeper_app: Any, sweep: An
         " VALUES ('t', 'k-last-try', '{}', 9, now() - interval '20 minutes'),"
         "        ('t', 'k-first-try', '{}', 0, now() - interval '20 minutes')"
     )
-    previous = sweeper_app._publisher
-    sweeper_app._publisher = _RefusingBus()
+    previous = sweeper_app.publisher
+    sweeper_app.publisher = _RefusingBus
     try:
         return cast(Run, sweep())
     finally:
-        sweeper_app._publisher = previous
+        sweeper_app.publisher = previous
 
 
 # --- the tests ------------------------------------------------------------------------------

@@ -344,7 +344,8 @@ def record_sweeper_sends(control: Control) -> None:
 def run_sweeper(control: Control) -> None:
     import dataclasses
 
-    from webhook_inbox.sweeper import SweeperConfig
+    from webhook_inbox import config as settings_config
+    from webhook_inbox.settings import SweeperSettings
 
     record_sweeper_sends(control)
     app = load_function("sweeper")
@@ -352,14 +353,15 @@ def run_sweeper(control: Control) -> None:
     timeout_s = float(os.environ.get("SOAK_SWEEPER_TIMEOUT_S", "6"))
     # The same time compression as the processors': a minute-scale schedule, half-minute lease
     # margins and the minutes-long "message lost" threshold become seconds.
-    config = SweeperConfig.from_env()
-    app._config = dataclasses.replace(
+    config = settings_config.current(SweeperSettings)
+    compressed = dataclasses.replace(
         config,
         reenqueue_stale_seconds=config.reenqueue_stale_seconds / SWEEPER_COMPRESSION,
         safety_margin_ms=1500,
         measure_reserve_ms=500,
         outbox_lease_margin_s=2.0,
     )
+    settings_config.use(compressed)
     name = os.environ.get("SOAK_WORKER_NAME", f"sweeper-{os.getpid()}")
     while not control.stopping():
         context = DeadlineContext(function_name=name, timeout_s=timeout_s)

@@ -83,6 +83,7 @@ def test_the_operator_environment_names_what_dev_serves(
 ) -> None:
     from types import SimpleNamespace
 
+    from webhook_inbox.config import reset as reset_settings
     from webhook_inbox_tools.cli.dev import operator_environment
 
     stack: Any = SimpleNamespace(
@@ -93,8 +94,10 @@ def test_the_operator_environment_names_what_dev_serves(
     assert env["PROVIDERS_CONFIG_FILE"] == str(config)
     assert env["WEBHOOK_INBOX_URL"] == "http://127.0.0.1:3000"
     monkeypatch.setenv("PROVIDERS_CONFIG", '{"providers": {}}')
+    reset_settings()  # the environment changed after the first read
     assert operator_environment(stack, "u", None)["PROVIDERS_CONFIG"] == '{"providers": {}}'
     monkeypatch.delenv("PROVIDERS_CONFIG")
     monkeypatch.setenv("PROVIDERS_CONFIG_FILE", "relative.json")
+    reset_settings()
     served = operator_environment(stack, "u", None)["PROVIDERS_CONFIG_FILE"]
     assert served == str(Path("relative.json").resolve())  # another shell's folder may differ

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from webhook_inbox import domain, handlers, passes, processing, wakeups
+from webhook_inbox.config import load
 from webhook_inbox.errors import ConfigurationError, PermanentEventError, StoreError
 from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.settings import ProcessorSettings
 
 
 @pytest.mark.parametrize("remaining_ms", [0, -5_000, 1, 999])
@@ -93,11 +95,12 @@ def test_our_own_errors_keep_their_message_and_kind() -> None:
 
 
 def test_settings_come_from_the_environment_with_documented_defaults() -> None:
-    assert processing.ProcessorSettings.from_env({}) == processing.ProcessorSettings(
-        queue_url=None, max_attempts=8, retry_base_seconds=5.0, retry_max_seconds=3600.0
+    assert load(ProcessorSettings, {}) == ProcessorSettings(
+        queue_url="", max_attempts=8, retry_base_seconds=5.0, retry_max_seconds=3600.0
     )
-    custom = processing.ProcessorSettings.from_env(
-        {"PROCESSING_QUEUE_URL": "https://q", "MAX_ATTEMPTS": "3", "RETRY_BASE_SECONDS": "1.5"}
+    custom = load(
+        ProcessorSettings,
+        {"PROCESSING_QUEUE_URL": "https://q", "MAX_ATTEMPTS": "3", "RETRY_BASE_SECONDS": "1.5"},
     )
     assert (custom.queue_url, custom.max_attempts, custom.retry_base_seconds) == (
         "https://q",
@@ -105,9 +108,9 @@ def test_settings_come_from_the_environment_with_documented_defaults() -> None:
         1.5,
     )
     with pytest.raises(ConfigurationError):
-        processing.ProcessorSettings.from_env({"MAX_ATTEMPTS": "0"})
+        load(ProcessorSettings, {"MAX_ATTEMPTS": "0"})
     with pytest.raises(ConfigurationError):
-        processing.ProcessorSettings.from_env({"RETRY_MAX_SECONDS": "soon"})
+        load(ProcessorSettings, {"RETRY_MAX_SECONDS": "soon"})
 
 
 def _event(provider: str = "stripe", event_id: str = "evt_1") -> LeasedEvent:

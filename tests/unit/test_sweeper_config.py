@@ -4,28 +4,30 @@ from __future__ import annotations
 
 import pytest
 
+from webhook_inbox.config import load
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.maintenance.context import TimeBudget
-from webhook_inbox.sweeper import SweeperConfig
+from webhook_inbox.settings import SweeperSettings
 
 QUEUE = {"PROCESSING_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}
 
 
 def test_defaults() -> None:
-    config = SweeperConfig.from_env(QUEUE)
+    config = load(SweeperSettings, QUEUE)
     assert (config.max_attempts, config.outbox_max_attempts) == (8, 10)
     assert (config.payload_retention_days, config.key_retention_days) == (30, 90)
     assert (config.retry_base_seconds, config.retry_max_seconds) == (5, 3600)
 
 
 def test_values_from_the_environment() -> None:
-    config = SweeperConfig.from_env(
+    config = load(
+        SweeperSettings,
         {
             **QUEUE,
             "OUTBOX_MAX_ATTEMPTS": "3",
             "PAYLOAD_RETENTION_DAYS": "7",
             "KEY_RETENTION_DAYS": "45",
-        }
+        },
     )
     assert (config.outbox_max_attempts, config.payload_retention_days) == (3, 7)
     assert config.key_retention_days == 45
@@ -42,7 +44,7 @@ def test_values_from_the_environment() -> None:
 )
 def test_invalid_configuration_is_refused(environ: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        SweeperConfig.from_env(environ)
+        load(SweeperSettings, environ)
 
 
 def test_time_budget_keeps_the_margin_and_accounts_for_the_next_batch() -> None:

@@ -1,10 +1,12 @@
-"""The environment: the only runtime module that reads it (``tests/unit/test_config.py``).
+"""The environment: the only module that reads it (``tests/unit/test_config.py``).
 
 A function's settings are a frozen dataclass whose fields name their variables
-(:func:`setting`); :func:`load` builds one from the environment, once per execution environment,
-and the function passes it down. The template test compares those fields with template.yaml.
+(:func:`setting`); every one of them lives in :mod:`webhook_inbox.settings`. :func:`current`
+builds one from the environment on first use and keeps it for the execution environment;
+:func:`reset` forgets them all (tests, and the tools between two commands). :func:`load` builds
+one from a given mapping, uncached. The template test compares the fields with template.yaml.
 Values are parsed and checked the same way everywhere: positive numbers, whole numbers, flags,
-strings with a default.
+strings (unset is ``""``, never None).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ _VARIABLE = "environment_variable"
 _FLAG_TRUE = frozenset({"1", "true", "yes", "on"})
 SettingsT = TypeVar("SettingsT")
 
-# The process environment, as a read-only view for the modules that build their settings.
+# The process environment, read-only (the tools copy it for a child process's environment).
 ENVIRONMENT: Mapping[str, str] = os.environ
+# The settings objects built so far in this execution environment, by class (:func:`current`).
+_current: dict[type, Any] = {}
 
 
 def env(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
@@ -59,8 +63,10 @@ def env_int(name: str, default: int, environ: Mapping[str, str] | None = None) -
 
 def setting(variable: str, default: Any) -> Any:
     """A settings field read from ``variable``, parsed by its default's type: ``int`` (positive,
-    whole), ``float`` (positive), ``bool`` (1/true/yes/on), ``str`` (stripped) or ``None`` (an
-    optional string: unset or blank is None)."""
+    whole), ``float`` (positive), ``bool`` (1/true/yes/on) or ``str`` (stripped; an optional
+    string defaults to ``""``, the one way a setting says "unset")."""
+    if default is None:
+        raise TypeError(f"{variable}: an unset setting is '', not None")
     return dataclasses.field(default=default, metadata={_VARIABLE: variable})
 
 
@@ -81,10 +87,7 @@ def _parsed(variable: str, default: Any, source: Mapping[str, str]) -> Any:
         return env_int(variable, default, source)
     if isinstance(default, float):
         return env_number(variable, default, source)
-    text = source.get(variable, "").strip()
-    if default is None:
-        return text or None
-    return text or default
+    return source.get(variable, "").strip() or default
 
 
 def load(settings_class: type[SettingsT], environ: Mapping[str, str] | None = None) -> SettingsT:
@@ -97,3 +100,25 @@ def load(settings_class: type[SettingsT], environ: Mapping[str, str] | None = No
         for name, variable in variables(settings_class).items()
     }
     return settings_class(**values)
+
+
+def current(settings_class: type[SettingsT]) -> SettingsT:
+    """The execution environment's settings of this class: read from the process environment on
+    first use, then the same object until :func:`reset`."""
+    found = _current.get(settings_class)
+    if found is None:
+        found = _current[settings_class] = load(settings_class)
+    return found
+
+
+def use(settings: object) -> None:
+    """Make ``settings`` what :func:`current` returns for its class (tests, tools that were given
+    their configuration explicitly), until :func:`reset`."""
+    _current[type(settings)] = settings
+
+
+def reset() -> None:
+    """Forget every settings object, so the next :func:`current` reads the environment again: the
+    one reset, called by the tests' conftest before every test, by the test helpers that start a
+    fresh execution environment, and by the tools before every command."""
+    _current.clear()

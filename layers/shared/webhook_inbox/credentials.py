@@ -7,7 +7,7 @@ connection module calls :func:`reread_secret_after_refusal` and tries once more;
 happens at most once a minute, so a broken configuration cannot turn every request into a
 Secrets Manager call.
 
-The settings (:class:`webhook_inbox.db.DatabaseSettings`) are passed in by the caller: this
+The settings (:class:`webhook_inbox.settings.DatabaseSettings`) are passed in by the caller: this
 module sits below the connection module and does not import it.
 """
 
@@ -23,7 +23,7 @@ from webhook_inbox import aws
 from webhook_inbox.errors import ConfigurationError, SecretUnavailable
 
 if TYPE_CHECKING:
-    from webhook_inbox.db import DatabaseSettings
+    from webhook_inbox.settings import DatabaseSettings
 
 _SECRET_TTL_S = 300.0
 # A refused login re-reads the database secret at most this often (as for provider secrets).

@@ -10,9 +10,10 @@ frozen. The local ``closed``/``broken`` flags only learn of it when a statement 
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection, both attempts inside one :func:`webhook_inbox.deadlines.deadline`.
 
-Where and how to connect is :class:`DatabaseSettings`, read when a connection is opened: in a
-function that is once per execution environment (again only after a dead connection); the
-tools and the tests, which share this module, may point it at another database between two.
+Where and how to connect is :class:`~webhook_inbox.settings.DatabaseSettings`, read once per
+execution environment (:func:`settings`); the tools reset the settings before every command and
+the tests before every case (:func:`webhook_inbox.config.reset`, also run by
+:func:`reset_for_tests`), so either may point this module at another database between two.
 The sign-in itself (``DATABASE_URL`` or the secret, and the re-read after a refused login) is
 :mod:`webhook_inbox.credentials`; driver errors become ours in :mod:`webhook_inbox.store_errors`.
 """
@@ -21,45 +22,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import credentials, deadlines
-from webhook_inbox.config import load, setting
+from webhook_inbox import config, credentials, deadlines
 from webhook_inbox.errors import ConfigurationError, StoreCredentialsRejected, StoreUnavailable
+from webhook_inbox.settings import DatabaseSettings
 from webhook_inbox.store_errors import translate
 
 R = TypeVar("R")
 
-# Bounded waits everywhere: a webhook provider gives us seconds, not minutes.
-DEFAULT_CONNECT_TIMEOUT_S = 3
-DEFAULT_STATEMENT_TIMEOUT_MS = 5000
-DEFAULT_LOCK_TIMEOUT_MS = 2000
-
-
-@dataclass(frozen=True)
-class DatabaseSettings:
-    """Where the database is, how to sign in, and the bounded waits of every connection."""
-
-    url: str = setting("DATABASE_URL", "")
-    secret_arn: str = setting("DATABASE_SECRET_ARN", "")
-    iam_auth: bool = setting("DATABASE_IAM_AUTH", False)
-    # Beside an RDS-managed `rds!` secret, which holds only the username and password.
-    host: str = setting("DATABASE_HOST", "")
-    port: str = setting("DATABASE_PORT", "")
-    name: str = setting("DATABASE_NAME", "")
-    connect_timeout_s: int = setting("DB_CONNECT_TIMEOUT_S", DEFAULT_CONNECT_TIMEOUT_S)
-    statement_timeout_ms: int = setting("DB_STATEMENT_TIMEOUT_MS", DEFAULT_STATEMENT_TIMEOUT_MS)
-    lock_timeout_ms: int = setting("DB_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS)
-    startup_options: str = setting("DB_STARTUP_OPTIONS", "auto")
-
 
 def settings() -> DatabaseSettings:
-    return load(DatabaseSettings)
+    """This execution environment's database settings, read once (:func:`config.current`)."""
+    return config.current(DatabaseSettings)
 
 
 def session_timeouts_ms() -> tuple[int, int]:
@@ -227,7 +206,8 @@ def discard_connection() -> None:
 
 
 def reset_for_tests() -> None:
-    """Forget the cached connection and secrets: the one reset of everything database-related
-    (tests switch databases between cases)."""
+    """Forget the cached connection, secrets and settings: the one reset of everything
+    database-related (tests switch databases between cases)."""
     discard_connection()
     credentials.forget_secrets()
+    config.reset()

@@ -26,7 +26,6 @@ from urllib.parse import urlencode
 from psycopg import Connection
 
 from webhook_inbox import aws, db, deadlines, inbox
-from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -40,8 +39,8 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.providers import Registry, registry_for
 from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
+from webhook_inbox.settings import IngestSettings
 
-DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # A batch delivery (SendGrid, HubSpot) stores every event it carries, but ingest sends at most
 # this many wake-ups itself (ten SendMessageBatch calls); the sweeper sends the rest within a
 # sweep, so a large batch cannot run ingest out of its time.
@@ -60,21 +59,6 @@ _GENERIC_BODIES = {
 }
 _ACCEPTED = Reply.json({"status": "accepted"}, 202)
 _DUPLICATE = Reply.json({"status": "duplicate"}, 200)
-
-
-@dataclass(frozen=True)
-class IngestSettings:
-    """The ingest function's settings, built once per execution environment (:meth:`from_env`)
-    and passed to :func:`handle`."""
-
-    max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
-    queue_url: str = setting("PROCESSING_QUEUE_URL", "")
-    providers_config: str = setting("PROVIDERS_CONFIG", "")
-    providers_config_file: str = setting("PROVIDERS_CONFIG_FILE", "")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> IngestSettings:
-        return load(cls, environ)
 
 
 @dataclass

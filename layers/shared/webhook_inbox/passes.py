@@ -43,7 +43,7 @@ import dataclasses
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -52,7 +52,6 @@ import psycopg
 
 from webhook_inbox import handler_guard, handlers, inbox
 from webhook_inbox.backoff import backoff_delay
-from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     EventError,
     LeaseLost,
@@ -61,27 +60,12 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.handler_guard import TransactionTaken
 from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.store_errors import translate
 
 # Do not start another event's handler with less time than this left; its lease covers it.
 STOP_MARGIN_MS = 2000
 NO_HANDLER_DISPOSITION = "no handler registered for this provider and event type"
-
-
-@dataclass(frozen=True)
-class ProcessorSettings:
-    """The processor's settings, read once per execution environment (``from_env``). They live
-    here because the careful pass applies the retry rules; the template test compares the fields'
-    variables with the processor's."""
-
-    queue_url: str | None = setting("PROCESSING_QUEUE_URL", None)
-    max_attempts: int = setting("MAX_ATTEMPTS", 8)
-    retry_base_seconds: float = setting("RETRY_BASE_SECONDS", 5.0)
-    retry_max_seconds: float = setting("RETRY_MAX_SECONDS", 3600.0)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
-        return load(cls, environ)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from webhook_inbox import aws, db, deadlines, inbox, leasing, observability, passes
 from webhook_inbox.errors import StoreError
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult, ProcessorSettings
+from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult
+from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.wakeups import parse_body
 
 if TYPE_CHECKING:
@@ -361,7 +362,7 @@ def _schedule_retries(
             # else: longer than SQS can wait; the sweeper enqueues it when it is due.
     if not delays:
         return set()
-    if settings.queue_url is None:
+    if not settings.queue_url:
         logger.warning("PROCESSING_QUEUE_URL unset: SQS redelivers failed events instead")
         return set(delays)
     sent = _send_retry_wakeups(settings.queue_url, delays)

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
-from webhook_inbox import aws, schemes
-from webhook_inbox.config import env
+from webhook_inbox import aws, config, schemes
 from webhook_inbox.errors import ConfigurationError, SecretUnavailable, SignatureMismatch
+from webhook_inbox.settings import ProvidersSettings
 
 PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 SECRET_TTL_S = 300.0
@@ -159,7 +159,7 @@ class Provider:
             if ref.kind == "value":
                 value = ref.ref
             elif ref.kind == "env":
-                value = env(ref.ref)
+                value = config.env(ref.ref)
                 if not value:
                     raise ConfigurationError(f"provider {self.name}: ${ref.ref} is not set")
             else:
@@ -313,7 +313,8 @@ _registry_cache: dict[tuple[str | None, str | None], Registry] = {}
 def registry() -> Registry:
     """The providers ``PROVIDERS_CONFIG`` / ``PROVIDERS_CONFIG_FILE`` name in the process
     environment (the tools' way; ingest passes its settings to :func:`registry_for`)."""
-    return registry_for(env("PROVIDERS_CONFIG"), env("PROVIDERS_CONFIG_FILE"))
+    configured = config.current(ProvidersSettings)
+    return registry_for(configured.providers_config, configured.providers_config_file)
 
 
 def registry_for(inline: str, path: str) -> Registry:
@@ -375,9 +376,11 @@ def sign_delivery(
 
 
 def reset_for_tests() -> None:
+    """Forget the parsed configurations, the cached secrets and the settings that name them."""
     with _registry_lock:
         _registry_cache.clear()
     MANAGED_SECRETS.clear()
+    config.reset()
 
 
 __all__: Sequence[str] = (

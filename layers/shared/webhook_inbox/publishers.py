@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from webhook_inbox import aws
-from webhook_inbox.config import load, setting
+from webhook_inbox import aws, config
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.outbox import OutboxMessage
+from webhook_inbox.settings import PublisherSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
@@ -221,22 +221,17 @@ class SnsPublisher(_BatchingPublisher):
             )
 
 
-@dataclass(frozen=True)
-class PublisherSettings:
-    """Where the outbox publishes: ``eventbridge`` (a bus, default ``default``) or ``sns``."""
-
-    destination: str = setting("OUTBOX_DESTINATION", "eventbridge")
-    event_bus_name: str = setting("OUTBOX_EVENT_BUS_NAME", "default")
-    topic_arn: str = setting("OUTBOX_TOPIC_ARN", "")
-
-
 def from_env(
     environ: Mapping[str, str] | None = None,
     *,
     make_client: Callable[[str], Any] = aws.client,
 ) -> Publisher:
-    """The publisher OUTBOX_DESTINATION names (``eventbridge`` by default, or ``sns``)."""
-    settings = load(PublisherSettings, environ)
+    """The publisher OUTBOX_DESTINATION names (``eventbridge`` by default, or ``sns``): the
+    execution environment's settings (:func:`webhook_inbox.config.current`), or ``environ``'s."""
+    if environ is None:
+        settings = config.current(PublisherSettings)
+    else:
+        settings = config.load(PublisherSettings, environ)
     destination = settings.destination.lower()
     if destination == "eventbridge":
         return EventBridgePublisher(make_client("events"), event_bus_name=settings.event_bus_name)

@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from psycopg import Connection
 
 from webhook_inbox import deadlines
-from webhook_inbox.config import load, setting
-from webhook_inbox.errors import ConfigurationError, StoreError
+from webhook_inbox.errors import StoreError
 from webhook_inbox.maintenance.backlog_measurement import BacklogMeasurement
 from webhook_inbox.maintenance.context import Step, SweepContext, TimeBudget
 from webhook_inbox.maintenance.lease_expiry import LeaseExpiry
@@ -43,6 +41,7 @@ from webhook_inbox.maintenance.reenqueue import Reenqueue
 from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.maintenance.retention import ExpiredRowDeletion, PayloadPurge
 from webhook_inbox.publishers import Publisher
+from webhook_inbox.settings import SweeperSettings
 from webhook_inbox.store_errors import translate
 
 # A database that stops answering is cut off this long before the invocation would end (never
@@ -51,9 +50,6 @@ from webhook_inbox.store_errors import translate
 ANSWER_MARGIN_S = 1.0
 MIN_DEADLINE_S = 1.0
 DEADLINE_ERROR = "the database did not answer before the run's deadline"
-# Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
-# legitimate retry in as a new event.
-MIN_KEY_RETENTION_DAYS = 3
 
 # The steps of every run, in order (the module docstring's numbering). The backlog is measured
 # before retention, so a retention problem never costs the alarms their data point.
@@ -67,65 +63,13 @@ STEPS: tuple[type[Step], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class SweeperConfig:
-    """The sweeper's settings: the first seven from the environment (:meth:`from_env`, once per
-    execution environment), the rest tuning with fixed defaults."""
-
-    queue_url: str = setting("PROCESSING_QUEUE_URL", "")
-    max_attempts: int = setting("MAX_ATTEMPTS", 8)
-    outbox_max_attempts: int = setting("OUTBOX_MAX_ATTEMPTS", 10)
-    retry_base_seconds: float = setting("RETRY_BASE_SECONDS", 5.0)
-    retry_max_seconds: float = setting("RETRY_MAX_SECONDS", 3600.0)
-    payload_retention_days: int = setting("PAYLOAD_RETENTION_DAYS", 30)
-    key_retention_days: int = setting("KEY_RETENTION_DAYS", 90)
-    # Tuning, not configuration: sizes that keep each statement and transaction short.
-    lease_batch: int = 500
-    enqueue_batch: int = 100
-    outbox_batch: int = 50
-    retention_batch: int = 500
-    # A row sent this long ago and still waiting may have lost its message - or may be waiting
-    # in a long queue. Either way it is re-woken (and stamped again, so at most once per this
-    # many seconds): a lost wake-up is re-sent within this plus one schedule period (1 min) of
-    # its stamp, 9 minutes, under the 10 the design promises.
-    reenqueue_stale_seconds: float = 480.0
-    # Stale rows claimed per batch: one SendMessageBatch call of ten 25-row re-wakes.
-    stale_batch: int = 250
-    # At most this many re-wakes per run, so that a huge backlog leaves the run time for the
-    # outbox and retention (docs/design.md: past this many stale rows a minute, the bound grows).
-    stale_resend_cap: int = 25_000
-    # Stop starting batches when less than this is left; the backlog measurement, one indexed
-    # query, still runs down to the smaller reserve.
-    safety_margin_ms: int = 10_000
-    measure_reserve_ms: int = 5_000
-    # An outbox lease outlives this run by this much, so a crashed run's messages come back soon.
-    outbox_lease_margin_s: float = 30.0
-    max_batches_per_step: int = 10_000
-
-    def __post_init__(self) -> None:
-        if not self.queue_url:
-            raise ConfigurationError("PROCESSING_QUEUE_URL is not set")
-        # A key retention shorter than the payload retention is allowed: deleting the row then
-        # simply removes its payload earlier. One shorter than the providers' retry windows is
-        # not (the template's MinValue refuses it at deploy time too).
-        if self.key_retention_days < MIN_KEY_RETENTION_DAYS:
-            raise ConfigurationError(
-                f"KEY_RETENTION_DAYS must be at least {MIN_KEY_RETENTION_DAYS} "
-                "(providers retry for days; an earlier key would accept a retry as new)"
-            )
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> SweeperConfig:
-        return load(cls, environ)
-
-
 class Sweep:
     """One sweeper run over one connection. Build a new one per invocation."""
 
     def __init__(
         self,
         conn: Connection[Any],
-        config: SweeperConfig,
+        config: SweeperSettings,
         *,
         sqs: Any,
         publisher: Publisher,

@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox import custom_resource, db
+from webhook_inbox import config, custom_resource, db
 from webhook_inbox import migrate as migrate_module
 from webhook_inbox.migrate import available_migrations
 
@@ -75,6 +75,7 @@ def test_create_applies_every_migration_and_answers_success(
         )
     # The application's timeouts became the role's defaults (RDS Proxy refuses options).
     monkeypatch.setenv("DB_STARTUP_OPTIONS", "off")
+    config.reset()  # the settings were read by the migration
     with db.connect(empty_database_url) as fresh:
         assert fresh.execute("SHOW statement_timeout").fetchone() == ("5s",)
         assert fresh.execute("SHOW lock_timeout").fetchone() == ("2s",)

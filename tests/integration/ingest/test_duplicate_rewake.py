@@ -19,8 +19,8 @@ from tests.faults.proxy import FaultProxy
 from tests.integration.ingest.conftest import IngestHarness
 from webhook_inbox import handlers, inbox, processing
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.passes import ProcessorSettings
 from webhook_inbox.processing import QueueMessage
+from webhook_inbox.settings import ProcessorSettings
 
 STATEMENT_TIMEOUT_MS = 1500  # ingest's answer deadline in the fault test: 1.5 s + 1 s
 
@@ -153,7 +153,7 @@ def test_the_retry_of_a_503_answered_after_the_claim_committed_is_processed_at_o
         [QueueMessage("m1", json.dumps(body)) for body in bodies],
         owner="processor-under-test",
         remaining_ms=lambda: 30_000,
-        settings=ProcessorSettings(queue_url=None),
+        settings=ProcessorSettings(queue_url=""),
     )
 
     assert _row(conn, "evt_slow_answer")["status"] == "processed"

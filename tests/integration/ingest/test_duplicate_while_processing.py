@@ -22,8 +22,8 @@ import pytest
 from tests.integration.ingest.conftest import IngestHarness, row_count
 from webhook_inbox import handlers, processing
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.passes import ProcessorSettings
 from webhook_inbox.processing import QueueMessage
+from webhook_inbox.settings import ProcessorSettings
 
 LOCK_TIMEOUT_MS = 1000  # the functions' lock timeout in this test (production default: 2000)
 # The later event's handler keeps the batch (and the early row's lock) open until the duplicate
@@ -89,7 +89,7 @@ def test_a_duplicate_of_an_event_locked_by_the_careful_pass_is_a_prompt_200(
         [QueueMessage(f"m{i}", json.dumps({"id": i})) for i in ids],
         owner="processor-under-test",
         remaining_ms=lambda: 60_000,
-        settings=ProcessorSettings(queue_url=None),
+        settings=ProcessorSettings(queue_url=""),
     )
     sender.join(HOLD_AT_MOST_S)
 

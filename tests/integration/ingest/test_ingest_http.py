@@ -504,6 +504,7 @@ def test_database_unreachable_is_503_and_nothing_is_written(
     assert row_count(conn) == 0
     # Once the database is back, the provider's retry is accepted.
     monkeypatch.setenv("DATABASE_URL", database_url)
+    db.reset_for_tests()  # the settings were read by the first delivery
     assert harness.deliver("stripe", signed.body, signed.headers).status == 202
 
 

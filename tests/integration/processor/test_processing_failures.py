@@ -22,9 +22,10 @@ from tests.integration.processor.helpers import (
     store_event,
 )
 from tests.support import FakeLambdaContext
-from webhook_inbox import inbox, processing
+from webhook_inbox import config, inbox, processing
 from webhook_inbox.errors import RetryableEventError
 from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.settings import ProcessorSettings
 
 SECRET = "card-4242-4242-secret-marker"
 
@@ -142,8 +143,13 @@ def test_a_retry_longer_than_sqs_can_delay_is_left_to_the_sweeper(
     retry_queue: RetryQueue,
     registry: dict[tuple[str, str], Any],
 ) -> None:
-    processor.settings = processor.processing.ProcessorSettings(
-        queue_url=retry_queue.url, max_attempts=3, retry_base_seconds=2000, retry_max_seconds=3600
+    config.use(
+        ProcessorSettings(
+            queue_url=retry_queue.url,
+            max_attempts=3,
+            retry_base_seconds=2000,
+            retry_max_seconds=3600,
+        )
     )
     registry[("stripe", "invoice.paid")] = leaking_failure
     bad = store_event(conn, event_type="invoice.paid", payload={})

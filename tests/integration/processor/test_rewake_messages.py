@@ -19,8 +19,8 @@ from tests.integration.processor.helpers import failures, invoke, row, sqs_event
 from tests.integration.processor.test_processing_failures import store_customers
 from webhook_inbox import processing
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.passes import ProcessorSettings
 from webhook_inbox.processing import QueueMessage
+from webhook_inbox.settings import ProcessorSettings
 
 
 def test_a_re_wake_and_single_id_messages_in_one_batch_process_each_row_once(
@@ -107,7 +107,7 @@ def test_re_wakes_cut_short_by_time_come_back_only_for_the_rows_not_run(
         messages,
         owner="processor-under-test",
         remaining_ms=lambda: 0 if len(ran) >= 4 else 60_000,
-        settings=ProcessorSettings(queue_url=None),
+        settings=ProcessorSettings(queue_url=""),
     )
 
     status = {i: (row(conn, i)["status"], row(conn, i)["attempts"]) for i in ids}

@@ -20,7 +20,8 @@ from psycopg.types.json import Jsonb
 from tests.support import FakeLambdaContext
 from webhook_inbox import inbox
 from webhook_inbox.publishers import EventBridgePublisher
-from webhook_inbox.sweeper import Sweep, SweeperConfig
+from webhook_inbox.settings import SweeperSettings
+from webhook_inbox.sweeper import Sweep
 
 REGION = "us-east-1"
 QUEUE_NAME = "webhook-inbox-processing"
@@ -98,8 +99,8 @@ def events() -> RecordingEvents:
     return RecordingEvents()
 
 
-def make_config(queue_url: str, **overrides: Any) -> SweeperConfig:
-    return SweeperConfig(queue_url=queue_url, **overrides)
+def make_config(queue_url: str, **overrides: Any) -> SweeperSettings:
+    return SweeperSettings(queue_url=queue_url, **overrides)
 
 
 def make_sweep(

@@ -22,7 +22,7 @@ SECRET_IN_PAYLOAD = "pm_card_4242_do_not_log"
 @pytest.fixture
 def sweeper_app(database_url: str, aws: Aws, events: RecordingEvents) -> ModuleType:
     app = load_function("sweeper")
-    app._publisher = EventBridgePublisher(events, event_bus_name="default")
+    app.publisher = lambda: EventBridgePublisher(events, event_bus_name="default")
     return app
 
 
@@ -141,9 +141,10 @@ def test_outbox_dead_metric_is_emitted_when_a_message_exhausts_its_attempts(  # 
 ) -> None:
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("OUTBOX_MAX_ATTEMPTS", "1")
-    sweeper_app._publisher = EventBridgePublisher(
+    refusing = EventBridgePublisher(
         RecordingEvents(fail=lambda entry: True), event_bus_name="default"
     )
+    sweeper_app.publisher = lambda: refusing
     outbox.add_message(conn, topic="t", deduplication_key="k", payload={}, source_event_id=None)
 
     sweeper_app.handler(load_event("schedule"), FakeLambdaContext())

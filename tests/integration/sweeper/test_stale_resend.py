@@ -23,7 +23,7 @@ from tests.integration.sweeper.conftest import Aws, RecordingEvents, insert_rece
 from tests.integration.sweeper.test_recovery import PartlyFailingSqs
 from webhook_inbox import inbox, wakeups
 
-WINDOW_S = 480  # SweeperConfig.reenqueue_stale_seconds
+WINDOW_S = 480  # SweeperSettings.reenqueue_stale_seconds
 BOUND_MINUTES = 10  # the design's promise: re-sent within 10 minutes of the stamp
 
 

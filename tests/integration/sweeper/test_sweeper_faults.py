@@ -16,10 +16,10 @@ import pytest
 from tests.faults.proxy import FaultProxy
 from tests.integration.sweeper.conftest import Aws, RecordingEvents, claim
 from tests.support import load_event, load_function
-from webhook_inbox import db
+from webhook_inbox import config, db
 from webhook_inbox.errors import StoreUnavailable
 from webhook_inbox.publishers import EventBridgePublisher
-from webhook_inbox.sweeper import SweeperConfig
+from webhook_inbox.settings import SweeperSettings
 from webhook_inbox_tools.dev.lambda_runtime import LocalContext
 
 # Scaled down with the invocation (55 s and a 10 s margin in the template), so that the run
@@ -30,9 +30,9 @@ TIMEOUT_S = 4.0
 @pytest.fixture
 def sweeper_app(faulty_database_url: str, aws: Aws, events: RecordingEvents) -> ModuleType:
     app = load_function("sweeper")
-    app._publisher = EventBridgePublisher(events, event_bus_name="default")
-    app._config = SweeperConfig(
-        queue_url=aws.queue_url, safety_margin_ms=1000, measure_reserve_ms=500
+    app.publisher = lambda: EventBridgePublisher(events, event_bus_name="default")
+    config.use(
+        SweeperSettings(queue_url=aws.queue_url, safety_margin_ms=1000, measure_reserve_ms=500)
     )
     return app
 

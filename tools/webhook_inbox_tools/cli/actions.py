@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -12,8 +11,9 @@ from urllib.parse import urlsplit
 
 from psycopg import Connection
 
-from webhook_inbox import aws
+from webhook_inbox import aws, config
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.settings import QueueSettings
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection
@@ -43,9 +43,7 @@ def sqs_client_for(queue_url: str) -> Any:
     return aws.client(
         "sqs",
         endpoint_url=f"{parts.scheme}://{parts.netloc}",
-        region_name=os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or "us-east-1",
+        region_name=config.env("AWS_REGION") or config.env("AWS_DEFAULT_REGION") or "us-east-1",
     )
 
 
@@ -157,7 +155,7 @@ def _validate_replay_args(args: argparse.Namespace) -> None:
 def cmd_replay(args: argparse.Namespace) -> int:
     _validate_replay_args(args)
     who = operator_name(args.operator)
-    queue_url = args.queue_url or os.environ.get("PROCESSING_QUEUE_URL")
+    queue_url = args.queue_url or config.current(QueueSettings).queue_url or None
     with open_connection(args) as conn:
         rows, missing, notes = _replay_targets(conn, args)
         if not args.json:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from webhook_inbox import db
+from webhook_inbox import config, db
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreError,
@@ -314,6 +314,9 @@ def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     # argparse itself exits with 2 and a usage line for unknown commands and bad options.
     args = build_parser().parse_args(argv)
+    # Each command reads the environment afresh: a caller running two commands in one process
+    # (tests, scripts) may point the second at another database or queue.
+    config.reset()
     try:
         code: int = args.func(args)
         # Output is block-buffered in a pipe: flush here, where a closed reader can be handled,

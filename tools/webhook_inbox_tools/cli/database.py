@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -41,18 +40,18 @@ def add_database_option(parser: argparse.ArgumentParser) -> None:
 def _resolve(args: argparse.Namespace) -> tuple[str, str]:
     if getattr(args, "database_url", None):
         return args.database_url, "--database-url"
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"], "DATABASE_URL"
-    if not os.environ.get("DATABASE_SECRET_ARN"):
+    configured = db.settings()
+    if configured.url:
+        return configured.url, "DATABASE_URL"
+    if not configured.secret_arn:
         raise ConfigurationError(f"no database configured: {HOW_TO_SET}")
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        conninfo = credentials.database_conninfo(db.settings())
-        return conninfo, f"the secret {os.environ['DATABASE_SECRET_ARN']}"
+        return credentials.database_conninfo(configured), f"the secret {configured.secret_arn}"
     except (BotoCoreError, ClientError) as exc:
         raise ConfigurationError(
-            f"cannot read the database secret {os.environ['DATABASE_SECRET_ARN']}: {exc}"
+            f"cannot read the database secret {configured.secret_arn}: {exc}"
         ) from None
 
 

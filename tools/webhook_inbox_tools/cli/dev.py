@@ -11,10 +11,11 @@ import tomllib
 from pathlib import Path
 from types import FrameType
 
-from webhook_inbox import providers
+from webhook_inbox import config, providers
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.settings import DatabaseSettings, ProvidersSettings
 from webhook_inbox_tools.cli.params import port_number, positive_int
-from webhook_inbox_tools.cli.signing import load_registry
+from webhook_inbox_tools.cli.signing import load_registry, providers_in_environment
 from webhook_inbox_tools.dev import sam_env
 from webhook_inbox_tools.dev.env_file import (
     DEFAULT_ENV_FILE,
@@ -120,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _providers_file(args: argparse.Namespace) -> Path | None:
     if args.providers:
         return Path(args.providers).resolve()
-    if os.environ.get("PROVIDERS_CONFIG_FILE") or os.environ.get("PROVIDERS_CONFIG"):
+    if providers_in_environment():
         return None  # the functions read the environment themselves
     return sample_providers_file()
 
@@ -146,12 +147,13 @@ def operator_environment(
         **stack.aws_env(),
         URL_VARIABLE: base_url,
     }
+    configured = config.current(ProvidersSettings)
     if providers_file is not None:
         env["PROVIDERS_CONFIG_FILE"] = str(providers_file)
-    elif os.environ.get("PROVIDERS_CONFIG"):
-        env["PROVIDERS_CONFIG"] = os.environ["PROVIDERS_CONFIG"]
+    elif configured.providers_config:
+        env["PROVIDERS_CONFIG"] = configured.providers_config
     else:
-        env["PROVIDERS_CONFIG_FILE"] = str(Path(os.environ["PROVIDERS_CONFIG_FILE"]).resolve())
+        env["PROVIDERS_CONFIG_FILE"] = str(Path(configured.providers_config_file).resolve())
     return env
 
 
@@ -184,9 +186,10 @@ def remove_if_unchanged(path: Path, written: bytes) -> None:
 
 def providers_document(providers_file: Path | None) -> str:
     """The provider configuration as the PROVIDERS_CONFIG JSON the ingest function reads."""
-    if providers_file is None and os.environ.get("PROVIDERS_CONFIG"):
-        return os.environ["PROVIDERS_CONFIG"]
-    path = providers_file or Path(os.environ["PROVIDERS_CONFIG_FILE"])
+    configured = config.current(ProvidersSettings)
+    if providers_file is None and configured.providers_config:
+        return configured.providers_config
+    path = providers_file or Path(configured.providers_config_file)
     try:
         text = path.read_text("utf-8")
     except OSError as exc:
@@ -272,7 +275,7 @@ def check_env_secrets(registry: providers.Registry) -> None:
     otherwise answer every delivery for that provider 503."""
     for provider in registry.providers.values():
         for ref in provider.secret_refs:
-            if ref.kind == "env" and not os.environ.get(ref.ref):
+            if ref.kind == "env" and not config.env(ref.ref):
                 raise ConfigurationError(f"provider {provider.name}: ${ref.ref} is not set")
 
 
@@ -325,9 +328,7 @@ def serve_until_stopped(
 
 def cmd_dev(args: argparse.Namespace) -> int:
     providers_file = _providers_file(args)
-    if providers_file is None and not (
-        os.environ.get("PROVIDERS_CONFIG_FILE") or os.environ.get("PROVIDERS_CONFIG")
-    ):
+    if providers_file is None and not providers_in_environment():
         raise ConfigurationError("no provider configuration: pass --providers FILE")
     registry = load_registry(str(providers_file) if providers_file else None)
     check_env_secrets(registry)
@@ -335,7 +336,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     options = DevOptions(
         functions_dir=(args.functions_dir or default_functions_dir()).resolve(),
         providers_file=providers_file,
-        database_url=args.database_url or os.environ.get("DATABASE_URL"),
+        database_url=args.database_url or config.current(DatabaseSettings).url or None,
         host=args.host,
         port=args.port,
         sweep_every_s=args.sweep_every,

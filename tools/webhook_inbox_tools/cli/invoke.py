@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from webhook_inbox import config
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools.local_invoke import environment, runner, template
 
@@ -92,15 +92,17 @@ def _say(message: str) -> None:
 
 def prepare(args: argparse.Namespace) -> runner.Invocation:
     """Everything about the invocation, checked before a process starts."""
-    shell = dict(os.environ)
+    shell = dict(config.ENVIRONMENT)
     region = (
         args.region or shell.get("AWS_REGION") or shell.get("AWS_DEFAULT_REGION") or "us-east-1"
     )
     template_path = Path(args.template).resolve()
-    config = Path(args.config_file) if args.config_file else template_path.parent / "samconfig.toml"
+    samconfig = (
+        Path(args.config_file) if args.config_file else template_path.parent / "samconfig.toml"
+    )
     tpl = template.open_template(
         template_path,
-        samconfig=config,
+        samconfig=samconfig,
         config_env=args.config_env,
         overrides=args.parameter_overrides,
         region=region,

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from webhook_inbox import config
 from webhook_inbox.errors import ConfigurationError
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
@@ -77,7 +78,7 @@ def operator_name(explicit: str | None) -> str:
     Containers often run without $USER; the login name from the password database (or the
     numeric uid) at the host name still says who acted, and is what the audit row records.
     """
-    name = (explicit or os.environ.get("USER") or "").strip()
+    name = (explicit or config.env("USER") or "").strip()
     if not name:
         name = f"{_login_name()}@{socket.gethostname()}"
     if len(name) > 200:

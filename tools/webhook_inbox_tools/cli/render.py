@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TextIO
+
+from webhook_inbox import config
 
 _COLOURS = {
     "red": "31",
@@ -42,9 +43,9 @@ STATUS_COLOURS = {
 
 def colour_enabled(stream: TextIO) -> bool:
     """Colours only for a terminal, and never when NO_COLOR is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
+    if config.env("NO_COLOR"):
         return False
-    if os.environ.get("TERM") == "dumb":
+    if config.env("TERM") == "dumb":
         return False
     return stream.isatty()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 import sys
 import time
@@ -16,8 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from webhook_inbox import providers, schemes
+from webhook_inbox import config, providers, schemes
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.settings import ProvidersSettings
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
 from webhook_inbox_tools.dev.env_file import URL_VARIABLE, running_dev_environment
@@ -55,13 +55,19 @@ def add_signing_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def providers_in_environment() -> bool:
+    """Whether PROVIDERS_CONFIG or PROVIDERS_CONFIG_FILE is set (as ingest reads them)."""
+    configured = config.current(ProvidersSettings)
+    return bool(configured.providers_config or configured.providers_config_file)
+
+
 def load_registry(path: str | None) -> providers.Registry:
     """The providers to sign for: an explicit file; else the configuration in the environment
     (as the deployed ingest function reads it); else the one a `webhook-inbox dev` running from
     this folder serves (its env file); else the sample."""
     if path:
         return _registry_from_file(path)
-    if os.environ.get("PROVIDERS_CONFIG") or os.environ.get("PROVIDERS_CONFIG_FILE"):
+    if providers_in_environment():
         return providers.registry()
     dev = running_dev_environment()
     if dev.get("PROVIDERS_CONFIG"):
@@ -155,9 +161,7 @@ def _base_url(given: str | None) -> str:
     if given:
         return given
     return (
-        os.environ.get(URL_VARIABLE)
-        or running_dev_environment().get(URL_VARIABLE)
-        or DEFAULT_BASE_URL
+        config.env(URL_VARIABLE) or running_dev_environment().get(URL_VARIABLE) or DEFAULT_BASE_URL
     )
 
 

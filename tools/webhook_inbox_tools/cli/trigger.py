@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import http
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -19,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from webhook_inbox import providers
+from webhook_inbox import config, providers
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.cli.params import positive_int
@@ -129,7 +128,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 
 def base_url(given: str | None) -> str:
-    url = given or os.environ.get(URL_VARIABLE) or running_dev_environment().get(URL_VARIABLE)
+    url = given or config.env(URL_VARIABLE) or running_dev_environment().get(URL_VARIABLE)
     if not url:
         raise ConfigurationError(
             "no webhook-inbox dev is running from this folder: start one, or pass --url"

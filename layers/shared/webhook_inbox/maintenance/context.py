@@ -13,15 +13,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from psycopg import Connection
 
 from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.publishers import Publisher
-
-if TYPE_CHECKING:  # the sweeper module imports the steps, which import this one
-    from webhook_inbox.sweeper import SweeperConfig
+from webhook_inbox.settings import SweeperSettings
 
 
 class TimeBudget:
@@ -45,7 +43,7 @@ class SweepContext:
     """One run's connection, settings, clients, time and report, shared by its steps."""
 
     conn: Connection[Any]
-    config: SweeperConfig
+    config: SweeperSettings
     sqs: Any
     publisher: Publisher
     budget: TimeBudget
