@@ -1,8 +1,9 @@
 """The project's one exception hierarchy.
 
 Every error the library raises derives from :class:`WebhookInboxError`. Driver errors (psycopg)
-are translated into this hierarchy in exactly one place, :func:`webhook_inbox.db.translate`, and
-the hierarchy is mapped to HTTP answers / SQS outcomes in exactly one place per entry point.
+are translated into this hierarchy in exactly one place,
+:func:`webhook_inbox.store_errors.translate`, and the hierarchy is mapped to HTTP answers / SQS
+outcomes in exactly one place per entry point.
 """
 
 from __future__ import annotations

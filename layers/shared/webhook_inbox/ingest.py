@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 from psycopg import Connection
 
-from webhook_inbox import aws, db, inbox, provider_source
+from webhook_inbox import aws, db, deadlines, inbox, provider_source
 from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
@@ -311,7 +311,7 @@ def _wake(
     if error:
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
     try:
-        with db.deadline(db.answer_deadline_s()):
+        with deadlines.deadline(db.answer_deadline_s(), db.current_connection):
             inbox.clear_enqueued(conn, unsent)
     except StoreError as exc:
         db.discard_connection()

@@ -77,7 +77,7 @@ class RegistrySource:
 
         self.reads += 1
         try:
-            secrets = aws.client("secretsmanager", budget=aws.REGISTRY_REFRESH)
+            secrets = aws.client("secretsmanager", limits=aws.REGISTRY_REFRESH)
             text = secrets.get_secret_value(SecretId=self._arn)["SecretString"]
             document = parse_document(text)
         except (BotoCoreError, ClientError, KeyError) as exc:
