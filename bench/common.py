@@ -60,6 +60,7 @@ def bench_database(server: PostgresServer | None = None) -> Iterator[str]:
         url = server.create_database(name)
         with psycopg.connect(url) as conn:
             migrate(conn)
+            migrate(conn, package="webhook_inbox_app")  # the example handlers' tables
         with environment(DATABASE_URL=url):
             yield url
     finally:

@@ -101,7 +101,7 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
     from aws_lambda_powertools import Metrics
 
     from webhook_inbox import observability
-    from webhook_inbox.backlog import BACKLOG_STATUSES, Backlog
+    from webhook_inbox.backlog_metrics import BACKLOG_STATUSES, Backlog
     from webhook_inbox.maintenance.metrics import emit_metrics
     from webhook_inbox.maintenance.report import SweepReport
 

@@ -160,6 +160,7 @@ def main() -> None:
         url = server.create_database(name)
         with psycopg.connect(url) as setup:
             migrate(setup)
+            migrate(setup, package="webhook_inbox_app")  # the example handlers' tables
             settings = dict(
                 setup.execute(
                     "SELECT name, setting FROM pg_settings WHERE name IN"

@@ -48,7 +48,7 @@ STEPS = [
     ("inbox", "claim_due_for_enqueue"),
     ("outbox", "claim_messages"),
     ("inbox", "event_backlog"),
-    ("outbox", "backlog"),
+    ("outbox", "message_backlog"),
     ("inbox", "purge_payloads"),
     ("inbox", "delete_expired_events"),
     ("outbox", "delete_published"),

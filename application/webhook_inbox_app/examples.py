@@ -30,7 +30,7 @@ from psycopg import Connection
 from webhook_inbox.domain import emit, optional_field, required_field
 from webhook_inbox.errors import PermanentEventError
 from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.queries import query
+from webhook_inbox.queries import SqlFile
 
 SUPPORTED_EXAMPLE_SCHEMA_VERSIONS = frozenset({1})
 
@@ -43,15 +43,14 @@ class SubscriptionState:
     version: int
 
 
-def _q(name: str) -> Any:
-    return query("examples", name, package="webhook_inbox_app")
+_statement = SqlFile("examples", package="webhook_inbox_app").statement
 
 
 def _apply_subscription(
     conn: Connection[Any], event: LeasedEvent, state: SubscriptionState
 ) -> None:
     row = conn.execute(
-        _q("upsert_subscription"),
+        _statement("upsert_subscription"),
         {
             "provider": event.provider,
             "subscription_id": state.subscription_id,
@@ -77,7 +76,7 @@ def _create_customer(conn: Connection[Any], event: LeasedEvent, customer_id: str
         "customer_id": customer_id,
         "source_event_id": event.event_id,
     }
-    if conn.execute(_q("create_customer"), params).fetchone() is None:
+    if conn.execute(_statement("create_customer"), params).fetchone() is None:
         return  # exists, or was deleted before this create arrived: the tombstone wins
     emit(
         conn,
@@ -97,7 +96,7 @@ def _delete_customer(conn: Connection[Any], event: LeasedEvent, customer_id: str
         "customer_id": customer_id,
         "source_event_id": event.event_id,
     }
-    row = conn.execute(_q("delete_customer"), params).fetchone()
+    row = conn.execute(_statement("delete_customer"), params).fetchone()
     if row is None:
         return  # already deleted
     emit(

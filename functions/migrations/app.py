@@ -53,7 +53,9 @@ class MigrationRun:
             limits = Limits(deadline=self.deadline)
             # The runtime's tables first, then the application's (ApplicationLayer).
             applied_now = migrate(conn, limits) + migrate(conn, limits, package=APPLICATION_PACKAGE)
-            current = applied_versions(conn)
+            # The runtime's schema version: an application's versions (``<package>:NNNN``)
+            # sort after the runtime's, but say nothing about the runtime's tables.
+            runtime_versions = [v for v in applied_versions(conn) if ":" not in v]
             if "RoleStatementTimeoutMs" in properties:
                 # The application's timeouts (not this function's long DDL ones) as the role's
                 # defaults: behind RDS Proxy they cannot travel with the connection.
@@ -69,7 +71,7 @@ class MigrationRun:
             conn.close()
         return {
             "AppliedNow": ",".join(applied_now),
-            "SchemaVersion": current[-1] if current else "",
+            "SchemaVersion": runtime_versions[-1] if runtime_versions else "",
         }
 
     def cancel(self) -> None:

@@ -1,8 +1,9 @@
 """Processor Lambda: SQS batches of inbox ids → leased, transactional, idempotent handling.
 
-Thin on purpose: the batch is processed by ``webhook_inbox.processing`` (ten rows leased at a
-time, one transaction each), which returns the records SQS must deliver again; this module turns
-them into the partial batch response (``{"batchItemFailures": [...]}``, needs
+Thin on purpose: the batch is processed by ``webhook_inbox.processing`` (its rows leased at most
+ten at a time, each in one autocommit statement; a chunk's handlers and marks commit in one
+transaction, a suspect row's in its own), which returns the records SQS must deliver again; this
+module turns them into the partial batch response (``{"batchItemFailures": [...]}``, needs
 ``ReportBatchItemFailures``).
 """
 

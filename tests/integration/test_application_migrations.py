@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+from tests.support import unique_db_name
+from webhook_inbox import migrate as migrate_module
 from webhook_inbox.errors import MigrationError
-from webhook_inbox.migrate import applied_versions, available_migrations, migrate
+from webhook_inbox.migrate import Migration, applied_versions, available_migrations, migrate
 
 
 @pytest.fixture
@@ -44,9 +47,78 @@ def test_application_migrations_apply_after_the_runtimes_and_do_not_collide(
     assert orders == (True,)
 
 
-def test_the_example_application_ships_no_migration_of_its_own_yet() -> None:
-    # Its tables are still in the runtime's 0001 (moving them needs a coordinated migration).
-    assert available_migrations("webhook_inbox_app") == []
+EXAMPLE_TABLES = ("subscriptions", "customers")
+RELEASED_0001 = Path(__file__).parent / "migrations_as_released" / "0001_initial.sql"
+
+
+def _example_tables(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each example table's columns and constraints, or an empty list when it does not exist."""
+    return {
+        table: conn.execute(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,"
+            " pg_get_expr(d.adbin, d.adrelid)"
+            "  FROM pg_attribute a LEFT JOIN pg_attrdef d"
+            "    ON (d.adrelid, d.adnum) = (a.attrelid, a.attnum)"
+            " WHERE a.attrelid = to_regclass(%(t)s) AND a.attnum > 0 AND NOT a.attisdropped"
+            " UNION ALL"
+            " SELECT conname, pg_get_constraintdef(oid), NULL, NULL FROM pg_constraint"
+            " WHERE conrelid = to_regclass(%(t)s)"
+            " ORDER BY 1",
+            {"t": table},
+        ).fetchall()
+        for table in EXAMPLE_TABLES
+    }
+
+
+def test_the_example_tables_come_from_the_applications_migration_not_the_runtimes(
+    empty_database_url: str,
+) -> None:
+    with psycopg.connect(empty_database_url) as conn:
+        migrate(conn)
+        after_runtime = _example_tables(conn)
+        assert migrate(conn, package="webhook_inbox_app") == ["webhook_inbox_app:0001"]
+        after_application = _example_tables(conn)
+    assert after_runtime == {"subscriptions": [], "customers": []}
+    assert all(after_application.values())
+
+
+def test_a_database_migrated_by_the_released_0001_keeps_its_example_tables_and_rows(
+    empty_database_url: str, pg_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The released runtime 0001 created the example tables; the current one names its checksum.
+    current = available_migrations()
+    released_0001 = Migration("0001", "initial", RELEASED_0001.read_text("utf-8"))
+    assert current[0].supersedes == {released_0001.checksum}
+    monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: [released_0001])
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute(
+            "INSERT INTO customers (provider, customer_id, status)"
+            " VALUES ('stripe', 'cus_1', 'active')"
+        )
+        before = _example_tables(conn)
+    monkeypatch.undo()
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        runtime = migrate(conn)
+        application = migrate(conn, package="webhook_inbox_app")
+        after = _example_tables(conn)
+        rows = conn.execute("SELECT provider, customer_id, status FROM customers").fetchall()
+        recorded = conn.execute("SELECT checksum FROM schema_migrations WHERE version = '0001'")
+        recorded_0001 = recorded.fetchone()
+    assert runtime == [m.version for m in current[1:]]  # 0001 accepted as applied, not re-run
+    assert application == ["webhook_inbox_app:0001"]  # recorded; its IF NOT EXISTS found them
+    assert rows == [("stripe", "cus_1", "active")]
+    assert after == before
+    assert recorded_0001 == (released_0001.checksum,)  # the previous release still accepts it
+    name = unique_db_name("wi_fresh")
+    fresh = pg_server.create_database(name)
+    try:
+        with psycopg.connect(fresh) as conn:
+            migrate(conn)
+            migrate(conn, package="webhook_inbox_app")
+            assert _example_tables(conn) == after  # both paths end with the same tables
+    finally:
+        pg_server.drop_database(name)
 
 
 def test_a_migration_postgresql_refuses_names_its_file_line_and_message(

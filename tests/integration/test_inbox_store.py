@@ -280,7 +280,7 @@ def test_outbox_retry_dead_and_published(conn: psycopg.Connection[Any]) -> None:
     outbox.mark_published(conn, [claimed["a"].id])
     outbox.mark_retry(conn, claimed["b"].id, delay_seconds=3600, error="throttled")
     outbox.mark_dead(conn, claimed["c"].id, error="rejected")
-    backlog = outbox.backlog(conn)
+    backlog = outbox.message_backlog(conn)
     assert (backlog.pending, backlog.dead) == (1, 1)
     assert outbox.claim_messages(conn, limit=10, lease_seconds=60) == []  # b not yet due
 

@@ -65,7 +65,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         ),
         ("inbox", "lease_events", {"webhook_events_pkey"}),
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
-        ("outbox", "backlog", {"outbox_messages_status_idx"}),
+        ("outbox", "message_backlog", {"outbox_messages_status_idx"}),
         # The sweeper's own statements: backlog metrics and retention.
         ("inbox", "event_backlog", {"webhook_events_status_received_idx"}),
         ("inbox", "purge_payloads", {"webhook_events_purgeable_idx"}),

@@ -85,6 +85,7 @@ class DedicatedPostgres:
         url = self.url_for(name)
         with psycopg.connect(url) as conn:
             migrate(conn)
+            migrate(conn, package="webhook_inbox_app")  # the example handlers' tables
         return url
 
     def stop(self) -> None:

@@ -268,7 +268,7 @@ def run_processor(control: Control) -> None:
     processing.LEASE_MARGIN_SECONDS = float(os.environ.get("SOAK_LEASE_MARGIN_S", "2"))
     processing.MIN_LEASE_SECONDS = float(os.environ.get("SOAK_MIN_LEASE_S", "3"))
     app = load_function("processor")
-    batch = processing._process_rows
+    batch = processing._process_chunk
 
     def recording_abandoned_batches(*args: Any, **kwargs: Any) -> Any:
         from webhook_inbox.errors import StoreError
@@ -279,7 +279,7 @@ def run_processor(control: Control) -> None:
             control.record_at("batch_handed_back")  # this chunk and the later ones go back
             raise
 
-    processing._process_rows = recording_abandoned_batches  # type: ignore[assignment]
+    processing._process_chunk = recording_abandoned_batches  # type: ignore[assignment]
     queue_url = os.environ["PROCESSING_QUEUE_URL"]
     timeout_s = float(os.environ.get("SOAK_FUNCTION_TIMEOUT_S", "5"))
     name = os.environ.get("SOAK_WORKER_NAME", f"processor-{os.getpid()}")

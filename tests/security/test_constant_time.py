@@ -2,8 +2,8 @@
 
 An AST scan of ``layers/shared/webhook_inbox``: no ``==`` / ``!=`` / ``in`` comparison touches a
 name that holds a signature, digest or MAC; every scheme's ``verify`` decides through an approved
-helper: ``_any_match``/``_match_index`` (HMAC digests, ``hmac.compare_digest`` and nothing else)
-or ``_verified_index`` (public-key signatures, the library's ``verify``), each of which checks
+helper: ``any_match``/``match_index`` (HMAC digests, ``hmac.compare_digest`` and nothing else)
+or ``verified_index`` (public-key signatures, the library's ``verify``), each of which checks
 every candidate without stopping at the first match.
 """
 
@@ -99,7 +99,7 @@ def _calls(node: ast.AST) -> set[str]:
 
 # The approved decision points: HMAC digests through hmac.compare_digest (base.py), public-key
 # signatures through the library's verify (public_keys.py); each checks every candidate pair.
-APPROVED = {"_any_match", "_match_index", "_verified_index"}
+APPROVED = {"any_match", "match_index", "verified_index"}
 
 
 def _returns_inside_a_loop(function: ast.FunctionDef) -> bool:
@@ -127,17 +127,17 @@ def _scheme_trees() -> list[ast.Module]:
 
 def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() -> None:
     base = _functions(ast.parse((PACKAGE / "schemes" / "base.py").read_text()))
-    assert "hmac.compare_digest" in _calls(base["_match_index"])
-    assert "_match_index" in _calls(base["_any_match"])
+    assert "hmac.compare_digest" in _calls(base["match_index"])
+    assert "match_index" in _calls(base["any_match"])
     public = _functions(ast.parse((PACKAGE / "schemes" / "public_keys.py").read_text()))
-    assert "loaded.verify" in _calls(public["_verified_index"])
+    assert "loaded.verify" in _calls(public["verified_index"])
     handled = {
         ast.unparse(handler.type)
-        for handler in ast.walk(public["_verified_index"])
+        for handler in ast.walk(public["verified_index"])
         if isinstance(handler, ast.ExceptHandler) and handler.type is not None
     }
     assert handled == {"InvalidSignature"}  # a bad signature, and nothing else, is a miss
-    for helper in (base["_match_index"], public["_verified_index"]):
+    for helper in (base["match_index"], public["verified_index"]):
         assert not _returns_inside_a_loop(helper), f"{helper.name} stops at the first match"
 
 
@@ -165,8 +165,8 @@ def test_the_scan_catches_a_verify_that_decides_on_its_own() -> None:
     )
     assert _verifiers_that_skip_the_approved_helpers([planted]) == ["Planted"]
     early = ast.parse(
-        "def _verified_index(keys, message, signatures):\n"
+        "def verified_index(keys, message, signatures):\n"
         "    for index, key in enumerate(keys):\n"
         "        return index\n"
     )
-    assert _returns_inside_a_loop(_functions(early)["_verified_index"])
+    assert _returns_inside_a_loop(_functions(early)["verified_index"])

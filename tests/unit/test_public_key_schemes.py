@@ -112,10 +112,8 @@ def test_rfc8032_vectors_sign_and_verify(
     assert private.public == public_keys.ed25519_public(bytes.fromhex(public), "test")
     assert private.sign(bytes.fromhex(message)).hex() == signature
     keys = [public_keys.ed25519_public(bytes.fromhex(public), "test")]
-    assert (
-        public_keys._verified_index(keys, bytes.fromhex(message), [bytes.fromhex(signature)]) == 0
-    )
-    assert public_keys._verified_index(keys, b"other", [bytes.fromhex(signature)]) is None
+    assert public_keys.verified_index(keys, bytes.fromhex(message), [bytes.fromhex(signature)]) == 0
+    assert public_keys.verified_index(keys, b"other", [bytes.fromhex(signature)]) is None
 
 
 def test_verified_index_names_the_first_key_that_verifies_any_signature() -> None:
@@ -124,9 +122,9 @@ def test_verified_index_names_the_first_key_that_verifies_any_signature() -> Non
         public_keys.ed25519_public(k.public_key().public_bytes_raw(), "test") for k in (one, two)
     ]
     garbage = bytes(64)
-    assert public_keys._verified_index(keys, b"m", [garbage, two.sign(b"m")]) == 1
-    assert public_keys._verified_index(keys, b"m", [one.sign(b"m"), two.sign(b"m")]) == 0
-    assert public_keys._verified_index(keys, b"m", [garbage]) is None
+    assert public_keys.verified_index(keys, b"m", [garbage, two.sign(b"m")]) == 1
+    assert public_keys.verified_index(keys, b"m", [one.sign(b"m"), two.sign(b"m")]) == 0
+    assert public_keys.verified_index(keys, b"m", [garbage]) is None
 
 
 def test_p256_public_key_check_agrees_with_the_library() -> None:

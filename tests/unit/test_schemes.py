@@ -360,14 +360,14 @@ def test_content_digest_id_ignores_spacing_order_and_the_named_fields() -> None:
     ],
 )
 def test_subsecond_timestamps_are_held_to_the_tolerance_exactly(count: int, fresh: bool) -> None:
-    from webhook_inbox.schemes.base import _check_fresh_subsecond
+    from webhook_inbox.schemes.base import check_fresh_subsecond
 
     if fresh:
-        seconds = _check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
+        seconds = check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
         assert abs(seconds * 1000 - count) < 1000
     else:
         with pytest.raises(AuthenticationFailed) as info:
-            _check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
+            check_fresh_subsecond(count, 1000, 1_700_000_000, 60)
         assert info.value.reason == "stale"
 
 

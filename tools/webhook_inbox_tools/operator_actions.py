@@ -3,7 +3,7 @@
 Plain functions over a psycopg connection in autocommit mode; each write runs in its own
 transaction so one refused row never blocks the others. SQL lives in ``sql/operator_actions.sql``.
 
-Replay semantics (documented in the README): the row goes back to ``received`` with
+Replay semantics (documented in docs/operate.md, "Replay"): the row goes back to ``received`` with
 ``available_at = now()`` and ``attempts = 0`` — a dead-lettered row that kept its attempts would be
 dead-lettered again on its first failure — and the ``operator_actions`` row written in the same
 transaction keeps the status, attempts and error the reset erased. A row under a live lease, or
@@ -21,7 +21,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from webhook_inbox import aws, inbox, outbox
-from webhook_inbox.queries import query
+from webhook_inbox.queries import SqlFile
 from webhook_inbox.store_errors import translated
 
 OUTBOX_STATUSES = ("pending", "published", "dead")
@@ -29,8 +29,7 @@ OUTBOX_STATUSES = ("pending", "published", "dead")
 MAX_PAGE = 1000
 
 
-def _q(name: str) -> Any:
-    return query("operator_actions", name, package="webhook_inbox_tools")
+_statement = SqlFile("operator_actions", package="webhook_inbox_tools").statement
 
 
 # --- listings ------------------------------------------------------------------------------
@@ -70,7 +69,7 @@ def _page(conn: Connection[Any], name: str, params: dict[str, Any], limit: int) 
         raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
     with conn.cursor(row_factory=dict_row) as cur:
         # One row more than asked tells whether another page exists without a count(*).
-        rows = cur.execute(_q(name), {**params, "limit": limit + 1}).fetchall()
+        rows = cur.execute(_statement(name), {**params, "limit": limit + 1}).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, int(rows[-1]["id"]) if more else None)
@@ -90,7 +89,7 @@ def find_events(
     """The rows for explicit ids, in the order given (missing ids are simply absent)."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
-            _q("find_events"), {"provider": provider, "event_ids": list(event_ids)}
+            _statement("find_events"), {"provider": provider, "event_ids": list(event_ids)}
         ).fetchall()
     by_id = {r["event_id"]: r for r in rows}
     return [by_id[e] for e in dict.fromkeys(event_ids) if e in by_id]
@@ -105,7 +104,7 @@ _DELIVERY_ID_MATCHES = 10
 def event_ids_by_delivery_id(conn: Connection[Any], provider: str, delivery_id: str) -> list[str]:
     """The event ids stored under a provider's own delivery id (oldest first, at most ten)."""
     rows = conn.execute(
-        _q("event_ids_by_delivery_id"),
+        _statement("event_ids_by_delivery_id"),
         {"provider": provider, "delivery_id": delivery_id, "limit": _DELIVERY_ID_MATCHES},
     ).fetchall()
     return [str(r[0]) for r in rows]
@@ -113,14 +112,14 @@ def event_ids_by_delivery_id(conn: Connection[Any], provider: str, delivery_id: 
 
 @translated
 def event_payload(conn: Connection[Any], event_row_id: int) -> Any:
-    row = conn.execute(_q("event_payload"), {"id": event_row_id}).fetchone()
+    row = conn.execute(_statement("event_payload"), {"id": event_row_id}).fetchone()
     return None if row is None else row[0]
 
 
 @translated
 def event_actions(conn: Connection[Any], event_row_id: int) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(_q("event_actions"), {"id": event_row_id}).fetchall()
+        return cur.execute(_statement("event_actions"), {"id": event_row_id}).fetchall()
 
 
 @dataclass(frozen=True)
@@ -160,14 +159,14 @@ class SystemStatus:
 
 @translated
 def system_status(conn: Connection[Any]) -> SystemStatus:
-    row = conn.execute(_q("inbox_extremes")).fetchone()
+    row = conn.execute(_statement("inbox_extremes")).fetchone()
     oldest, live, expired = row if row is not None else (None, 0, 0)
     return SystemStatus(
         events=inbox.status_summary(conn),
         oldest_unfinished_received_at=oldest,
         live_leases=int(live),
         expired_leases=int(expired),
-        outbox=outbox.backlog(conn),
+        outbox=outbox.message_backlog(conn),
     )
 
 
@@ -213,7 +212,7 @@ def _audit(conn: Connection[Any], **values: Any) -> None:
         "previous_error_kind": None,
         "previous_last_error": None,
     }
-    conn.execute(_q("record_action"), {**base, **values})
+    conn.execute(_statement("record_action"), {**base, **values})
 
 
 @translated
@@ -223,9 +222,9 @@ def replay_event(
     """Reset one event row to ``received`` and audit it, in one transaction (or only look)."""
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         name = "peek_event_for_replay" if dry_run else "lock_event_for_replay"
-        row = cur.execute(_q(name), {"id": event_row_id}).fetchone()
+        row = cur.execute(_statement(name), {"id": event_row_id}).fetchone()
         if row is None:
-            exists = conn.execute(_q("event_payload"), {"id": event_row_id}).fetchone()
+            exists = conn.execute(_statement("event_payload"), {"id": event_row_id}).fetchone()
             if exists is None:
                 return ActionOutcome(event_row_id, f"#{event_row_id}", None, "not_found")
             return ActionOutcome(
@@ -247,7 +246,7 @@ def replay_event(
                 "would_replay",
                 f"reset to received, attempts {row['attempts']} -> 0, then enqueue",
             )
-        conn.execute(_q("reset_event_for_replay"), {"id": row["id"]})
+        conn.execute(_statement("reset_event_for_replay"), {"id": row["id"]})
         _audit(
             conn,
             action="replay",
@@ -338,10 +337,10 @@ def retry_outbox_message(
     """Move one dead outbox message back to pending with its attempts reset, audited."""
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         name = "peek_outbox_for_retry" if dry_run else "lock_outbox_for_retry"
-        row = cur.execute(_q(name), {"id": message_id}).fetchone()
+        row = cur.execute(_statement(name), {"id": message_id}).fetchone()
         label = f"outbox #{message_id}"
         if row is None:
-            exists = conn.execute(_q("outbox_exists"), {"ids": [message_id]}).fetchone()
+            exists = conn.execute(_statement("outbox_exists"), {"ids": [message_id]}).fetchone()
             if exists is None:
                 return ActionOutcome(message_id, label, None, "not_found")
             return ActionOutcome(
@@ -359,7 +358,7 @@ def retry_outbox_message(
                 "would_retry",
                 f"back to pending, attempts {row['attempts']} -> 0",
             )
-        conn.execute(_q("reset_outbox_for_retry"), {"id": message_id})
+        conn.execute(_statement("reset_outbox_for_retry"), {"id": message_id})
         _audit(
             conn,
             action="outbox_retry",

@@ -121,7 +121,7 @@ def send_wakeup(sqs: Any, queue_url: str, row_id: int) -> str | None:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        sqs.send_message(QueueUrl=queue_url, MessageBody=wakeups.message_body(row_id))
+        sqs.send_message(QueueUrl=queue_url, MessageBody=wakeups.wakeup_body(row_id))
     except (BotoCoreError, ClientError) as exc:
         return type(exc).__name__
     return None

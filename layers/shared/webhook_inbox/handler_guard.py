@@ -38,7 +38,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from webhook_inbox.errors import TransactionControlError
-from webhook_inbox.queries import query
+from webhook_inbox.queries import SqlFile
 from webhook_inbox.store_errors import translate, translated
 
 _REFUSED_CALL = re.compile(r"Explicit (commit|rollback)\(\) forbidden within a Transaction context")
@@ -52,8 +52,7 @@ class TransactionTaken(Exception):
         self.error = error
 
 
-def _q(name: str) -> sql.SQL:
-    return query("handler_guard", name)
+_statement = SqlFile("handler_guard").statement
 
 
 def _taken(what: str) -> TransactionTaken:
@@ -65,7 +64,7 @@ def _taken(what: str) -> TransactionTaken:
 
 def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     """Ask for the batch's transaction id without waiting; :func:`settle_asked` reads it."""
-    return conn.execute(_q("batch_transaction"))
+    return conn.execute(_statement("batch_transaction"))
 
 
 def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> None:
@@ -91,12 +90,12 @@ class PipelineMarks:
         self._expected = ""
 
     def before_handler(self, token: str) -> None:
-        self._conn.execute(_q("mark_handler"), {"token": token})
+        self._conn.execute(_statement("mark_handler"), {"token": token})
         self._expected += f"{token},"
 
     def finish(self) -> None:
         if self._expected:
-            self._conn.execute(_q("check_handler_marks"), {"expected": self._expected})
+            self._conn.execute(_statement("check_handler_marks"), {"expected": self._expected})
 
 
 # --- the careful pass: every question answered as it is asked ------------------------------
@@ -105,7 +104,7 @@ class PipelineMarks:
 @translated
 def batch_transaction(conn: psycopg.Connection[Any]) -> str:
     """The id of the transaction just begun (assigned now), for :func:`guarded`."""
-    (xid,) = conn.execute(_q("batch_transaction")).fetchone() or ("",)
+    (xid,) = conn.execute(_statement("batch_transaction")).fetchone() or ("",)
     return str(xid)
 
 
@@ -126,8 +125,8 @@ def guarded(conn: psycopg.Connection[Any], token: str, xid: str) -> Iterator[Cal
         _check(conn, token, xid)
 
     with translate():
-        conn.execute(_q("open_handler_savepoint"))
-        conn.execute(_q("mark_handler_savepoint"), {"token": token})
+        conn.execute(_statement("open_handler_savepoint"))
+        conn.execute(_statement("mark_handler_savepoint"), {"token": token})
     try:
         yield check
     except TransactionTaken:
@@ -154,7 +153,9 @@ def _check(conn: psycopg.Connection[Any], token: str, xid: str) -> bool:
     if status != TransactionStatus.INTRANS:
         return False
     with translate():
-        row = conn.execute(_q("handler_guard_facts"), {"token": token, "xid": xid}).fetchone()
+        row = conn.execute(
+            _statement("handler_guard_facts"), {"token": token, "xid": xid}
+        ).fetchone()
     savepoint_intact, same_transaction, ended_as = row or (False, False, None)
     if not same_transaction:
         chained = "COMMIT AND CHAIN" if ended_as == "committed" else "ROLLBACK AND CHAIN"
@@ -177,7 +178,7 @@ def _end_savepoint(conn: psycopg.Connection[Any], *names: str, destroyed: str) -
     with translate():
         try:
             for name in names:
-                conn.execute(_q(name))
+                conn.execute(_statement(name))
         except pg_errors.InvalidSavepointSpecification:
             raise _taken(destroyed) from None
 
@@ -185,7 +186,7 @@ def _end_savepoint(conn: psycopg.Connection[Any], *names: str, destroyed: str) -
 @translated
 def batch_status(conn: psycopg.Connection[Any], xid: str) -> str:
     """``committed``, ``aborted`` or ``in progress`` (prepared, or still open) for ``xid``."""
-    row = conn.execute(_q("batch_status"), {"xid": xid}).fetchone()
+    row = conn.execute(_statement("batch_status"), {"xid": xid}).fetchone()
     return str(row[0]) if row else "aborted"
 
 
@@ -195,9 +196,9 @@ def settle(conn: psycopg.Connection[Any], xid: str) -> bool:
     handler prepared is rolled back here, so its locks do not outlive the batch."""
     status = batch_status(conn, xid)
     if status == "in progress":
-        row = conn.execute(_q("prepared_batch"), {"xid": xid}).fetchone()
+        row = conn.execute(_statement("prepared_batch"), {"xid": xid}).fetchone()
         if row is not None:
-            conn.execute(_q("rollback_prepared_batch").format(gid=sql.Literal(row[0])))
+            conn.execute(_statement("rollback_prepared_batch").format(gid=sql.Literal(row[0])))
     return status == "committed"
 
 

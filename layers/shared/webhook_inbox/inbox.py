@@ -21,12 +21,19 @@ from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
 from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
-from webhook_inbox.inbox_rows import ClaimResult, LeasedEvent, Leases, NewEvent, StatusSummary
-from webhook_inbox.queries import query
+from webhook_inbox.inbox_rows import (
+    ClaimResult,
+    LeasedEvent,
+    Leases,
+    NewEvent,
+    StatusBacklog,
+    StatusSummary,
+)
+from webhook_inbox.queries import SqlFile
 from webhook_inbox.store_errors import translated
 
 # The row types live in inbox_rows (plain data); callers import them from here.
-__all__ = ["ClaimResult", "LeasedEvent", "Leases", "NewEvent", "StatusSummary"]
+__all__ = ["ClaimResult", "LeasedEvent", "Leases", "NewEvent", "StatusBacklog", "StatusSummary"]
 
 STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
 TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
@@ -34,8 +41,7 @@ TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
 LEASE_EXPIRED = "lease_expired"
 
 
-def _q(name: str) -> Any:
-    return query("inbox", name)
+_statement = SqlFile("inbox").statement
 
 
 # How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
@@ -120,7 +126,7 @@ def _claim(
     alone = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
     with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
         cur.execute(
-            _q("claim_events"),
+            _statement("claim_events"),
             {
                 "provider": provider,
                 "event_ids": [e.event_id for e in events],
@@ -144,19 +150,21 @@ def _stored_claims(
     conn: Connection[Any], provider: str, event_ids: Sequence[str]
 ) -> list[ClaimResult]:
     with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
-        cur.execute(_q("stored_claims"), {"provider": provider, "event_ids": list(event_ids)})
+        cur.execute(
+            _statement("stored_claims"), {"provider": provider, "event_ids": list(event_ids)}
+        )
         return cur.fetchall()
 
 
 @translated
 def mark_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
-    conn.execute(_q("mark_enqueued"), {"ids": list(ids)})
+    conn.execute(_statement("mark_enqueued"), {"ids": list(ids)})
 
 
 @translated
 def clear_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
     """The wake-up for ``ids`` was not sent: the next sweep sends it."""
-    conn.execute(_q("clear_enqueued"), {"ids": list(ids)})
+    conn.execute(_statement("clear_enqueued"), {"ids": list(ids)})
 
 
 @translated
@@ -193,7 +201,9 @@ def take_leases(
         raise ValueError("a lease must be positive")
     params = {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds}
     with conn.cursor(row_factory=dict_row) as cur:  # by name: RETURNING's order is free
-        rows = cur.execute(_q("lease_events"), {**params, "max_attempts": max_attempts}).fetchall()
+        rows = cur.execute(
+            _statement("lease_events"), {**params, "max_attempts": max_attempts}
+        ).fetchall()
     leases = Leases()
     for row in rows:
         status = row.pop("status")
@@ -204,7 +214,7 @@ def take_leases(
 
 def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
     """Run a lease-guarded transition; raise LeaseLost when the worker no longer owns the row."""
-    row = conn.execute(_q(name), params).fetchone()
+    row = conn.execute(_statement(name), params).fetchone()
     if row is None:
         raise LeaseLost(f"event row {params['id']} is no longer leased by {params['owner']}")
     return row[0]
@@ -235,10 +245,13 @@ def mark_done(
     """
     processed_cur = ignored_cur = None
     if processed:
-        processed_cur = conn.execute(_q("mark_processed"), {"ids": list(processed), "owner": owner})
+        processed_cur = conn.execute(
+            _statement("mark_processed"), {"ids": list(processed), "owner": owner}
+        )
     if ignored:
         ignored_cur = conn.execute(
-            _q("mark_ignored"), {"ids": list(ignored), "owner": owner, "disposition": disposition}
+            _statement("mark_ignored"),
+            {"ids": list(ignored), "owner": owner, "disposition": disposition},
         )
     latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
     marked_ignored = {int(r[0]) for r in ignored_cur.fetchall()} if ignored_cur else set()
@@ -293,13 +306,13 @@ def mark_ignored(conn: Connection[Any], event_row_id: int, *, owner: str, dispos
 @translated
 def release_leases(conn: Connection[Any], ids: Sequence[int], *, owner: str) -> None:
     """Hand back leases never used (no time left): the attempt they counted is given back."""
-    conn.execute(_q("release_leases"), {"ids": list(ids), "owner": owner})
+    conn.execute(_statement("release_leases"), {"ids": list(ids), "owner": owner})
 
 
 @translated
 def statuses_of(conn: Connection[Any], ids: Sequence[int]) -> dict[int, tuple[str, bool]]:
     """``{id: (status, claimable)}`` for the rows that exist; claimable is the lease's condition."""
-    rows = conn.execute(_q("statuses_of"), {"ids": list(ids)}).fetchall()
+    rows = conn.execute(_statement("statuses_of"), {"ids": list(ids)}).fetchall()
     return {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
 
 
@@ -307,7 +320,7 @@ def statuses_of(conn: Connection[Any], ids: Sequence[int]) -> dict[int, tuple[st
 def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> list[tuple[int, str]]:
     """Turn expired leases into failed (due now) or dead_letter rows; returns (id, new status)."""
     rows = conn.execute(
-        _q("expire_leases"), {"max_attempts": max_attempts, "limit": limit}
+        _statement("expire_leases"), {"max_attempts": max_attempts, "limit": limit}
     ).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 
@@ -325,7 +338,7 @@ def claim_due_for_enqueue(
     rows and :func:`backdate_enqueued` the stale rows whose send failed.
     """
     rows = conn.execute(
-        _q("claim_due_for_enqueue"),
+        _statement("claim_due_for_enqueue"),
         {
             "limit": limit,
             "stale_seconds": stale_seconds,
@@ -338,29 +351,31 @@ def claim_due_for_enqueue(
 @translated
 def backdate_enqueued(conn: Connection[Any], ids: Sequence[int], *, stale_seconds: float) -> None:
     """The re-wake of these stale rows was not sent: the next sweep re-wakes them again."""
-    conn.execute(_q("backdate_enqueued"), {"ids": list(ids), "stale_seconds": stale_seconds})
+    conn.execute(
+        _statement("backdate_enqueued"), {"ids": list(ids), "stale_seconds": stale_seconds}
+    )
 
 
 @translated
 def status_summary(conn: Connection[Any]) -> dict[str, StatusSummary]:
     """Count and oldest received_at for every status (zero for absent ones)."""
     with conn.cursor(row_factory=class_row(StatusSummary)) as cur:
-        found = {row.status: row for row in cur.execute(_q("status_summary"))}
+        found = {row.status: row for row in cur.execute(_statement("status_summary"))}
     return {s: found.get(s, StatusSummary(s, 0, None)) for s in STATUSES}
 
 
 @translated
-def backlog(conn: Connection[Any]) -> dict[str, tuple[int, float]]:
-    """``{status: (count, oldest age in seconds)}`` for received, processing, failed and
-    dead_letter rows (the terminal ones are history, not backlog)."""
-    rows = conn.execute(_q("event_backlog")).fetchall()
-    return {str(status): (int(count), float(age)) for status, count, age in rows}
+def event_backlog(conn: Connection[Any]) -> dict[str, StatusBacklog]:
+    """The backlog of each of received, processing, failed and dead_letter that has rows (the
+    terminal statuses are history, not backlog)."""
+    with conn.cursor(row_factory=class_row(StatusBacklog)) as cur:
+        return {row.status: row for row in cur.execute(_statement("event_backlog"))}
 
 
 def _retention(conn: Connection[Any], name: str, *, days: int, limit: int) -> int:
     if days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
-    return conn.execute(_q(name), {"days": days, "limit": limit}).rowcount
+    return conn.execute(_statement(name), {"days": days, "limit": limit}).rowcount
 
 
 @translated
@@ -380,7 +395,7 @@ def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit:
 
 @translated
 def get_event(conn: Connection[Any], provider: str, event_id: str) -> dict[str, Any] | None:
-    cur = conn.execute(_q("get_event"), {"provider": provider, "event_id": event_id})
+    cur = conn.execute(_statement("get_event"), {"provider": provider, "event_id": event_id})
     row = cur.fetchone()
     if row is None:
         return None

@@ -54,6 +54,15 @@ class Leases:
 
 
 @dataclass(frozen=True)
+class StatusBacklog:
+    """One status's share of the backlog: how many rows, and the oldest one's age."""
+
+    status: str
+    count: int
+    oldest_age_seconds: float
+
+
+@dataclass(frozen=True)
 class StatusSummary:
     status: str
     count: int

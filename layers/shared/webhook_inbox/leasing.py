@@ -34,7 +34,8 @@ class ChunkLease:
     unknown: int  # ids with no row (poison: acknowledged)
 
 
-def connection() -> psycopg.Connection[Any]:
+def _prepare_kept_connection() -> psycopg.Connection[Any]:
+    """The kept connection, out of any transaction a cut-short invocation left, in autocommit."""
     conn = db.get_connection(application_name=APPLICATION_NAME)
     with translate():
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -53,7 +54,7 @@ def lease_chunk(
     A row taken over from an expired lease with its attempts spent is dead-lettered by the
     lease itself, as the sweeper's expiry would have done, and never runs again.
     """
-    connection()
+    _prepare_kept_connection()
     # One autocommit statement: safe to repeat on a fresh connection when the kept one was
     # closed while the function was frozen. Should the first attempt have committed before the
     # connection dropped, its rows are leased and the retry skips them: the sweeper takes them

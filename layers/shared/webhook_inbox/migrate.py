@@ -15,7 +15,8 @@ half-way leaves the earlier statements applied and the next run starts from the 
 
 An applied migration whose file has since changed is an error, never silently skipped, unless
 the new file names the old content's checksum with ``-- migrate:supersedes <sha256>``: a
-reviewed edit that reaches the same schema by a less disruptive path (README.md, migrations).
+reviewed edit that reaches the same schema by a less disruptive path (docs/design.md, "Schema
+and migrations"; 0001 so gave the example tables to the application's own migrations).
 The recorded checksum is left as it was, so the previous release still accepts the database.
 """
 

@@ -12,12 +12,10 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from webhook_inbox.errors import StoreError
-from webhook_inbox.queries import query
+from webhook_inbox.queries import SqlFile
 from webhook_inbox.store_errors import translated
 
-
-def _q(name: str) -> Any:
-    return query("outbox", name)
+_statement = SqlFile("outbox").statement
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ def add_message(
 ) -> bool:
     """Queue a message in the caller's transaction; False if its key was already queued."""
     row = conn.execute(
-        _q("add_message"),
+        _statement("add_message"),
         {
             "topic": topic,
             "deduplication_key": deduplication_key,
@@ -76,7 +74,7 @@ def queue_message(
     at the connection's next wait, and fails the transaction.
     """
     conn.execute(
-        _q("add_message"),
+        _statement("add_message"),
         {
             "topic": topic,
             "deduplication_key": deduplication_key,
@@ -94,33 +92,33 @@ def claim_messages(
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
     with conn.cursor(row_factory=class_row(OutboxMessage)) as cur:
-        cur.execute(_q("claim_messages"), {"limit": limit, "lease_seconds": lease_seconds})
+        cur.execute(_statement("claim_messages"), {"limit": limit, "lease_seconds": lease_seconds})
         return cur.fetchall()
 
 
 @translated
 def mark_published(conn: Connection[Any], ids: Sequence[int]) -> int:
-    return conn.execute(_q("mark_published"), {"ids": list(ids)}).rowcount
+    return conn.execute(_statement("mark_published"), {"ids": list(ids)}).rowcount
 
 
 @translated
 def mark_retry(conn: Connection[Any], message_id: int, *, delay_seconds: float, error: str) -> None:
     conn.execute(
-        _q("mark_retry"), {"id": message_id, "delay_seconds": delay_seconds, "error": error}
+        _statement("mark_retry"), {"id": message_id, "delay_seconds": delay_seconds, "error": error}
     )
 
 
 @translated
 def mark_dead(conn: Connection[Any], message_id: int, *, error: str) -> None:
-    conn.execute(_q("mark_dead"), {"id": message_id, "error": error})
+    conn.execute(_statement("mark_dead"), {"id": message_id, "error": error})
 
 
 @translated
-def backlog(conn: Connection[Any]) -> OutboxBacklog:
+def message_backlog(conn: Connection[Any]) -> OutboxBacklog:
     with conn.cursor(row_factory=class_row(OutboxBacklog)) as cur:
-        row = cur.execute(_q("backlog")).fetchone()
+        row = cur.execute(_statement("message_backlog")).fetchone()
     if row is None:  # cannot happen: an aggregate without GROUP BY returns one row
-        raise StoreError("backlog query returned no row")
+        raise StoreError("message_backlog query returned no row")
     return row
 
 
@@ -130,10 +128,10 @@ def delete_published(conn: Connection[Any], *, older_than_days: int, limit: int)
     if older_than_days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
     params = {"days": older_than_days, "limit": limit}
-    return conn.execute(_q("delete_published"), params).rowcount
+    return conn.execute(_statement("delete_published"), params).rowcount
 
 
 @translated
 def release_claims(conn: Connection[Any], ids: Sequence[int]) -> None:
     """Give back claimed messages that were never tried (their attempt is not counted)."""
-    conn.execute(_q("release_claims"), {"ids": list(ids)})
+    conn.execute(_statement("release_claims"), {"ids": list(ids)})

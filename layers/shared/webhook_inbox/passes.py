@@ -134,7 +134,7 @@ def fast(
             batch_xid = handler_guard.ask_batch_transaction(conn)  # read only on giving up
             results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
     except _GiveUp as give_up:
-        if conn.closed or conn.broken:
+        if _connection_lost(conn):
             raise StoreError("connection lost while giving up the fast pass") from give_up
         handler_guard.settle_asked(conn, batch_xid)
         return FastPass(None, give_up.reason, give_up.lease_lost)
@@ -156,22 +156,23 @@ def _run_all(
             if remaining_ms() < STOP_MARGIN_MS:
                 results.append(EventResult(event, "unfinished"))
             else:
-                results.append(_run_handler(conn, event, marks))
+                results.append(_run_in_pipeline(conn, event, marks))
         marks.finish()  # the last handler's check travels with the batch's marks
         return _mark(conn, pipeline, results, owner=owner)
     except _GiveUp:
         raise
     except StoreError as exc:
-        if conn.closed or conn.broken:
+        if _connection_lost(conn):
             raise  # infrastructure: the whole batch is lost, SQS redelivers it
         raise _GiveUp(type(exc.__cause__ or exc).__name__) from exc
     except Exception as exc:  # any handler failure sends the batch the careful way
         raise _GiveUp(type(exc).__name__) from exc
 
 
-def _run_handler(
+def _run_in_pipeline(
     conn: psycopg.Connection[Any], event: LeasedEvent, marks: handler_guard.PipelineMarks
 ) -> EventResult:
+    """The fast pass's run of one handler: nothing is checked or marked here (see _mark)."""
     handler = handlers.handler_for(event.provider, event.event_type)
     if handler is None:
         return EventResult(event, "ignored")  # marked with the others in _mark
@@ -246,7 +247,9 @@ def careful(
                     if remaining_ms() < STOP_MARGIN_MS:
                         done.append(EventResult(event, "unfinished"))
                         continue
-                    done.append(_handle(conn, event, xid=xid, owner=owner, settings=settings))
+                    done.append(
+                        _run_in_savepoint(conn, event, xid=xid, owner=owner, settings=settings)
+                    )
             return results + done
         except TransactionTaken as taken:
             offender = pending[len(done)]
@@ -298,7 +301,7 @@ def _connection_lost(conn: psycopg.Connection[Any]) -> bool:
     return conn.closed or conn.broken
 
 
-def _handle(
+def _run_in_savepoint(
     conn: psycopg.Connection[Any],
     event: LeasedEvent,
     *,
@@ -306,6 +309,7 @@ def _handle(
     owner: str,
     settings: ProcessorSettings,
 ) -> EventResult:
+    """The careful pass's run of one handler in its savepoint, marked by its own statement."""
     started = time.perf_counter()
 
     def elapsed() -> float:

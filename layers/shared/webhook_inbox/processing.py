@@ -51,9 +51,7 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, db, deadlines, inbox, leasing, observability, passes
-from webhook_inbox.errors import (
-    StoreError,
-)
+from webhook_inbox.errors import StoreError
 from webhook_inbox.inbox import LeasedEvent
 from webhook_inbox.passes import MAX_ERROR_CHARS, EventResult, ProcessorSettings
 from webhook_inbox.wakeups import parse_body
@@ -191,7 +189,7 @@ def _process_in_chunks(
             logger.info("no time left, rows handed back", extra={"rows": len(row_ids) - start})
             return redeliver | set(row_ids[start:]), results
         try:
-            chunk_redeliver, chunk_results = _process_rows(
+            chunk_redeliver, chunk_results = _process_chunk(
                 row_ids[start : start + MAX_ROWS_PER_LEASE],
                 owner=owner,
                 remaining_ms=remaining_ms,
@@ -212,7 +210,7 @@ def _process_in_chunks(
     return redeliver, results
 
 
-def _process_rows(
+def _process_chunk(
     row_ids: list[int],
     *,
     owner: str,
@@ -226,7 +224,7 @@ def _process_rows(
     )
     conn = db.get_connection(application_name="webhook-inbox-processor")
     leased, suspects = _set_suspects_aside(conn, leased, owner=owner)
-    results += _run_batch(conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings)
+    results += _run_passes(conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings)
     alone, not_run = _run_suspects_alone(
         conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
@@ -265,7 +263,7 @@ def _dead_on_takeover(dead_lettered: list[LeasedEvent]) -> list[EventResult]:
     return [EventResult(e, "dead_letter", error_kind=inbox.LEASE_EXPIRED) for e in dead_lettered]
 
 
-def _run_batch(
+def _run_passes(
     conn: psycopg.Connection[Any],
     leased: list[LeasedEvent],
     *,

@@ -7,6 +7,7 @@ such line. Keeping SQL in files makes every statement findable and reviewable in
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -44,3 +45,18 @@ def query(group: str, name: str, *, package: str = "webhook_inbox") -> sql.SQL:
         return sql.SQL(_file(package, group)[name])
     except KeyError:
         raise ConfigurationError(f"no query {name!r} in {package}/sql/{group}.sql") from None
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    """One ``sql/<group>.sql`` file: ``SqlFile("inbox").statement("claim_events")``.
+
+    Each data module binds its file once (``_statement = SqlFile("inbox").statement``) so every
+    call site names only the statement.
+    """
+
+    group: str
+    package: str = "webhook_inbox"
+
+    def statement(self, name: str) -> sql.SQL:
+        return query(self.group, name, package=self.package)

@@ -20,7 +20,7 @@ SQS_MAX_BATCH = 10
 MAX_IDS_PER_MESSAGE = 25
 
 
-def message_body(row_id: int) -> str:
+def wakeup_body(row_id: int) -> str:
     return json.dumps({"id": row_id})
 
 
@@ -82,7 +82,7 @@ def send_chunk(
         raise ValueError(f"at most {SQS_MAX_BATCH} messages per SendMessageBatch")
     entries: list[dict[str, Any]] = []
     for row_id in row_ids:
-        entry: dict[str, Any] = {"Id": str(row_id), "MessageBody": message_body(row_id)}
+        entry: dict[str, Any] = {"Id": str(row_id), "MessageBody": wakeup_body(row_id)}
         if delays is not None:
             entry["DelaySeconds"] = delays[row_id]
         entries.append(entry)

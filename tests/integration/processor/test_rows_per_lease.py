@@ -82,7 +82,7 @@ def test_time_running_short_hands_back_exactly_the_messages_with_rows_not_done(
     event = sqs_event(list(bodies.values()))
     message_of = {r["messageId"]: name for r, name in zip(event["Records"], bodies, strict=True)}
     context = FakeLambdaContext(remaining_ms=60_000)
-    real_chunk = processing._process_rows
+    real_chunk = processing._process_chunk
     chunks_done: list[int] = []
 
     def time_runs_short_after_two_chunks(*args: Any, **kwargs: Any) -> Any:
@@ -92,7 +92,7 @@ def test_time_running_short_hands_back_exactly_the_messages_with_rows_not_done(
             context.remaining_ms = processing.passes.STOP_MARGIN_MS - 1
         return outcome
 
-    monkeypatch.setattr(processing, "_process_rows", time_runs_short_after_two_chunks)
+    monkeypatch.setattr(processing, "_process_chunk", time_runs_short_after_two_chunks)
 
     response = invoke(processor, event, context)
 

@@ -13,8 +13,10 @@ import psycopg
 
 from webhook_inbox import db
 from webhook_inbox.errors import WebhookInboxError
-from webhook_inbox.queries import query
+from webhook_inbox.queries import SqlFile
 from webhook_inbox_tools.dev.workers import say
+
+_statement = SqlFile("dev", package="webhook_inbox_tools").statement
 
 
 @dataclass
@@ -37,9 +39,7 @@ class Console:
         with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as conn:
             conn.autocommit = True
             while not self.stopping.wait(0.3):
-                rows = conn.execute(
-                    query("dev", "recent_events", package="webhook_inbox_tools"), {"since": since}
-                ).fetchall()
+                rows = conn.execute(_statement("recent_events"), {"since": since}).fetchall()
                 for (
                     row_id,
                     provider,
@@ -100,9 +100,7 @@ class Console:
         try:
             row_id = int(json.loads(wakeup)["id"])
             with db.connect(self.database_url, application_name="webhook-inbox-dev-console") as c:
-                row = c.execute(
-                    query("dev", "event_by_row", package="webhook_inbox_tools"), {"id": row_id}
-                ).fetchone()
+                row = c.execute(_statement("event_by_row"), {"id": row_id}).fetchone()
         except (ValueError, KeyError, TypeError, WebhookInboxError, psycopg.Error):
             row = None
         if row is None:

@@ -1,4 +1,4 @@
-"""The backlog measurement: the numbers the alarms watch (:mod:`webhook_inbox.backlog`).
+"""The backlog measurement: the numbers the alarms watch (:mod:`webhook_inbox.backlog_metrics`).
 
 One indexed query, not batched: it runs if the smaller ``measure_reserve_ms`` is left, using part
 of the safety margin the batched steps keep, so a run short of time still gives the alarms their
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from webhook_inbox import backlog
+from webhook_inbox import backlog_metrics
 from webhook_inbox.maintenance.context import SweepContext
 
 
@@ -24,4 +24,4 @@ class BacklogMeasurement:
         if context.budget.allows(reserve_ms=context.config.measure_reserve_ms):
             context.step = self.name
             with context.conn.transaction():
-                context.report.backlog = backlog.measure(context.conn)
+                context.report.backlog = backlog_metrics.measure(context.conn)

@@ -1,4 +1,11 @@
--- 0001: the inbox, the outbox, the operator audit trail and two example domain tables.
+-- migrate:supersedes 3bc27debe0ddf8aad3b30e9e5a5001d68c4be694948876e3566389ce3b950ff0
+-- 0001: the inbox, the outbox and the operator audit trail.
+--
+-- Edited after release: the released text also created the example application's tables
+-- (subscriptions, customers). They moved to the application's own migrations
+-- (webhook_inbox_app/migrations/0001_example_tables.sql, CREATE TABLE IF NOT EXISTS). A database
+-- that ran the released text keeps them and its recorded checksum (named above); that migration
+-- then finds them and changes nothing. A fresh database gets them from the application.
 
 -- The inbox: one row per authentic event, keyed by the id the provider's signature covers.
 CREATE TABLE webhook_events (
@@ -89,30 +96,3 @@ CREATE TABLE operator_actions (
     CHECK (event_row_id IS NOT NULL OR outbox_id IS NOT NULL)
 );
 CREATE INDEX operator_actions_event_idx ON operator_actions (event_row_id);
-
-
--- Example domain table: subscriptions, updated only by a newer provider version.
-CREATE TABLE subscriptions (
-    provider          text        NOT NULL,
-    subscription_id   text        NOT NULL CHECK (length(subscription_id) BETWEEN 1 AND 255),
-    customer_id       text,
-    status            text        NOT NULL CHECK (length(status) BETWEEN 1 AND 64),
-    provider_version  bigint      NOT NULL,
-    source_event_id   text        NOT NULL,
-    updated_at        timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (provider, subscription_id)
-);
-
--- Example domain table: customers, created and deleted. A delete that arrives before its
--- create leaves a tombstone, and the late create is then a no-op (see handlers).
-CREATE TABLE customers (
-    provider          text        NOT NULL,
-    customer_id       text        NOT NULL CHECK (length(customer_id) BETWEEN 1 AND 255),
-    status            text        NOT NULL CHECK (status IN ('active', 'deleted')),
-    created_event_id  text,
-    deleted_event_id  text,
-    created_at        timestamptz NOT NULL DEFAULT now(),
-    deleted_at        timestamptz,
-    PRIMARY KEY (provider, customer_id),
-    CHECK ((status = 'deleted') = (deleted_at IS NOT NULL))
-);

@@ -108,45 +108,45 @@ class Reply:
         return cls(json.dumps(document, separators=(",", ":")), status)
 
 
-# --- strict decoding helpers -------------------------------------------------------------
+# --- strict decoding helpers, shared by every scheme module ---------------------------
 
 
-def _fail(detail: str) -> AuthenticationFailed:
+def fail(detail: str) -> AuthenticationFailed:
     return AuthenticationFailed(detail, reason="signature")
 
 
-def _header(headers: Headers, name: str) -> str:
+def required_header(headers: Headers, name: str) -> str:
     value = headers.get(name)
     if not value:
-        raise _fail(f"missing header {name}")
+        raise fail(f"missing header {name}")
     if len(value) > MAX_SIGNATURE_HEADER_CHARS:
-        raise _fail(f"header {name} is too long")
+        raise fail(f"header {name} is too long")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: no sender signed it, and it cannot be MACed
-        raise _fail(f"header {name} is not text") from None
+        raise fail(f"header {name} is not text") from None
     return value
 
 
-def _hex_digest(text: str) -> bytes:
+def hex_digest(text: str) -> bytes:
     if not _HEX64.fullmatch(text):
-        raise _fail("signature is not 64 hex digits")
+        raise fail("signature is not 64 hex digits")
     return bytes.fromhex(text)
 
 
-def _b64_digest(text: str) -> bytes:
+def b64_digest(text: str) -> bytes:
     if not _B64_SHA256.fullmatch(text):
-        raise _fail("signature is not a base64 SHA-256 digest")
+        raise fail("signature is not a base64 SHA-256 digest")
     return base64.b64decode(text, validate=True)
 
 
-def _timestamp(text: str) -> int:
+def parse_timestamp(text: str) -> int:
     if not _UNIX_SECONDS.fullmatch(text):
-        raise _fail("timestamp is not unix seconds in canonical form")
+        raise fail("timestamp is not unix seconds in canonical form")
     return int(text)
 
 
-def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
+def check_fresh(timestamp: int, now: int, tolerance: int) -> None:
     # Both directions: a far-future timestamp is as suspicious as an old one.
     age = now - timestamp  # positive: signed in the past
     if abs(age) > tolerance:
@@ -154,8 +154,8 @@ def _check_fresh(timestamp: int, now: int, tolerance: int) -> None:
         raise AuthenticationFailed(f"timestamp {when}, tolerance {tolerance}s", reason="stale")
 
 
-def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
-    """:func:`_check_fresh` for a timestamp counted in finer units (HubSpot's and Linear's
+def check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int) -> int:
+    """:func:`check_fresh` for a timestamp counted in finer units (HubSpot's and Linear's
     milliseconds, Twitch's nanoseconds); returns it in whole seconds.
 
     The seconds are rounded away from ``now`` (a whole second), so a timestamp a fraction of a
@@ -164,11 +164,11 @@ def _check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int
     seconds, fraction = divmod(count, per_second)
     if fraction and seconds >= now:
         seconds += 1
-    _check_fresh(seconds, now, tolerance)
+    check_fresh(seconds, now, tolerance)
     return seconds
 
 
-def _mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:
+def compute_mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:
     """HMAC over the concatenated parts: SHA-256 unless a sender still signs with another
     digest (Twilio: SHA-1)."""
     mac = hmac.new(key, digestmod=digest)
@@ -177,7 +177,7 @@ def _mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:
     return mac.digest()
 
 
-def _match_index(expected: Sequence[bytes], presented: Sequence[bytes]) -> int | None:
+def match_index(expected: Sequence[bytes], presented: Sequence[bytes]) -> int | None:
     """The index of the first expected digest (one per secret) that any presented one equals.
 
     Every pair is compared, without short-circuiting on the secret list, so timing says nothing
@@ -193,8 +193,8 @@ def _match_index(expected: Sequence[bytes], presented: Sequence[bytes]) -> int |
     return found
 
 
-def _any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
-    return _match_index(expected, presented) is not None
+def any_match(expected: Sequence[bytes], presented: Sequence[bytes]) -> bool:
+    return match_index(expected, presented) is not None
 
 
 def body_digest_id(event_type: str, body: bytes) -> str:
@@ -217,7 +217,7 @@ def content_digest_id(event_type: str, event: Mapping[str, Any], *, without: Seq
     return body_digest_id(event_type, canonical.encode())
 
 
-def _object_to_sign(body: bytes) -> dict[str, Any] | None:
+def object_to_sign(body: bytes) -> dict[str, Any] | None:
     """``body`` as a JSON object, for a ``sign`` that stamps or wraps it (Linear, Mailgun,
     Twitch), else None. Lenient on purpose: signing runs in tools; verification parses strictly
     (bodies.py)."""
@@ -246,10 +246,10 @@ def bounded_text(value: Any, what: str, limit: int) -> str:
         raise InvalidPayload(f"{what} is missing or not a non-empty string")
     if len(value) > limit:
         raise InvalidPayload(f"{what} is longer than {limit} characters")
-    return _storable(value, what)
+    return storable(value, what)
 
 
-def _storable(value: str, what: str) -> str:
+def storable(value: str, what: str) -> str:
     """``value`` if PostgreSQL text can hold it, else 400. Header values (unsigned ones too) may
     carry NUL or a lone surrogate, which would otherwise fail the INSERT with a 500 (found by
     fuzzing, tests/reliability/test_fuzz_ingest.py)."""
@@ -262,11 +262,11 @@ def _storable(value: str, what: str) -> str:
     return value
 
 
-def _optional_header(headers: Headers, *names: str) -> str | None:
+def optional_header(headers: Headers, *names: str) -> str | None:
     for name in names:
         value = headers.get(name)
         if value:
-            return _storable(value[:MAX_ID_CHARS], name)
+            return storable(value[:MAX_ID_CHARS], name)
     return None
 
 

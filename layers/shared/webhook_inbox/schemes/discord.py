@@ -25,22 +25,22 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _check_fresh,
-    _fail,
-    _header,
-    _timestamp,
     bounded_text,
+    check_fresh,
     content_digest_id,
+    fail,
+    parse_timestamp,
+    required_header,
 )
 from webhook_inbox.schemes.public_keys import (
     ED25519,
     PrivateKey,
     PublicKey,
-    _verified_index,
     check_pem,
     ed25519_public,
     is_pem,
     private_from_pem,
+    verified_index,
 )
 
 _HEX_SIGNATURE = re.compile(r"[0-9a-fA-F]{128}")
@@ -131,16 +131,16 @@ class Discord(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        signature_hex = _header(delivery.headers, "x-signature-ed25519")
+        signature_hex = required_header(delivery.headers, "x-signature-ed25519")
         if not _HEX_SIGNATURE.fullmatch(signature_hex):
-            raise _fail("signature is not 128 hex digits")
-        timestamp_text = _header(delivery.headers, "x-signature-timestamp")
-        timestamp = _timestamp(timestamp_text)
+            raise fail("signature is not 128 hex digits")
+        timestamp_text = required_header(delivery.headers, "x-signature-timestamp")
+        timestamp = parse_timestamp(timestamp_text)
         public_keys = [_keys(secret)[0] for secret in secrets]
         signed = timestamp_text.encode() + delivery.body
-        if _verified_index(public_keys, signed, [bytes.fromhex(signature_hex)]) is None:
+        if verified_index(public_keys, signed, [bytes.fromhex(signature_hex)]) is None:
             raise SignatureMismatch("signature did not verify")
-        _check_fresh(timestamp, now, tolerance)
+        check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp)
 
     def sign(

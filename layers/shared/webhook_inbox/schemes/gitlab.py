@@ -28,11 +28,11 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _header,
-    _match_index,
-    _optional_header,
     body_digest_id,
     bounded_text,
+    match_index,
+    optional_header,
+    required_header,
 )
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 
@@ -43,7 +43,7 @@ AUTH_BY_SIGNING = "signing-token"
 def _digest(text: str) -> bytes:
     # Compared as SHA-256 digests, so the comparison takes the same time whatever the token's
     # length (compare_digest on the raw strings would reveal it). surrogatepass: a secret read
-    # from the environment may hold one (an undecodable byte); the header cannot (_header).
+    # from the environment may hold one (an undecodable byte); the header cannot (required_header).
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
@@ -75,8 +75,8 @@ class GitLab(Scheme):
             # The signature only: a request with a valid X-Gitlab-Token but no signature is
             # refused, so the weaker mode cannot be chosen by whoever sends the request.
             return self.signing.verify(delivery, secrets, now=now, tolerance=tolerance)
-        presented = [_digest(_header(delivery.headers, "x-gitlab-token"))]
-        matched = _match_index([_digest(s) for s in secrets], presented)
+        presented = [_digest(required_header(delivery.headers, "x-gitlab-token"))]
+        matched = match_index([_digest(s) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("token did not match")
         return Verified(secret=secrets[matched])
@@ -103,7 +103,7 @@ class GitLab(Scheme):
             Identity(
                 event_id=event_id,
                 event_type=event_type,
-                delivery_id=_optional_header(headers, "x-gitlab-event-uuid"),
+                delivery_id=optional_header(headers, "x-gitlab-event-uuid"),
             )
         ]
 

@@ -21,18 +21,18 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _b64_digest,
-    _check_fresh,
-    _fail,
-    _header,
-    _hex_digest,
-    _mac,
-    _match_index,
-    _optional_header,
-    _timestamp,
+    b64_digest,
     body_digest_id,
     bounded_text,
+    check_fresh,
+    compute_mac,
+    fail,
+    hex_digest,
     json_path,
+    match_index,
+    optional_header,
+    parse_timestamp,
+    required_header,
 )
 
 _PLACEHOLDERS = ("id", "timestamp", "body")
@@ -106,9 +106,7 @@ class GenericHmac(Scheme):
         self.id_path: str | None = opts.get("id_path")
         self.type_path: str = opts.get("type_path", "type")
         self.type_header: str | None = (opts.get("type_header") or "").lower() or None
-        self._decode: Callable[[str], bytes] = (
-            _hex_digest if self.encoding == "hex" else _b64_digest
-        )
+        self._decode: Callable[[str], bytes] = hex_digest if self.encoding == "hex" else b64_digest
 
     def _head(self, msg_id: str, timestamp: str) -> bytes:
         """The signed content before the body, rendered in one left-to-right pass.
@@ -126,22 +124,24 @@ class GenericHmac(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers, body = delivery.headers, delivery.body
-        value = _header(headers, self.signature_header)
+        value = required_header(headers, self.signature_header)
         if not value.startswith(self.prefix):
-            raise _fail(f"signature lacks the {self.prefix} prefix")
+            raise fail(f"signature lacks the {self.prefix} prefix")
         presented = [self._decode(value.removeprefix(self.prefix))]
         timestamp_text = ""
         timestamp = None
         if self.timestamp_header:
-            timestamp_text = _header(headers, self.timestamp_header)
-            timestamp = _timestamp(timestamp_text)
-        msg_id = _header(headers, self.id_header) if self.signs_id and self.id_header else ""
+            timestamp_text = required_header(headers, self.timestamp_header)
+            timestamp = parse_timestamp(timestamp_text)
+        msg_id = (
+            required_header(headers, self.id_header) if self.signs_id and self.id_header else ""
+        )
         head = self._head(msg_id, timestamp_text)
-        matched = _match_index([_mac(s.encode(), head, body) for s in secrets], presented)
+        matched = match_index([compute_mac(s.encode(), head, body) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
         if timestamp is not None:
-            _check_fresh(timestamp, now, tolerance)
+            check_fresh(timestamp, now, tolerance)
         return Verified(signed_id=msg_id or None, timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -155,7 +155,7 @@ class GenericHmac(Scheme):
         url: str = "",
     ) -> Signed:
         msg_id = event_id or (f"evt_{_random.token_urlsafe(12)}" if self.signs_id else "")
-        mac = _mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
+        mac = compute_mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
         digest = mac.hex() if self.encoding == "hex" else base64.b64encode(mac).decode()
         # Sign with the header names as configured (case and all), as the sender would.
         opts = self.options
@@ -185,7 +185,7 @@ class GenericHmac(Scheme):
         else:
             event_id = body_digest_id(event_type, delivery.body)
         if not self.signs_id and self.id_header:
-            delivery_id = _optional_header(headers, self.id_header)
+            delivery_id = optional_header(headers, self.id_header)
         return [Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)]
 
 
@@ -246,7 +246,7 @@ class GitHub(_Preset):
             Identity(
                 event_id=body_digest_id(event, delivery.body),
                 event_type=event,
-                delivery_id=_optional_header(headers, "x-github-delivery"),
+                delivery_id=optional_header(headers, "x-github-delivery"),
             )
         ]
 
@@ -268,7 +268,7 @@ class Shopify(_Preset):
         headers = delivery.headers
         topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
         # Older Shopify documentation names the id header X-Shopify-Event-Id.
-        delivery_id = _optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id")
+        delivery_id = optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id")
         return [
             Identity(
                 event_id=body_digest_id(topic, delivery.body),

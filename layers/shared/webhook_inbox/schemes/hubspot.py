@@ -16,14 +16,14 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _b64_digest,
-    _check_fresh_subsecond,
-    _fail,
-    _header,
-    _mac,
-    _match_index,
+    b64_digest,
     bounded_text,
+    check_fresh_subsecond,
+    compute_mac,
     content_digest_id,
+    fail,
+    match_index,
+    required_header,
 )
 from webhook_inbox.schemes.urls import called_url
 
@@ -75,18 +75,18 @@ class HubSpot(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers = delivery.headers
-        presented = [_b64_digest(_header(headers, "x-hubspot-signature-v3"))]
-        millis = _header(headers, "x-hubspot-request-timestamp")
+        presented = [b64_digest(required_header(headers, "x-hubspot-signature-v3"))]
+        millis = required_header(headers, "x-hubspot-request-timestamp")
         if not _UNIX_MILLISECONDS.fullmatch(millis):
-            raise _fail("timestamp is not unix milliseconds")
+            raise fail("timestamp is not unix milliseconds")
         if not _METHOD.fullmatch(delivery.method):
-            raise _fail("no HTTP method to verify against")
+            raise fail("no HTTP method to verify against")
         head = (delivery.method + signed_uri(called_url(delivery))).encode()
-        expected = [_mac(s.encode(), head, delivery.body, millis.encode()) for s in secrets]
-        matched = _match_index(expected, presented)
+        expected = [compute_mac(s.encode(), head, delivery.body, millis.encode()) for s in secrets]
+        matched = match_index(expected, presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        timestamp = _check_fresh_subsecond(int(millis), 1000, now, tolerance)
+        timestamp = check_fresh_subsecond(int(millis), 1000, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -101,7 +101,7 @@ class HubSpot(Scheme):
     ) -> Signed:
         millis = str(timestamp * 1000)
         head = ("POST" + signed_uri(url)).encode()
-        mac = _mac(secret.encode(), head, body, millis.encode())
+        mac = compute_mac(secret.encode(), head, body, millis.encode())
         headers = {
             "X-HubSpot-Signature-v3": base64.b64encode(mac).decode(),
             "X-HubSpot-Request-Timestamp": millis,

@@ -23,16 +23,16 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _check_fresh_subsecond,
-    _fail,
-    _header,
-    _hex_digest,
-    _mac,
-    _match_index,
-    _object_to_sign,
-    _optional_header,
     bounded_text,
+    check_fresh_subsecond,
+    compute_mac,
     content_digest_id,
+    fail,
+    hex_digest,
+    match_index,
+    object_to_sign,
+    optional_header,
+    required_header,
 )
 
 TIMESTAMP_FIELD = "webhookTimestamp"
@@ -50,8 +50,8 @@ class Linear(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [_hex_digest(_header(delivery.headers, "linear-signature"))]
-        matched = _match_index([_mac(s.encode(), delivery.body) for s in secrets], presented)
+        presented = [hex_digest(required_header(delivery.headers, "linear-signature"))]
+        matched = match_index([compute_mac(s.encode(), delivery.body) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
         # Authentic from here on: a body that is not a JSON object is a 400, as for any sender.
@@ -63,8 +63,8 @@ class Linear(Scheme):
             or not 0 <= stamp < MAX_TIMESTAMP_MS
         ):
             # Without it a captured delivery would replay forever: refuse it like a bad signature.
-            raise _fail(f"{TIMESTAMP_FIELD} is missing or not epoch milliseconds")
-        timestamp = _check_fresh_subsecond(stamp, 1000, now, tolerance)
+            raise fail(f"{TIMESTAMP_FIELD} is missing or not epoch milliseconds")
+        timestamp = check_fresh_subsecond(stamp, 1000, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched], payload=payload)
 
     def identify(
@@ -77,7 +77,7 @@ class Linear(Scheme):
             Identity(
                 event_id=content_digest_id(event_type, payload, without=(TIMESTAMP_FIELD,)),
                 event_type=event_type,
-                delivery_id=_optional_header(delivery.headers, "linear-delivery"),
+                delivery_id=optional_header(delivery.headers, "linear-delivery"),
             )
         ]
 
@@ -94,11 +94,11 @@ class Linear(Scheme):
         """Stamps ``webhookTimestamp`` (``timestamp`` in milliseconds) into a JSON object body,
         as Linear does on every attempt, then signs; any other body is signed as it is."""
         headers = {"Linear-Delivery": event_id or str(uuid.uuid4())}
-        document = _object_to_sign(body)
+        document = object_to_sign(body)
         if document is not None:
             document[TIMESTAMP_FIELD] = timestamp * 1000
             body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
             if isinstance(document.get("type"), str):
                 headers["Linear-Event"] = document["type"]
-        headers["Linear-Signature"] = _mac(secret.encode(), body).hex()
+        headers["Linear-Signature"] = compute_mac(secret.encode(), body).hex()
         return Signed(headers, body, url)

@@ -179,12 +179,12 @@ def _loaded(key: PublicKey) -> Any:
     return load_der_public_key(key.data)
 
 
-def _verified_index(
+def verified_index(
     keys: Sequence[PublicKey], message: bytes, signatures: Sequence[bytes]
 ) -> int | None:
     """The index of the first key under which any presented signature of ``message`` verifies.
 
-    The public-key counterpart of ``base._match_index`` and, like it, the only place a public-key
+    The public-key counterpart of ``base.match_index`` and, like it, the only place a public-key
     scheme decides: every (key, signature) pair is checked, without stopping at the first
     match. Nothing secret is compared (public keys, public signatures), so this is about one
     decision point and even work per request rather than a timing leak.

@@ -19,23 +19,23 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _check_fresh,
-    _fail,
-    _header,
-    _timestamp,
     bounded_text,
+    check_fresh,
     content_digest_id,
+    fail,
+    parse_timestamp,
+    required_header,
 )
 from webhook_inbox.schemes.public_keys import (
     MAX_P256_SIGNATURE_BYTES,
     P256,
     PrivateKey,
     PublicKey,
-    _verified_index,
     check_pem,
     is_pem,
     p256_public,
     private_from_pem,
+    verified_index,
 )
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
@@ -94,22 +94,22 @@ class SendGrid(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        signature_b64 = _header(delivery.headers, SIGNATURE_HEADER.lower())
+        signature_b64 = required_header(delivery.headers, SIGNATURE_HEADER.lower())
         if not _B64_DER.fullmatch(signature_b64):
-            raise _fail("signature is not base64")
+            raise fail("signature is not base64")
         try:
             signature = base64.b64decode(signature_b64, validate=True)
         except binascii.Error:
-            raise _fail("signature is not base64") from None
+            raise fail("signature is not base64") from None
         if len(signature) > MAX_P256_SIGNATURE_BYTES:
-            raise _fail("signature is longer than a P-256 signature")
-        timestamp_text = _header(delivery.headers, TIMESTAMP_HEADER.lower())
-        timestamp = _timestamp(timestamp_text)
+            raise fail("signature is longer than a P-256 signature")
+        timestamp_text = required_header(delivery.headers, TIMESTAMP_HEADER.lower())
+        timestamp = parse_timestamp(timestamp_text)
         public_keys = [_keys(secret)[0] for secret in secrets]
         signed = timestamp_text.encode() + delivery.body
-        if _verified_index(public_keys, signed, [signature]) is None:
+        if verified_index(public_keys, signed, [signature]) is None:
             raise SignatureMismatch("signature did not verify")
-        _check_fresh(timestamp, now, tolerance)
+        check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp)
 
     def sign(

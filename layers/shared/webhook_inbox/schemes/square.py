@@ -15,11 +15,11 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _b64_digest,
-    _header,
-    _mac,
-    _match_index,
+    b64_digest,
     bounded_text,
+    compute_mac,
+    match_index,
+    required_header,
 )
 from webhook_inbox.schemes.urls import called_url
 
@@ -38,9 +38,11 @@ class Square(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [_b64_digest(_header(delivery.headers, "x-square-hmacsha256-signature"))]
+        presented = [b64_digest(required_header(delivery.headers, "x-square-hmacsha256-signature"))]
         url = called_url(delivery).encode()
-        matched = _match_index([_mac(s.encode(), url, delivery.body) for s in secrets], presented)
+        matched = match_index(
+            [compute_mac(s.encode(), url, delivery.body) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch("signature did not match")
         return Verified(secret=secrets[matched])
@@ -55,7 +57,7 @@ class Square(Scheme):
         event_type: str | None = None,
         url: str = "",
     ) -> Signed:
-        mac = _mac(secret.encode(), url.encode(), body)
+        mac = compute_mac(secret.encode(), url.encode(), body)
         return Signed({"x-square-hmacsha256-signature": base64.b64encode(mac).decode()}, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:

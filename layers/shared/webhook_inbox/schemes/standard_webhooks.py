@@ -24,21 +24,21 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _any_match,
-    _b64_digest,
-    _check_fresh,
-    _fail,
-    _header,
-    _mac,
-    _timestamp,
+    any_match,
+    b64_digest,
     bounded_text,
+    check_fresh,
+    compute_mac,
+    fail,
+    parse_timestamp,
+    required_header,
 )
 from webhook_inbox.schemes.public_keys import (
     PrivateKey,
     PublicKey,
-    _verified_index,
     ed25519_private_from_seed,
     ed25519_public,
+    verified_index,
 )
 
 _B64_ED25519_SIGNATURE = re.compile(r"[A-Za-z0-9+/]{86}==")
@@ -105,7 +105,7 @@ def _signing_key(secret: str) -> PrivateKey:
 
 def _ed25519_signature(text: str) -> bytes:
     if not _B64_ED25519_SIGNATURE.fullmatch(text):
-        raise _fail("v1a signature is not a base64 Ed25519 signature")
+        raise fail("v1a signature is not a base64 Ed25519 signature")
     return base64.b64decode(text, validate=True)
 
 
@@ -164,37 +164,37 @@ class StandardWebhooks(Scheme):
     ) -> Verified:
         headers, body = delivery.headers, delivery.body
         prefix = self._names(headers)
-        msg_id = _header(headers, f"{prefix}-id")
-        timestamp_text = _header(headers, f"{prefix}-timestamp")
-        timestamp = _timestamp(timestamp_text)
-        entries = _header(headers, f"{prefix}-signature").split(" ")
+        msg_id = required_header(headers, f"{prefix}-id")
+        timestamp_text = required_header(headers, f"{prefix}-timestamp")
+        timestamp = parse_timestamp(timestamp_text)
+        entries = required_header(headers, f"{prefix}-signature").split(" ")
         if len(entries) > MAX_SIGNATURES_PER_HEADER:
-            raise _fail("too many signatures")
+            raise fail("too many signatures")
         macs, ed25519_signatures = [], []
         for entry in entries:
             version, sep, value = entry.partition(",")
             if not sep:
-                raise _fail("signature entry is not version,value")
+                raise fail("signature entry is not version,value")
             if version == "v1":
-                macs.append(_b64_digest(value))
+                macs.append(b64_digest(value))
             elif version == "v1a":
                 ed25519_signatures.append(_ed25519_signature(value))
             # other versions are ignored, as the spec asks
         if not macs and not ed25519_signatures:
-            raise _fail("no v1 or v1a signature")
+            raise fail("no v1 or v1a signature")
         signed_prefix = f"{msg_id}.{timestamp_text}.".encode()
         hmac_secrets = [s for s in secrets if not _is_key_pair(s)]
         public_keys = [_ed25519(s)[0] for s in secrets if _is_key_pair(s)]
         matched = False
         if macs and hmac_secrets:
-            expected = [_mac(self.key(s), signed_prefix, body) for s in hmac_secrets]
-            matched |= _any_match(expected, macs)
+            expected = [compute_mac(self.key(s), signed_prefix, body) for s in hmac_secrets]
+            matched |= any_match(expected, macs)
         if ed25519_signatures and public_keys:
             signed = signed_prefix + body
-            matched |= _verified_index(public_keys, signed, ed25519_signatures) is not None
+            matched |= verified_index(public_keys, signed, ed25519_signatures) is not None
         if not matched:
             raise SignatureMismatch("no v1 or v1a signature matched")
-        _check_fresh(timestamp, now, tolerance)
+        check_fresh(timestamp, now, tolerance)
         return Verified(signed_id=msg_id, timestamp=timestamp)
 
     def sign(
@@ -213,7 +213,10 @@ class StandardWebhooks(Scheme):
             signature = _signing_key(secret).sign(signed_prefix + body)
             entry = "v1a," + base64.b64encode(signature).decode()
         else:
-            entry = "v1," + base64.b64encode(_mac(self.key(secret), signed_prefix, body)).decode()
+            entry = (
+                "v1,"
+                + base64.b64encode(compute_mac(self.key(secret), signed_prefix, body)).decode()
+            )
         p = self.sign_prefix
         headers = {
             f"{p}-id": msg_id,

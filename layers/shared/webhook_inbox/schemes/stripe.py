@@ -17,14 +17,14 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _check_fresh,
-    _fail,
-    _header,
-    _hex_digest,
-    _mac,
-    _match_index,
-    _timestamp,
     bounded_text,
+    check_fresh,
+    compute_mac,
+    fail,
+    hex_digest,
+    match_index,
+    parse_timestamp,
+    required_header,
 )
 
 
@@ -43,29 +43,31 @@ class TimestampedHeader(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        items = _header(delivery.headers, self.header_name.lower()).split(self.separator)
+        items = required_header(delivery.headers, self.header_name.lower()).split(self.separator)
         if len(items) > MAX_SIGNATURES_PER_HEADER + 2:
-            raise _fail("too many signature items")
+            raise fail("too many signature items")
         timestamps: list[str] = []
         presented: list[bytes] = []
         for item in items:
             key, sep, value = item.partition("=")
             if not sep:
-                raise _fail("signature item is not key=value")
+                raise fail("signature item is not key=value")
             if key == self.time_key:
                 timestamps.append(value)
             elif key == self.version:
-                presented.append(_hex_digest(value))
+                presented.append(hex_digest(value))
         if len(timestamps) != 1:
-            raise _fail(f"expected exactly one {self.time_key}=")
-        timestamp = _timestamp(timestamps[0])
+            raise fail(f"expected exactly one {self.time_key}=")
+        timestamp = parse_timestamp(timestamps[0])
         if not presented:
-            raise _fail(f"no {self.version} signature")
+            raise fail(f"no {self.version} signature")
         head = f"{timestamps[0]}{self.joiner}".encode()
-        matched = _match_index([_mac(s.encode(), head, delivery.body) for s in secrets], presented)
+        matched = match_index(
+            [compute_mac(s.encode(), head, delivery.body) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch(f"no {self.version} signature matched")
-        _check_fresh(timestamp, now, tolerance)
+        check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -78,7 +80,7 @@ class TimestampedHeader(Scheme):
         event_type: str | None = None,
         url: str = "",
     ) -> Signed:
-        mac = _mac(secret.encode(), f"{timestamp}{self.joiner}".encode(), body)
+        mac = compute_mac(secret.encode(), f"{timestamp}{self.joiner}".encode(), body)
         value = f"{self.time_key}={timestamp}{self.separator}{self.version}={mac.hex()}"
         return Signed({self.header_name: value}, body, url)
 

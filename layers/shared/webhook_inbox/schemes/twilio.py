@@ -21,15 +21,15 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _any_match,
-    _fail,
-    _header,
-    _hex_digest,
-    _mac,
-    _match_index,
-    _optional_header,
+    any_match,
     body_digest_id,
     bounded_text,
+    compute_mac,
+    fail,
+    hex_digest,
+    match_index,
+    optional_header,
+    required_header,
 )
 from webhook_inbox.schemes.urls import called_url
 
@@ -55,7 +55,7 @@ class FormParams(dict[str, Any]):
 
 def _b64_sha1(text: str) -> bytes:
     if not _B64_SHA1.fullmatch(text):
-        raise _fail("signature is not a base64 SHA-1 digest")
+        raise fail("signature is not a base64 SHA-1 digest")
     return base64.b64decode(text, validate=True)
 
 
@@ -63,7 +63,7 @@ def _split(url: str) -> SplitResult:
     try:
         return urlsplit(url)
     except ValueError:  # an unbalanced "[" in the host (the Host header is the sender's)
-        raise _fail("URL does not parse") from None
+        raise fail("URL does not parse") from None
 
 
 def _body_hash(url: str) -> bytes | None:
@@ -72,8 +72,8 @@ def _body_hash(url: str) -> bytes | None:
     if values is None:
         return None
     if len(values) != 1:
-        raise _fail("bodySHA256 given more than once")
-    return _hex_digest(values[0])
+        raise fail("bodySHA256 given more than once")
+    return hex_digest(values[0])
 
 
 def _port_variants(url: str) -> list[str]:
@@ -83,10 +83,10 @@ def _port_variants(url: str) -> list[str]:
     try:
         port = parts.port
     except ValueError:
-        raise _fail("URL has an invalid port") from None
+        raise fail("URL has an invalid port") from None
     start = url.find("//") + 2
     if start < 2 or url[start : start + len(parts.netloc)] != parts.netloc or not parts.netloc:
-        raise _fail("URL has no host")
+        raise fail("URL has no host")
     userinfo, at, host = parts.netloc.rpartition("@")
     if port is not None:
         host = host.rsplit(":", 1)[0]
@@ -133,7 +133,7 @@ def _form(body: bytes) -> FormParams:
     params = _form_or_none(body)
     if params is None:
         # Twilio's form parameters are part of what it signs: no form, nothing to verify.
-        raise _fail("body is not a form")
+        raise fail("body is not a form")
     return params
 
 
@@ -178,7 +178,7 @@ class Twilio(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [_b64_sha1(_header(delivery.headers, "x-twilio-signature"))]
+        presented = [_b64_sha1(required_header(delivery.headers, "x-twilio-signature"))]
         url = called_url(delivery)
         declared = _body_hash(url)
         params = None
@@ -188,14 +188,14 @@ class Twilio(Scheme):
             body_intact = True
         else:
             tail = ""
-            body_intact = _any_match([hashlib.sha256(delivery.body).digest()], [declared])
+            body_intact = any_match([hashlib.sha256(delivery.body).digest()], [declared])
         variants = _port_variants(url)
         expected = [
-            _mac(s.encode(), (variant + tail).encode(), digest="sha1")
+            compute_mac(s.encode(), (variant + tail).encode(), digest="sha1")
             for s in secrets
             for variant in variants
         ]
-        matched = _match_index(expected, presented)
+        matched = match_index(expected, presented)
         if matched is None or not body_intact:
             raise SignatureMismatch("signature did not match")
         return Verified(secret=secrets[matched // len(variants)], payload=params)
@@ -224,14 +224,14 @@ class Twilio(Scheme):
             url += ("&" if "?" in url else "?") + f"bodySHA256={digest}"
             headers["Content-Type"] = "application/json"
         tail = "" if params is None else _signed_params(params)
-        mac = _mac(secret.encode(), (url + tail).encode(), digest="sha1")
+        mac = compute_mac(secret.encode(), (url + tail).encode(), digest="sha1")
         headers["X-Twilio-Signature"] = base64.b64encode(mac).decode()
         if event_id:
             headers["I-Twilio-Idempotency-Token"] = event_id
         return Signed(headers, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
-        delivery_id = _optional_header(delivery.headers, "i-twilio-idempotency-token")
+        delivery_id = optional_header(delivery.headers, "i-twilio-idempotency-token")
         if isinstance(payload, FormParams):
             event_type = _form_type(payload)
             event_id = _signed_form_id(delivery.url, payload)

@@ -27,14 +27,14 @@ from webhook_inbox.schemes.base import (
     Scheme,
     Signed,
     Verified,
-    _check_fresh_subsecond,
-    _fail,
-    _header,
-    _hex_digest,
-    _mac,
-    _match_index,
-    _object_to_sign,
     bounded_text,
+    check_fresh_subsecond,
+    compute_mac,
+    fail,
+    hex_digest,
+    match_index,
+    object_to_sign,
+    required_header,
 )
 
 NOTIFICATION = "notification"
@@ -60,18 +60,18 @@ def rfc3339_nanos(text: str) -> int:
     """
     match = _RFC3339.fullmatch(text)
     if match is None:
-        raise _fail("timestamp is not RFC 3339")
+        raise fail("timestamp is not RFC 3339")
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     fraction, zone = match.group(7) or "", match.group(8)
     try:  # the calendar's ranges (month lengths, year 1 on, no second 60)
         moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError:
-        raise _fail("timestamp is not a valid date and time") from None
+        raise fail("timestamp is not a valid date and time") from None
     offset = 0
     if zone != "Z":
         zone_hours, zone_minutes = int(zone[1:3]), int(zone[4:6])
         if zone_hours > 23 or zone_minutes > 59:
-            raise _fail("timestamp offset is out of range")
+            raise fail("timestamp offset is out of range")
         offset = (zone_hours * 60 + zone_minutes) * 60 * (1 if zone[0] == "+" else -1)
     seconds = (moment - EPOCH) // timedelta(seconds=1) - offset
     return seconds * NANOS + int(fraction.ljust(9, "0") or "0")
@@ -103,21 +103,21 @@ class Twitch(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers = delivery.headers
-        message_id = _header(headers, "twitch-eventsub-message-id")
-        timestamp_text = _header(headers, "twitch-eventsub-message-timestamp")
-        signature = _header(headers, "twitch-eventsub-message-signature")
+        message_id = required_header(headers, "twitch-eventsub-message-id")
+        timestamp_text = required_header(headers, "twitch-eventsub-message-timestamp")
+        signature = required_header(headers, "twitch-eventsub-message-signature")
         if not signature.startswith("sha256="):
-            raise _fail("signature lacks the sha256= prefix")
-        presented = [_hex_digest(signature.removeprefix("sha256="))]
+            raise fail("signature lacks the sha256= prefix")
+        presented = [hex_digest(signature.removeprefix("sha256="))]
         # id + timestamp + body has no separators: only the strict timestamp format (fixed
         # layout, zone last) keeps a captured signature from verifying under an id that took
         # over part of the timestamp, or a timestamp that took over part of the body.
         nanos = rfc3339_nanos(timestamp_text)
         signed = (message_id.encode(), timestamp_text.encode(), delivery.body)
-        matched = _match_index([_mac(s.encode(), *signed) for s in secrets], presented)
+        matched = match_index([compute_mac(s.encode(), *signed) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        timestamp = _check_fresh_subsecond(nanos, NANOS, now, tolerance)
+        timestamp = check_fresh_subsecond(nanos, NANOS, now, tolerance)
         return Verified(signed_id=message_id, timestamp=timestamp, secret=secrets[matched])
 
     def identify(
@@ -168,7 +168,7 @@ class Twitch(Scheme):
         verification; a body without ``event``: a revocation)."""
         message_id = event_id or str(uuid.uuid4())
         stamp = rfc3339(timestamp)
-        document = _object_to_sign(body)
+        document = object_to_sign(body)
         kind = _kind(document) if document is not None else NOTIFICATION
         headers = {
             "Twitch-Eventsub-Message-Id": message_id,
@@ -176,7 +176,7 @@ class Twitch(Scheme):
             "Twitch-Eventsub-Message-Type": kind,
             "Twitch-Eventsub-Message-Timestamp": stamp,
             "Twitch-Eventsub-Message-Signature": "sha256="
-            + _mac(secret.encode(), message_id.encode(), stamp.encode(), body).hex(),
+            + compute_mac(secret.encode(), message_id.encode(), stamp.encode(), body).hex(),
         }
         subscription = document.get("subscription") if document is not None else None
         if isinstance(subscription, Mapping) and isinstance(subscription.get("type"), str):

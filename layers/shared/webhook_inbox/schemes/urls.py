@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webhook_inbox.schemes.base import Delivery, _fail
+from webhook_inbox.schemes.base import Delivery, fail
 
 
 def called_url(delivery: Delivery) -> str:
@@ -14,9 +14,9 @@ def called_url(delivery: Delivery) -> str:
     """
     url = delivery.url
     if not url:
-        raise _fail("no URL to verify against")
+        raise fail("no URL to verify against")
     try:
         url.encode("utf-8")
     except UnicodeEncodeError:
-        raise _fail("URL is not valid text") from None
+        raise fail("URL is not valid text") from None
     return url

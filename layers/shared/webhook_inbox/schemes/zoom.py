@@ -18,10 +18,10 @@ from webhook_inbox.schemes.base import (
     Identity,
     Reply,
     Verified,
-    _mac,
-    _optional_header,
     body_digest_id,
     bounded_text,
+    compute_mac,
+    optional_header,
 )
 from webhook_inbox.schemes.hmac_family import _Preset
 
@@ -53,7 +53,7 @@ class Zoom(_Preset):
             Identity(
                 event_id=body_digest_id(event, delivery.body),
                 event_type=event,
-                delivery_id=_optional_header(delivery.headers, "x-zm-trackingid"),
+                delivery_id=optional_header(delivery.headers, "x-zm-trackingid"),
             )
         ]
 
@@ -66,5 +66,5 @@ class Zoom(_Preset):
         if not isinstance(plain, str):
             plain = None  # bounded_text would turn a number into text: Zoom sends a string
         token = bounded_text(plain, "payload.plainToken", MAX_PLAIN_TOKEN_CHARS)
-        encrypted = _mac(verified.secret.encode(), token.encode()).hex()
+        encrypted = compute_mac(verified.secret.encode(), token.encode()).hex()
         return Reply.json({"plainToken": token, "encryptedToken": encrypted})

@@ -1,4 +1,6 @@
--- Every statement on webhook_events (the inbox), run by webhook_inbox/inbox.py and nothing else.
+-- The runtime's statements on webhook_events (the inbox), run by webhook_inbox/inbox.py alone.
+-- The operator's listings and replay (tools/webhook_inbox_tools/sql/operator_actions.sql) are
+-- the only other SQL on the table.
 -- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
 -- name: claim_events

@@ -1,4 +1,6 @@
--- Every statement on outbox_messages, run by webhook_inbox/outbox.py and nothing else.
+-- The runtime's statements on outbox_messages, run by webhook_inbox/outbox.py alone. The
+-- operator's outbox listing and retry (tools/webhook_inbox_tools/sql/operator_actions.sql) are
+-- the only other SQL on the table.
 -- Named blocks, loaded by webhook_inbox.queries. Transitions: docs/state-machine.md.
 
 -- name: add_message
@@ -45,7 +47,7 @@ UPDATE outbox_messages
        last_error = left(%(error)s, 1000)
  WHERE id = %(id)s AND status = 'pending'
 
--- name: backlog
+-- name: message_backlog
 -- For the sweeper's alarm metric and the operator's status. Served by outbox_messages_status_idx
 -- (status, created_at); the age is measured by the database clock that wrote created_at.
 SELECT count(*) FILTER (WHERE status = 'pending') AS pending,

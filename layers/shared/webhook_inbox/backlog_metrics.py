@@ -34,11 +34,11 @@ def measure(conn: Connection[Any]) -> Backlog:
     # Processing rows count as unprocessed: a row that keeps failing alternates between failed
     # and processing, and the age must not drop to zero whenever it happens to be leased.
     oldest = 0.0
-    for status, (count, age) in inbox.backlog(conn).items():
-        counts[status] = count
+    for status, share in inbox.event_backlog(conn).items():
+        counts[status] = share.count
         if status in UNPROCESSED_STATUSES:
-            oldest = max(oldest, age)
-    messages = outbox.backlog(conn)
+            oldest = max(oldest, share.oldest_age_seconds)
+    messages = outbox.message_backlog(conn)
     return Backlog(
         event_counts=counts,
         oldest_unprocessed_age_seconds=oldest,
