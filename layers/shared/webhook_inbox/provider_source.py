@@ -55,7 +55,6 @@ class RegistrySource:
         self._loaded = False
         self._registry: Registry | None = None  # None with _loaded: the fallback serves
         self._last_failure = ""
-        self.reads = 0  # GetSecretValue calls made (tests and the bench count them)
 
     def current(self) -> Served:
         with self._lock:
@@ -77,7 +76,6 @@ class RegistrySource:
         """Read and validate the document; on failure keep what is loaded: the reason code."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        self.reads += 1
         try:
             secrets = aws.client("secretsmanager", limits=aws.REGISTRY_REFRESH)
             text = secrets.get_secret_value(SecretId=self._arn)["SecretString"]
@@ -109,12 +107,6 @@ def serve(arn: str, refresh_s: float, inline: str, path: str) -> Served:
             _sources.clear()
             _sources[key] = source
     return source.current()
-
-
-def source_for(arn: str) -> RegistrySource | None:
-    """The execution environment's source for ``arn``, once a delivery has made it."""
-    with _sources_lock:
-        return next((s for key, s in _sources.items() if key[0] == arn), None)
 
 
 def reset() -> None:
