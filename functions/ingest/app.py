@@ -1,16 +1,18 @@
 """Ingest Lambda: ``POST /webhooks/{provider}`` from API Gateway REST (v1), HTTP API (v2) or a
 Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest``; this module only
-sets the AWS budget and writes the delivery's log line (metric filters in template.yaml count it).
+sets the AWS budget and writes the delivery's log line (metric filters in template.yaml count it),
+and the line for a failed re-read of the providers registry.
 
 Kept lean for cold starts: no Tracer, Parameters or pydantic; boto3 is imported on the first
-delivery that needs it (a new event to enqueue), not at import time.
+delivery that needs it (the providers registry's first read, a new event to enqueue), not at
+import time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from webhook_inbox import aws, config, ingest, observability
+from webhook_inbox import aws, config, ingest, observability, provider_source
 from webhook_inbox.settings import IngestSettings
 
 logger = observability.lean_logger()
@@ -29,9 +31,10 @@ def sqs_client() -> Any:
 
 
 def reset_clients() -> None:
-    """Forget the settings and clients, as a new execution environment would (tests start a fresh
-    moto mock per case)."""
+    """Forget the settings, clients and providers, as a new execution environment would (tests
+    start a fresh moto mock per case)."""
     config.reset()
+    provider_source.reset()
     aws.reset()
 
 
@@ -71,6 +74,14 @@ def observe(outcome: ingest.Outcome, context: Any) -> None:
     if troubled:
         fields["request_id"] = getattr(context, "aws_request_id", None)
     fields = {k: v for k, v in fields.items() if v is not None}
+    if outcome.providers_refresh_failed:
+        # Once per failed refresh (at most one per PROVIDERS_REFRESH_S): the
+        # ProvidersRefreshFailed metric filter counts it. The reason is a code, never the
+        # document.
+        logger.error(
+            "providers_refresh_failed",
+            extra={"service": logger.service, "reason": outcome.providers_refresh_failed},
+        )
     if troubled:
         logger.error(outcome.outcome, extra=fields)
     elif outcome.status >= 400:

@@ -43,6 +43,9 @@ class CallLimits:
 # Ingest answers within its 8 s timeout even if Secrets Manager and SQS both hang on the same
 # request (a failed send after the commit is the sweeper's job, so one retry is enough).
 INGEST = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=2)
+# Ingest's read of the providers registry: one attempt, since a failed refresh only keeps the
+# last good configuration serving until the next refresh interval.
+REGISTRY_REFRESH = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=1)
 # The processor (30 s) sends retry wake-ups after its commit; the leases cover a slow send.
 PROCESSOR = CallLimits(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
 # The sweeper (55 s) stops on its own time budget and stops sending once SQS refuses.
@@ -68,18 +71,26 @@ def use(limits: CallLimits) -> None:
         _limits = limits
 
 
-def client(service: str, *, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
-    """The process's client for ``service``, built on first use with the process's call limits."""
+def client(
+    service: str,
+    *,
+    region_name: str | None = None,
+    endpoint_url: str | None = None,
+    limits: CallLimits | None = None,
+) -> Any:
+    """The process's client for ``service``, built on first use with the process's call limits
+    (or ``limits``, for a call that must give up sooner than the process's)."""
     with _lock:
-        key = (service, _limits, region_name, endpoint_url)
+        chosen = limits or _limits
+        key = (service, chosen, region_name, endpoint_url)
         if key not in _clients:
             import boto3  # deferred: the ingest path pays for it only when it sends
             from botocore.config import Config
 
             config = Config(
-                connect_timeout=_limits.connect_timeout_s,
-                read_timeout=_limits.read_timeout_s,
-                retries={"total_max_attempts": _limits.max_attempts, "mode": "standard"},
+                connect_timeout=chosen.connect_timeout_s,
+                read_timeout=chosen.read_timeout_s,
+                retries={"total_max_attempts": chosen.max_attempts, "mode": "standard"},
             )
             _clients[key] = boto3.client(  # type: ignore[call-overload]
                 service, config=config, region_name=region_name, endpoint_url=endpoint_url

@@ -125,3 +125,8 @@ class SignatureMismatch(AuthenticationFailed):
 class SecretUnavailable(WebhookInboxError):
     """A secret (a provider's or the database's) could not be read from Secrets Manager: down,
     hanging, throttled, access denied, or missing. Retrying later may succeed."""
+
+
+class ProvidersUnavailable(SecretUnavailable):
+    """The providers registry could not be read (or its document is invalid) and no earlier
+    copy was ever loaded: a cold start while Secrets Manager is unavailable."""

@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 from psycopg import Connection
 
-from webhook_inbox import aws, db, deadlines, inbox
+from webhook_inbox import aws, db, deadlines, inbox, provider_source
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
@@ -37,7 +37,7 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     UnknownProvider,
 )
-from webhook_inbox.providers import Registry, registry_for
+from webhook_inbox.providers import Registry
 from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
 from webhook_inbox.settings import IngestSettings
 
@@ -85,6 +85,9 @@ class Outcome:
     new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
+    # Set when this delivery's re-read of the providers registry failed: the reason code
+    # (an AWS error code, or "invalid_document") for the entry point's providers_refresh_failed.
+    providers_refresh_failed: str | None = None
 
     @property
     def status(self) -> int:
@@ -309,7 +312,13 @@ def handle(
         configured = settings()
         provider_name, delivery = decode_event(event, configured.max_body_bytes)
         if providers is None:
-            providers = registry_for(configured.providers_config, configured.providers_config_file)
+            served = provider_source.serve(
+                configured.providers_registry_arn,
+                configured.providers_refresh_s,
+                configured.providers_config,
+                configured.providers_config_file,
+            )
+            providers, outcome.providers_refresh_failed = served.registry, served.refresh_failed
         provider = providers.get(provider_name)
         if provider is None:
             raise UnknownProvider("no such provider")
@@ -346,8 +355,8 @@ def handle(
         outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
     except SecretUnavailable as exc:
-        # A provider's secret or the database's: retrying later may succeed (503), and the
-        # metric is what the SecretUnavailable alarm watches.
+        # A provider's secret, the providers registry or the database's: retrying later may
+        # succeed (503), and the metric is what the SecretUnavailable alarm watches.
         outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.reason, outcome.detail = "unavailable", "secret", str(exc)
     except StoreError as exc:

@@ -21,6 +21,9 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT_S = 3
 DEFAULT_STATEMENT_TIMEOUT_MS = 5000
 DEFAULT_LOCK_TIMEOUT_MS = 2000
+# How old ingest lets its copy of the providers registry grow before it re-reads it: a change
+# made by `webhook-inbox providers` is served within this (plus one delivery's time).
+DEFAULT_PROVIDERS_REFRESH_S = 30.0
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -57,6 +60,10 @@ class IngestSettings(QueueSettings, ProvidersSettings):
     """The ingest function's, passed to :func:`webhook_inbox.ingest.handle`."""
 
     max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
+    # The stack's providers registry secret (provider_source): when set, its document decides
+    # which providers are served, re-read once it is this many seconds old.
+    providers_registry_arn: str = setting("PROVIDERS_REGISTRY_ARN", "")
+    providers_refresh_s: float = setting("PROVIDERS_REFRESH_S", DEFAULT_PROVIDERS_REFRESH_S)
 
 
 @dataclass(frozen=True, kw_only=True)

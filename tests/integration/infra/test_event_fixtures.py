@@ -24,6 +24,7 @@ from moto import mock_aws
 from tests.infra_support import Resolver, load_template, parameter_defaults, serverless_functions
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import EVENTS_DIR, FakeLambdaContext, load_function
+from webhook_inbox import provider_registry
 
 SAM_ENV_FILE = "env.json"
 SAMPLE_PROVIDERS = "providers.local.json"  # a PROVIDERS_CONFIG document, not an event
@@ -59,10 +60,15 @@ def aws() -> Iterator[dict[str, str]]:
         ]
         bus = boto3.client("events").create_event_bus(Name="webhook-inbox-outbox")["EventBusArn"]
         topic = boto3.client("sns").create_topic(Name="webhook-inbox-outbox")["TopicArn"]
+        # As the template creates it: not in use yet, so ProvidersConfig serves.
+        registry = boto3.client("secretsmanager").create_secret(
+            Name="ProvidersRegistry-AbCdEf", SecretString=provider_registry.INITIAL_TEXT
+        )["ARN"]
         yield {
             "ProcessingQueue": queue_url,
             "OutboxEventBus": bus.rsplit("/", 1)[-1],
             "OutboxTopic": topic,
+            "ProvidersRegistry": registry,
         }
 
 
