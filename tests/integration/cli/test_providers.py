@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -139,7 +141,7 @@ def test_an_existing_name_is_refused_with_a_hint_to_rotate(stack: Stack, cli: An
     assert add_acme(cli).code == 0
     version = stack.version()
     again = add_acme(cli, "whsec_another")
-    assert again.code == 2
+    assert again.code == 1
     assert "providers rotate acme" in again.err
     assert stack.version() == version
 
@@ -199,7 +201,7 @@ def test_remove_asks_first_and_keeps_the_rest(stack: Stack, cli: Any) -> None:
     assert cli(*on_stack("remove", "acme", "--yes")).code == 0
     assert set(stack.document()["providers"]) == {"stripe"}
     missing = cli(*on_stack("remove", "acme", "--yes"))
-    assert missing.code == 2
+    assert missing.code == 1
     assert "no provider 'acme'" in missing.err
 
 
@@ -221,7 +223,7 @@ def test_import_takes_over_providers_config_once(stack: Stack, cli: Any) -> None
     assert stack.document()["providers"] == DEPLOYED_CONFIG["providers"]
     assert cli(*on_stack("list", "--json")).json()["source"] == "the providers registry"
     again = cli(*on_stack("import"))
-    assert again.code == 2
+    assert again.code == 1
     assert "already managed" in again.err
 
 
@@ -257,3 +259,59 @@ def test_a_stack_without_the_registry_output_is_told_to_deploy(stack: Stack, cli
     result = cli("list", "--stack", "old-stack", "--region", REGION)
     assert result.code == 2
     assert "ProvidersRegistryArn" in result.err
+
+
+# --- IAM: the documented needs are exactly the calls each command makes -------------------
+
+
+def documented_iam_needs() -> dict[str, set[str]]:
+    """docs/deploy.md's table: command → the actions it needs (the kms: ones included)."""
+    deploy = (Path(__file__).parents[3] / "docs" / "deploy.md").read_text()
+    table = deploy.split("| command (webhook-inbox providers …) | IAM actions |", 1)[1]
+    needs: dict[str, set[str]] = {}
+    for line in table.split("\n\n", 1)[0].splitlines()[2:]:
+        commands, actions = line.strip("|").split(" | ")
+        for command in commands.split(", "):
+            needs[command.strip()] = set(re.findall(r"`([a-z0-9-]+:[A-Za-z]+)`", actions))
+    return needs
+
+
+@pytest.fixture
+def aws_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every AWS operation made from here on, as its IAM action (service:Operation)."""
+    from botocore.client import BaseClient
+
+    calls: list[str] = []
+    original = BaseClient._make_api_call
+
+    def record(client: Any, operation: str, params: Any) -> Any:
+        calls.append(f"{client.meta.service_model.service_name}:{operation}")
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", record)
+    return calls
+
+
+def test_each_commands_documented_iam_needs_are_the_calls_it_makes(
+    stack: Stack, cli: Any, aws_calls: list[str]
+) -> None:
+    runs = {
+        "import": lambda: cli(*on_stack("import")),
+        "add": lambda: add_acme(cli),
+        "list": lambda: cli(*on_stack("list")),
+        "show": lambda: cli(*on_stack("show", "acme")),
+        "history": lambda: cli(*on_stack("history")),
+        "rotate": lambda: cli(*on_stack("rotate", "acme", "--secret-stdin"), stdin=NEWER),
+        "remove": lambda: cli(*on_stack("remove", "acme", "--yes")),
+    }
+    needs = documented_iam_needs()
+    assert sorted(needs) == sorted(runs)
+    # Secrets Manager uses the stack's key on the caller's behalf: never a call of their own.
+    via_secrets_manager = {"kms:Decrypt", "kms:GenerateDataKey"}
+    for command, run in runs.items():
+        aws_calls.clear()
+        assert run().code == 0, command
+        assert set(aws_calls) == needs[command] - via_secrets_manager, command
+        assert "kms:Decrypt" in needs[command]
+        writes = "secretsmanager:PutSecretValue" in aws_calls
+        assert ("kms:GenerateDataKey" in needs[command]) == writes, command

@@ -7,8 +7,10 @@ printed, logged or put in the history: ``show`` and the history carry a fingerpr
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,40 @@ from typing import Any
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.actions import confirm
 from webhook_inbox_tools.cli.providers import edits, store
-from webhook_inbox_tools.cli.providers.target import ProvidersError, Target, resolve_target
+from webhook_inbox_tools.cli.providers.target import (
+    AwsCallFailed,
+    ProviderRefused,
+    ProvidersError,
+    Target,
+    resolve_target,
+)
 from webhook_inbox_tools.cli.providers.traffic import traffic
 
 # How soon a running ingest serves a change: its registry cache's refresh bound.
 REFRESH_BOUND_S = 60
+Command = Callable[[argparse.Namespace], int]
+
+
+def aws_errors(command: Command) -> Command:
+    """A failed AWS call as one error line naming the action and AWS's code, not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return command(args)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            action = f"{exc.operation_name}"
+            raise AwsCallFailed(
+                f"AWS refused {action}: {error.get('Code')}: {error.get('Message')} "
+                "(the IAM needs of each command: docs/deploy.md)"
+            ) from exc
+        except BotoCoreError as exc:
+            raise AwsCallFailed(f"cannot reach AWS: {exc}") from exc
+
+    return run
 
 
 def _secret(args: argparse.Namespace) -> str:
@@ -69,6 +100,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+@aws_errors
 def cmd_add(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     secret = _secret(args)
@@ -77,6 +109,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+@aws_errors
 def cmd_rotate(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     secret = _secret(args)
@@ -92,6 +125,7 @@ def cmd_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+@aws_errors
 def cmd_remove(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     if not args.yes and not confirm(f"Remove provider {args.name} from {target.label}?"):
@@ -106,6 +140,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+@aws_errors
 def cmd_import(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     written = store.write(target, lambda p, now: (p, "", "", {}), import_only=True)
@@ -134,6 +169,7 @@ def _ages(secrets: list[dict[str, Any]], now: datetime) -> str:
     return ", ".join(parts)
 
 
+@aws_errors
 def cmd_list(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     snapshot = store.read(target)
@@ -188,11 +224,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+@aws_errors
 def cmd_show(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     providers, source = _served(target, store.read(target))
     if args.name not in providers:
-        raise ProvidersError(f"no provider {args.name!r} in {target.label} ({source})")
+        raise ProviderRefused(f"no provider {args.name!r} in {target.label} ({source})")
     shown = {"name": args.name, "source": source, **edits.masked_provider(providers[args.name])}
     if args.json:
         render.print_json(shown)
@@ -216,6 +253,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@aws_errors
 def cmd_history(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     entries = store.read(target).document.history

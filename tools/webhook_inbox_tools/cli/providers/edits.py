@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook_inbox_tools.cli.providers.store import Providers, iso, parse_iso
-from webhook_inbox_tools.cli.providers.target import ProvidersError
+from webhook_inbox_tools.cli.providers.target import ProviderRefused
 
 Change = tuple[Providers, str, str, dict[str, Any]]
 
@@ -55,7 +55,7 @@ def add(
 
     def change(providers: Providers, now: datetime) -> Change:
         if name in providers:
-            raise ProvidersError(
+            raise ProviderRefused(
                 f"provider {name!r} already exists: to replace its secret use "
                 f"`webhook-inbox providers rotate {name} --secret-stdin`"
             )
@@ -75,7 +75,7 @@ def rotate(name: str, secret: str, keep_old_for: timedelta) -> Any:
         provider = _existing(providers, name)
         entry = {"value": secret, "added_at": iso(now)}
         if any(s.get("value") == secret for s in provider["secrets"]):
-            raise ProvidersError(f"provider {name!r} already has this secret: nothing to rotate")
+            raise ProviderRefused(f"provider {name!r} already has this secret: nothing to rotate")
         expires = now + keep_old_for
         older = []
         if keep_old_for > timedelta(0):
@@ -106,6 +106,6 @@ def remove(name: str) -> Any:
 def _existing(providers: Providers, name: str) -> dict[str, Any]:
     if name not in providers:
         known = ", ".join(sorted(providers)) or "none"
-        raise ProvidersError(f"no provider {name!r} (configured: {known})")
+        raise ProviderRefused(f"no provider {name!r} (configured: {known})")
     provider: dict[str, Any] = providers[name]
     return provider

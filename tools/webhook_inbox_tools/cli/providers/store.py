@@ -22,7 +22,7 @@ from webhook_inbox.provider_registry import (
     dump_document,
     parse_document,
 )
-from webhook_inbox_tools.cli.providers.target import ProvidersError, Target
+from webhook_inbox_tools.cli.providers.target import ProviderRefused, ProvidersError, Target
 
 Providers = dict[str, Any]
 
@@ -112,7 +112,7 @@ def write(target: Target, change: Change, *, import_only: bool = False) -> Writt
         current, entries = imported_entries(target, by, now)
         history += entries
     elif import_only:
-        raise ProvidersError(
+        raise ProviderRefused(
             f"the registry of {target.label} is already managed by `webhook-inbox providers` "
             "(ProvidersConfig is ignored): nothing to import"
         )

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox_tools.dev.env_file import DEFAULT_ENV_FILE, running_dev_environment
 
 REGISTRY_OUTPUT = "ProvidersRegistryArn"
@@ -30,7 +30,17 @@ NO_TARGET = (
 
 
 class ProvidersError(ConfigurationError):
-    """A providers command cannot do what it was asked (exit code 2, one error line)."""
+    """A providers command is misconfigured or would write an invalid configuration (exit 2)."""
+
+
+class ProviderRefused(WebhookInboxError):
+    """The change does not apply to the registry as it is: a name that exists, one that does
+    not, nothing to import (exit 1, as other refused operator actions)."""
+
+
+class AwsCallFailed(WebhookInboxError):
+    """An AWS call failed; raised ``from`` the botocore error so the CLI's set-up hints (no
+    region, no credentials) apply (exit 1, or 2 with a hint)."""
 
 
 @dataclass
