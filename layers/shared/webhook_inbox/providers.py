@@ -13,10 +13,12 @@ once per process::
                    "options": {"signature_header": "X-Acme-Signature"}}}}
 
 Each secret is ``{"env": NAME}``, ``{"value": "…"}`` (local use) or ``{"secret_arn": ARN}``
-(optionally with ``"json_key"`` when the secret string is a JSON object). Several secrets are
-all accepted (rotation); the first one signs (:func:`sign_delivery`). Secrets Manager values are
-cached for five minutes; a signature that no cached secret reproduces may force one refresh,
-at most once a minute per secret, so bad traffic cannot hammer Secrets Manager.
+(optionally with ``"json_key"`` when the secret string is a JSON object), and may carry
+``"added_at"`` and ``"expires_at"`` (ISO 8601 UTC, ``2026-12-03T15:00:00Z``): from its
+``expires_at`` on, a secret no longer verifies. Several secrets are all accepted (rotation); the
+first one signs (:func:`sign_delivery`). A deployed stack may keep the same document in its
+providers registry secret instead (:mod:`webhook_inbox.provider_registry`). Secrets Manager
+values are cached (:mod:`webhook_inbox.managed_secrets`).
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
-from webhook_inbox import aws, schemes
+from webhook_inbox import schemes
 from webhook_inbox.config import env
-from webhook_inbox.errors import ConfigurationError, SecretUnavailable, SignatureMismatch
+from webhook_inbox.errors import (
+    AuthenticationFailed,
+    ConfigurationError,
+    SignatureMismatch,
+)
+from webhook_inbox.managed_secrets import MANAGED_SECRETS
 
 PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-SECRET_TTL_S = 300.0
-FORCED_REFRESH_INTERVAL_S = 60.0
 MAX_TOLERANCE_S = 86_400
 
 _PROVIDER_KEYS = frozenset({"scheme", "secrets", "tolerance_seconds", "options", "public_url"})
@@ -54,13 +59,15 @@ class SecretRef:
     kind: str
     ref: str
     json_key: str | None = None
+    # Epoch seconds from "expires_at": from then on the secret no longer verifies (rotation).
+    expires_at: float | None = None
 
     @classmethod
     def parse(cls, raw: Any, where: str) -> SecretRef:
         if not isinstance(raw, Mapping):
             raise ConfigurationError(f"{where}: each secret is an object")
         kinds = [k for k in ("env", "value", "secret_arn") if k in raw]
-        extra = set(raw) - {"env", "value", "secret_arn", "json_key"}
+        extra = set(raw) - {"env", "value", "secret_arn", "json_key", "added_at", "expires_at"}
         if len(kinds) != 1 or extra:
             raise ConfigurationError(f"{where}: a secret has exactly one of env, value, secret_arn")
         kind = kinds[0]
@@ -70,75 +77,28 @@ class SecretRef:
             raise ConfigurationError(f"{where}: {kind} must be a non-empty string")
         if json_key is not None and (kind != "secret_arn" or not isinstance(json_key, str)):
             raise ConfigurationError(f"{where}: json_key is a string, only with secret_arn")
-        return cls(kind, ref, json_key)
+        if "added_at" in raw:
+            utc_instant(raw["added_at"], f"{where}: added_at")
+        expires = raw.get("expires_at")
+        expires_at = None if expires is None else utc_instant(expires, f"{where}: expires_at")
+        return cls(kind, ref, json_key, expires_at)
+
+    def active(self, now: float) -> bool:
+        return self.expires_at is None or now < self.expires_at
 
 
-class _ManagedSecrets:
-    """Secrets Manager values cached per ARN, shared by every provider in the process."""
+def utc_instant(raw: Any, where: str) -> float:
+    """Epoch seconds of an ISO 8601 UTC instant written with a ``Z`` (2026-12-03T15:00:00Z)."""
+    from datetime import datetime
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[tuple[str, str | None], tuple[float, str]] = {}
-        self._last_forced: dict[tuple[str, str | None], float] = {}
-
-    def _fetch(self, arn: str, json_key: str | None) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            secrets = aws.client("secretsmanager")  # boto3 is imported on this first use
-            raw: str = secrets.get_secret_value(SecretId=arn)["SecretString"]
-        except (BotoCoreError, ClientError, KeyError) as exc:
-            raise SecretUnavailable(f"cannot read provider secret: {aws.error_code(exc)}") from exc
-        if json_key is None:
-            return raw
-        try:
-            value = json.loads(raw)[json_key]
-        except (ValueError, TypeError, KeyError):
-            raise ConfigurationError(f"provider secret has no JSON key {json_key!r}") from None
-        if not isinstance(value, str) or not value:
-            raise ConfigurationError(f"provider secret key {json_key!r} is not a string")
-        return value
-
-    def get(self, arn: str, json_key: str | None) -> str:
-        key = (arn, json_key)
-        with self._lock:
-            cached = self._values.get(key)
-            if cached and time.monotonic() - cached[0] < SECRET_TTL_S:
-                return cached[1]
-            try:
-                value = self._fetch(arn, json_key)
-            except SecretUnavailable:
-                if cached:  # serve the last good value while Secrets Manager is unavailable
-                    return cached[1]
-                raise
-            self._values[key] = (time.monotonic(), value)
-            return value
-
-    def force_refresh(self, arn: str, json_key: str | None) -> bool:
-        """Re-read one secret now, unless that was done less than a minute ago."""
-        key = (arn, json_key)
-        with self._lock:
-            now = time.monotonic()
-            last = self._last_forced.get(key)
-            if last is not None and now - last < FORCED_REFRESH_INTERVAL_S:
-                return False
-            self._last_forced[key] = now
-            try:
-                value = self._fetch(arn, json_key)
-            except SecretUnavailable:
-                return False  # keep what we have; the caller answers with the original 401
-            changed = self._values.get(key, (0.0, None))[1] != value
-            self._values[key] = (now, value)
-            return changed
-
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-            self._last_forced.clear()
-        aws.reset()  # a fresh client for the next read (tests switch moto mocks)
-
-
-MANAGED_SECRETS = _ManagedSecrets()
+    try:
+        if not isinstance(raw, str) or not raw.endswith("Z") or "T" not in raw:
+            raise ValueError(raw)
+        return datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        raise ConfigurationError(
+            f"{where} is an ISO 8601 UTC time like 2026-12-03T15:00:00Z"
+        ) from None
 
 
 # --- providers ---------------------------------------------------------------------------
@@ -153,9 +113,11 @@ class Provider:
     # The URL the provider is told to call, for schemes that sign it (custom domains, stages).
     public_url: str | None = None
 
-    def secrets(self) -> list[str]:
+    def secrets(self, now: float | None = None) -> list[str]:
+        """The values of the secrets that have not expired at ``now`` (default: the time)."""
+        moment = time.time() if now is None else now
         values = []
-        for ref in self.secret_refs:
+        for ref in (r for r in self.secret_refs if r.active(moment)):
             if ref.kind == "value":
                 value = ref.ref
             elif ref.kind == "env":
@@ -195,17 +157,19 @@ class Provider:
 
     def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
         """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
+        if not any(ref.active(now) for ref in self.secret_refs):
+            raise AuthenticationFailed("every secret of the provider has expired")
         try:
             return self.scheme.verify(
-                delivery, self.secrets(), now=now, tolerance=self.tolerance_seconds
+                delivery, self.secrets(now), now=now, tolerance=self.tolerance_seconds
             )
         except SignatureMismatch:
-            managed = [r for r in self.secret_refs if r.kind == "secret_arn"]
+            managed = [r for r in self.secret_refs if r.kind == "secret_arn" and r.active(now)]
             refreshed = [MANAGED_SECRETS.force_refresh(r.ref, r.json_key) for r in managed]
             if not any(refreshed):
                 raise
         return self.scheme.verify(
-            delivery, self.secrets(), now=now, tolerance=self.tolerance_seconds
+            delivery, self.secrets(now), now=now, tolerance=self.tolerance_seconds
         )
 
 
