@@ -208,8 +208,14 @@ def test_remove_asks_first_and_keeps_the_rest(stack: Stack, cli: Any) -> None:
 def test_history_lists_who_did_what(stack: Stack, cli: Any) -> None:
     add_acme(cli)
     cli(*on_stack("remove", "acme", "--yes"))
+    everything = cli(*on_stack("history", "--json")).json()
+    assert [(e["action"], e["provider"]) for e in everything] == [
+        ("import", "stripe"),
+        ("add", "acme"),
+        ("remove", "acme"),
+    ]
     entries = cli(*on_stack("history", "acme", "--json")).json()
-    assert [e["action"] for e in entries] == ["import", "add", "remove"]
+    assert [e["action"] for e in entries] == ["add", "remove"]
     caller = boto3.client("sts", region_name=REGION).get_caller_identity()["Arn"]
     assert {e["by"] for e in entries} == {caller}
     assert entries[-1]["change"] == {"scheme": "hmac-sha256"}

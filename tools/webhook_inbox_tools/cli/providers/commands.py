@@ -258,7 +258,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     entries = store.read(target).document.history
     if args.name:
-        entries = [e for e in entries if e["provider"] in {args.name, "*"}]
+        entries = [e for e in entries if e["provider"] == args.name]
     if args.json:
         render.print_json(entries)
         return 0

@@ -90,10 +90,19 @@ def _expired(secret: dict[str, Any], now: datetime) -> bool:
 
 
 def imported_entries(target: Target, by: str, now: datetime) -> tuple[Providers, list[Any]]:
-    """ProvidersConfig's providers, and the history entry that records taking them over."""
+    """ProvidersConfig's providers, and one history entry per provider taken over from it."""
     providers = copy.deepcopy(target.deployed_config())
-    change = {"providers": sorted(providers), "from": "ProvidersConfig"}
-    return providers, [history_entry(by, "import", "*", change, now=now)]
+    entries = [
+        history_entry(
+            by,
+            "import",
+            name,
+            {"from": "ProvidersConfig", "scheme": provider.get("scheme")},
+            now=now,
+        )
+        for name, provider in sorted(providers.items())
+    ]
+    return providers, entries
 
 
 Change = Callable[[Providers, datetime], tuple[Providers, str, str, dict[str, Any]]]
@@ -120,9 +129,8 @@ def write(target: Target, change: Change, *, import_only: bool = False) -> Writt
         current, action, name, what = change(prune_expired(current, now), now)
         history.append(history_entry(by, action, name, what, now=now))
     document = RegistryDocument(current, history[-HISTORY_LIMIT:])
-    text = dump_document(document)
     try:
-        parse_document(text)  # refused here, before anything is written
+        text = dump_document(document)  # validates the whole document: refused before writing
     except ConfigurationError as exc:
         raise ProvidersError(f"refused, nothing was written: {exc}") from None
     target.secretsmanager.put_secret_value(SecretId=snapshot.arn, SecretString=text)
