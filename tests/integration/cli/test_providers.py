@@ -121,6 +121,7 @@ def test_add_imports_providers_config_then_adds_and_never_prints_the_secret(
     assert result.code == 0, result.err
     assert "imported ProvidersConfig first" in result.out
     assert "live within 60 seconds" in result.out
+    assert "someone else changed" not in result.err
     document = stack.document()
     assert set(document["providers"]) == {"stripe", "acme"}
     assert document["providers"]["stripe"] == DEPLOYED_CONFIG["providers"]["stripe"]
@@ -265,6 +266,41 @@ def test_a_stack_without_the_registry_output_is_told_to_deploy(stack: Stack, cli
     result = cli("list", "--stack", "old-stack", "--region", REGION)
     assert result.code == 2
     assert "ProvidersRegistryArn" in result.err
+
+
+def test_a_public_key_comes_from_its_file(stack: Stack, cli: Any, tmp_path: Path) -> None:
+    key = tmp_path / "discord.pub"
+    key.write_text("a" * 64 + "\n")
+    result = cli(
+        *on_stack("add", "chat", "--scheme", "discord", "--public-key-file", str(key)),
+        "--option",
+        "endpoint=webhook-events",
+    )
+    assert result.code == 0, result.err
+    (entry,) = stack.document()["providers"]["chat"]["secrets"]
+    assert entry["value"] == "a" * 64
+
+
+def test_a_write_that_races_another_says_so(
+    stack: Stack, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhook_inbox_tools.cli.providers import store
+
+    add_acme(cli)
+    real_caller_arn = store.caller_arn
+
+    def someone_else_writes_first(target: Any) -> str:
+        # Between this command's read and its write, another operator's write lands.
+        stack.secrets.put_secret_value(
+            SecretId=stack.registry_arn, SecretString=json.dumps(stack.document())
+        )
+        return real_caller_arn(target)
+
+    monkeypatch.setattr(store, "caller_arn", someone_else_writes_first)
+    result = cli(*on_stack("remove", "acme", "--yes"))
+    assert result.code == 0
+    assert "someone else changed the registry" in result.err
+    assert "providers history" in result.err
 
 
 # --- IAM: the documented needs are exactly the calls each command makes -------------------
