@@ -248,6 +248,24 @@ def test_list_shows_secrets_and_says_why_counts_are_missing(stack: Stack, cli: A
     assert any("per reason" in n for n in as_json["notes"])
 
 
+def test_list_counts_from_the_stacks_metrics(stack: Stack, cli: Any) -> None:
+    """What the template's metric filters publish: per provider and service (the stack)."""
+    add_acme(cli)
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    dimensions = [{"Name": "provider", "Value": "acme"}, {"Name": "service", "Value": STACK}]
+    for metric, value in (("Accepted", 3.0), ("Duplicate", 1.0)):
+        cloudwatch.put_metric_data(
+            Namespace="WebhookInbox",
+            MetricData=[{"MetricName": metric, "Dimensions": dimensions, "Value": value}],
+        )
+    listed = cli(*on_stack("list", "--json")).json()
+    acme = next(p for p in listed["providers"] if p["name"] == "acme")
+    assert (acme["accepted_24h"], acme["duplicates_24h"]) == (3, 1)
+    assert acme["last_delivery_at"] is not None
+    stripe = next(p for p in listed["providers"] if p["name"] == "stripe")
+    assert (stripe["accepted_24h"], stripe["last_delivery_at"]) == (0, None)
+
+
 def test_without_a_stack_or_a_dev_the_error_says_what_to_do(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, cli: Any
 ) -> None:

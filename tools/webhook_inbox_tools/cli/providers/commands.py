@@ -30,6 +30,11 @@ from webhook_inbox_tools.cli.providers.traffic import traffic
 # How soon a running ingest serves a change: its registry cache's refresh bound.
 REFRESH_BOUND_S = 60
 Command = Callable[[argparse.Namespace], int]
+COUNT_SOURCES = {
+    "database": "the inbox database",
+    "metrics": "the stack's CloudWatch metrics (the last delivery to 5 minutes)",
+    "none": "nowhere",
+}
 
 
 def aws_errors(command: Command) -> Command:
@@ -162,7 +167,7 @@ def _ages(secrets: list[dict[str, Any]], now: datetime) -> str:
     parts = []
     for secret in secrets:
         added = secret.get("added_at")
-        text = render.age(store.parse_iso(added), now=now) if added else "?"
+        text = render.age(store.parse_iso(added), now=now) if added else "-"
         if secret.get("expires_at"):
             text += f" (expires in {render.age(now, now=store.parse_iso(secret['expires_at']))})"
         parts.append(text)
@@ -218,7 +223,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             for r in rows
         ],
     )
-    print(f"counts over the last 24 hours, from the {report.source}")
+    print(f"counts over the last 24 hours, from {COUNT_SOURCES[report.source]}")
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     return 0

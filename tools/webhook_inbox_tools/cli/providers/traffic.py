@@ -116,7 +116,10 @@ def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
     ]
     if not queries:
         return report
-    end = datetime.now(UTC)
+    # Aligned to the period, as CloudWatch answers fastest, and past now so the current bucket
+    # (this minute's deliveries) is in.
+    now = datetime.now(UTC).timestamp()
+    end = datetime.fromtimestamp((now // PERIOD_S + 1) * PERIOD_S, UTC)
     results: list[dict[str, Any]] = []
     try:
         request: dict[str, Any] = {
