@@ -228,11 +228,12 @@ class PerThreadConnections:
         self.opened: list[Conn] = []
 
     def __call__(self, application_name: str = "webhook-inbox") -> Conn:
-        from webhook_inbox import db
+        from webhook_inbox import credentials, db
 
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
-            conn = db.connect(db.database_conninfo(), application_name=application_name)
+            conninfo = credentials.database_conninfo(db.settings())
+            conn = db.connect(conninfo, application_name=application_name)
             self._local.conn = conn
             with self._lock:
                 self.opened.append(conn)

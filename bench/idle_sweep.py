@@ -10,10 +10,8 @@ import contextlib
 import io
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import at_rest_prices as p
@@ -23,8 +21,6 @@ from tests import infra_support
 if TYPE_CHECKING:
     from bench.cost_at_rest import Deployment
 
-ROOT = Path(__file__).resolve().parent.parent
-SWEEPER_SOURCE = ROOT / "layers" / "shared" / "webhook_inbox" / "sweeper.py"
 REQUEST_ID = "8f507cfc-5c5a-4a2d-9d2b-6c1a3f0e9b21"  # a request id is 36 characters
 PEAK_RSS_MB = 60  # the sweeper's peak RSS in the cost run of 2026-12-01 (docs/benchmarks.md)
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40}
@@ -78,8 +74,11 @@ def billed_ms(memory_mb: int) -> int:
 
 
 def sweep_steps() -> list[str]:
-    """The steps ``Sweep.run`` loops over, in order (read from its source)."""
-    return re.findall(r'self\._loop\("(\w+)"', SWEEPER_SOURCE.read_text())
+    """The batched steps ``Sweep.run`` takes, in order: what an idle run reports as completed."""
+    from webhook_inbox.maintenance.context import BatchedStep
+    from webhook_inbox.sweeper import STEPS
+
+    return [step.name for step in STEPS if issubclass(step, BatchedStep)]
 
 
 @contextlib.contextmanager
@@ -103,7 +102,8 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
 
     from webhook_inbox import observability
     from webhook_inbox.backlog import BACKLOG_STATUSES, Backlog
-    from webhook_inbox.sweeper import SweepReport, emit_metrics
+    from webhook_inbox.maintenance.metrics import emit_metrics
+    from webhook_inbox.maintenance.report import SweepReport
 
     variables = {
         "POWERTOOLS_METRICS_NAMESPACE": env.get("POWERTOOLS_METRICS_NAMESPACE", ""),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook_inbox import aws, ingest, observability
+from webhook_inbox import aws, ingest, observability, provider_source
 
 logger = observability.lean_logger()
 
@@ -37,6 +37,7 @@ def reset_clients() -> None:
     """Forget the cached clients and settings (tests start a fresh moto mock per case)."""
     global _settings  # noqa: PLW0603
     _settings = None
+    provider_source.reset()
     aws.reset()
 
 
@@ -76,6 +77,14 @@ def observe(outcome: ingest.Outcome, context: Any) -> None:
     if troubled:
         fields["request_id"] = getattr(context, "aws_request_id", None)
     fields = {k: v for k, v in fields.items() if v is not None}
+    if outcome.providers_refresh_failed:
+        # Once per failed refresh (at most one per PROVIDERS_REFRESH_S): the
+        # ProvidersRefreshFailed metric filter counts it. The reason is a code, never the
+        # document.
+        logger.error(
+            "providers_refresh_failed",
+            extra={"service": logger.service, "reason": outcome.providers_refresh_failed},
+        )
     if troubled:
         logger.error(outcome.outcome, extra=fields)
     elif outcome.status >= 400:

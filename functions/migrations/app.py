@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import aws, custom_resource, db
+from webhook_inbox import aws, credentials, custom_resource, db
 from webhook_inbox.migrate import Limits, applied_versions, migrate
 
 logging.getLogger().setLevel(logging.INFO)
@@ -45,7 +45,8 @@ class MigrationRun:
         self._conn: psycopg.Connection[Any] | None = None
 
     def apply(self, properties: Mapping[str, Any]) -> dict[str, str]:
-        conn = db.connect(db.database_conninfo(), application_name="webhook-inbox-migrations")
+        conninfo = credentials.database_conninfo(db.settings())
+        conn = db.connect(conninfo, application_name="webhook-inbox-migrations")
         with self._lock:
             self._conn = conn
         try:

@@ -1,7 +1,8 @@
 """Sweeper Lambda entry point, run by an EventBridge schedule every minute.
 
-Thin on purpose: build the run from the environment, run it, report it. The steps, their batching
-and the time budget live in ``webhook_inbox.sweeper``.
+Thin on purpose: build the run from the environment, run it, report it. The run and the order of
+its steps live in ``webhook_inbox.sweeper``; each step, its batching and the time budget in
+``webhook_inbox.maintenance``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, db, observability, publishers
 from webhook_inbox.errors import SecretUnavailable, StoreError
+from webhook_inbox.maintenance.metrics import emit_metrics
 from webhook_inbox.publishers import Publisher
-from webhook_inbox.sweeper import Sweep, SweeperConfig, emit_metrics
+from webhook_inbox.sweeper import Sweep, SweeperConfig
 
 aws.use(aws.SWEEPER)
 logger = observability.lean_logger()

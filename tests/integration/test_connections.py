@@ -9,6 +9,7 @@ import pytest
 
 from webhook_inbox import db
 from webhook_inbox.errors import StoreUnavailable
+from webhook_inbox.store_errors import translate
 
 
 def test_connection_carries_the_configured_timeouts(
@@ -25,7 +26,11 @@ def test_a_slow_statement_is_cut_off_as_store_unavailable(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DB_STATEMENT_TIMEOUT_MS", "200")
-    with db.connect(database_url) as conn, pytest.raises(StoreUnavailable), db.translate():
+    with (
+        db.connect(database_url) as conn,
+        pytest.raises(StoreUnavailable),
+        translate(),
+    ):
         conn.execute("SELECT pg_sleep(5)")
 
 
@@ -36,7 +41,7 @@ def test_process_connection_is_reused_and_reopened_after_termination(
     assert db.get_connection() is first
     pid = first.info.backend_pid
     conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    with pytest.raises(StoreUnavailable), db.translate():
+    with pytest.raises(StoreUnavailable), translate():
         first.execute("SELECT 1")
     second = db.get_connection()
     assert second is not first
@@ -85,7 +90,7 @@ def test_a_repeatable_statement_on_a_dead_kept_connection_runs_once_more_on_a_fr
 
     def work(c: psycopg.Connection[Any]) -> int:
         calls.append(c.info.backend_pid)
-        with db.translate():
+        with translate():
             row = c.execute("SELECT 7").fetchone()
         assert row is not None
         return int(row[0])
@@ -101,7 +106,7 @@ def test_no_retry_when_the_statement_failed_but_the_connection_is_fine(database_
     def work(c: psycopg.Connection[Any]) -> None:
         nonlocal calls
         calls += 1
-        with db.translate():
+        with translate():
             c.execute("SET LOCAL statement_timeout = 100; SELECT pg_sleep(2)")
 
     db.get_connection()
@@ -123,7 +128,7 @@ def test_no_retry_inside_a_transaction_that_already_did_work(
     def work(c: psycopg.Connection[Any]) -> None:
         nonlocal calls
         calls += 1
-        with db.translate():
+        with translate():
             c.execute("SELECT 2")
 
     with pytest.raises(StoreUnavailable):
@@ -143,7 +148,7 @@ def test_no_retry_on_a_connection_that_never_answered(
     def work(c: psycopg.Connection[Any]) -> None:
         nonlocal calls
         calls += 1
-        with db.translate():
+        with translate():
             c.execute("SELECT 2")
 
     with pytest.raises(StoreUnavailable):
@@ -160,7 +165,7 @@ def test_no_retry_when_a_fresh_connection_fails(
         nonlocal calls
         calls += 1
         _terminate(conn, c)
-        with db.translate():
+        with translate():
             c.execute("SELECT 2")
 
     with pytest.raises(StoreUnavailable):

@@ -16,8 +16,8 @@ from tests.infra_support import PACKAGE_DIR, ROOT, serverless_functions
 from webhook_inbox import aws
 
 FUNCTIONS = serverless_functions()
-# The budget each entry point chooses (checked below against its app.py).
-BUDGET_OF = {
+# The call limits each entry point chooses (checked below against its app.py).
+LIMITS_OF = {
     "IngestFunction": "INGEST",
     "ProcessorFunction": "PROCESSOR",
     "SweeperFunction": "SWEEPER",
@@ -51,31 +51,31 @@ def test_no_runtime_module_but_aws_builds_a_boto3_client() -> None:
     assert builders == ["layers/shared/webhook_inbox/aws.py"]
 
 
-@pytest.mark.parametrize("name", sorted(BUDGET_OF))
-def test_each_function_chooses_a_budget_that_fits_its_timeout(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(LIMITS_OF))
+def test_each_function_chooses_call_limits_that_fit_its_timeout(name: str) -> None:
     app = ROOT / str(FUNCTIONS[name]["CodeUri"]) / "app.py"
-    assert f"aws.use(aws.{BUDGET_OF[name]})" in app.read_text()
-    budget = getattr(aws, BUDGET_OF[name])
+    assert f"aws.use(aws.{LIMITS_OF[name]})" in app.read_text()
+    limits = getattr(aws, LIMITS_OF[name])
     # Half the function's time at most: two calls on one request (a secret, then the
     # wake-up) must still leave the function time to answer.
-    assert budget.worst_case_s <= float(FUNCTIONS[name]["Timeout"]) / 2
+    assert limits.worst_case_s <= float(FUNCTIONS[name]["Timeout"]) / 2
 
 
 def test_ingest_calls_fail_within_seconds() -> None:
     assert aws.INGEST.worst_case_s <= 4.0
 
 
-@pytest.mark.parametrize("budget_name", [*sorted(set(BUDGET_OF.values())), "DEFAULT"])
+@pytest.mark.parametrize("limits_name", [*sorted(set(LIMITS_OF.values())), "DEFAULT"])
 @pytest.mark.parametrize("service", ["sqs", "secretsmanager", "rds", "events", "sns"])
-def test_every_client_carries_its_budget(budget_name: str, service: str) -> None:
-    budget = getattr(aws, budget_name)
-    aws.use(budget)
+def test_every_client_carries_its_call_limits(limits_name: str, service: str) -> None:
+    limits = getattr(aws, limits_name)
+    aws.use(limits)
     try:
         client = aws.client(service, region_name="us-east-1")
         config = client.meta.config
-        assert config.connect_timeout == budget.connect_timeout_s
-        assert config.read_timeout == budget.read_timeout_s
-        assert config.retries["total_max_attempts"] == budget.max_attempts  # first included
+        assert config.connect_timeout == limits.connect_timeout_s
+        assert config.read_timeout == limits.read_timeout_s
+        assert config.retries["total_max_attempts"] == limits.max_attempts  # first included
         assert config.retries["mode"] == "standard"
         assert aws.client(service, region_name="us-east-1") is client  # built once
     finally:

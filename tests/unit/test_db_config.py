@@ -6,7 +6,7 @@ import pytest
 from moto import mock_aws
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import db
+from webhook_inbox import credentials, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 
 SECRET = {
@@ -35,18 +35,18 @@ def secret_arn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_database_url_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/d")
     monkeypatch.setenv("DATABASE_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:1:secret:x")
-    assert db.database_conninfo() == "postgresql://u@h/d"
+    assert credentials.database_conninfo(db.settings()) == "postgresql://u@h/d"
 
 
 def test_nothing_configured_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("DATABASE_SECRET_ARN", raising=False)
     with pytest.raises(ConfigurationError, match="DATABASE_URL or DATABASE_SECRET_ARN"):
-        db.database_conninfo()
+        credentials.database_conninfo(db.settings())
 
 
 def test_rds_secret_becomes_a_conninfo_with_tls(secret_arn: str) -> None:
-    params = conninfo_to_dict(db.database_conninfo())
+    params = conninfo_to_dict(credentials.database_conninfo(db.settings()))
     assert params["user"] == "inbox_app"
     assert params["password"] == SECRET["password"]
     assert params["host"] == "proxy.example.internal"
@@ -55,25 +55,25 @@ def test_rds_secret_becomes_a_conninfo_with_tls(secret_arn: str) -> None:
 
 
 def test_secret_is_cached(secret_arn: str) -> None:
-    db.database_conninfo()
+    credentials.database_conninfo(db.settings())
     boto3.client("secretsmanager").delete_secret(
         SecretId=secret_arn, ForceDeleteWithoutRecovery=True
     )
-    assert conninfo_to_dict(db.database_conninfo())["user"] == "inbox_app"
+    assert conninfo_to_dict(credentials.database_conninfo(db.settings()))["user"] == "inbox_app"
 
 
 def test_iam_auth_replaces_the_password_with_a_token(
     secret_arn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DATABASE_IAM_AUTH", "true")
-    password = conninfo_to_dict(db.database_conninfo())["password"]
+    password = conninfo_to_dict(credentials.database_conninfo(db.settings()))["password"]
     assert password != SECRET["password"]
     assert "X-Amz-Signature" in password
 
 
 def test_secret_missing_fields_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="host"):
-        db.conninfo_from_rds_secret({"username": "u"})
+        credentials.conninfo_from_rds_secret({"username": "u"})
 
 
 def test_unreachable_database_is_store_unavailable_within_the_connect_timeout(
@@ -120,7 +120,7 @@ def test_rds_managed_secret_without_host_connects_where_the_deploy_says(
         monkeypatch.setenv("DATABASE_HOST", "db.example.internal")
         monkeypatch.setenv("DATABASE_PORT", "6432")
         monkeypatch.setenv("DATABASE_NAME", "inbox")
-        params = conninfo_to_dict(db.database_conninfo())
+        params = conninfo_to_dict(credentials.database_conninfo(db.settings()))
     db.reset_for_tests()
     assert (params["host"], params["port"], params["dbname"]) == (
         "db.example.internal",
@@ -135,5 +135,5 @@ def test_empty_location_variables_leave_the_secret_alone(
 ) -> None:
     for variable in ("DATABASE_HOST", "DATABASE_PORT", "DATABASE_NAME"):
         monkeypatch.setenv(variable, "")
-    params = conninfo_to_dict(db.database_conninfo())
+    params = conninfo_to_dict(credentials.database_conninfo(db.settings()))
     assert (params["host"], params["dbname"]) == ("proxy.example.internal", "inbox")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox.sweeper import Budget, SweeperConfig
+from webhook_inbox.maintenance.context import TimeBudget
+from webhook_inbox.sweeper import SweeperConfig
 
 QUEUE = {"PROCESSING_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}
 
@@ -44,9 +45,9 @@ def test_invalid_configuration_is_refused(environ: dict[str, str], message: str)
         SweeperConfig.from_env(environ)
 
 
-def test_budget_keeps_the_margin_and_accounts_for_the_next_batch() -> None:
+def test_time_budget_keeps_the_margin_and_accounts_for_the_next_batch() -> None:
     remaining = [25_000]
-    budget = Budget(lambda: remaining[0], margin_ms=10_000)
+    budget = TimeBudget(lambda: remaining[0], margin_ms=10_000)
     assert budget.allows()
     assert budget.allows(15_000)
     assert not budget.allows(15_001)

@@ -21,8 +21,8 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from webhook_inbox import aws, inbox, outbox
-from webhook_inbox.db import translated
 from webhook_inbox.queries import query
+from webhook_inbox.store_errors import translated
 
 OUTBOX_STATUSES = ("pending", "published", "dead")
 # Enough to page through any listing in a few round trips without holding large results.

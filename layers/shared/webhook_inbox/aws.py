@@ -1,10 +1,11 @@
 """The process's AWS clients and the one wake-up sender.
 
 botocore's defaults (60 s connect, 60 s read, several retries) outlast every function here, so
-each client gets the budget of the function it runs in: each entry point calls :func:`use` once
-with its :class:`Budget`, and every client the process builds afterwards (SQS, Secrets Manager,
-RDS tokens, EventBridge, SNS) carries it. Clients are built once per (service, region, endpoint)
-and reused across warm invocations; boto3's session creation is not thread-safe, hence the lock.
+each client gets the call limits of the function it runs in: each entry point calls :func:`use`
+once with its :class:`CallLimits`, and every client the process builds afterwards (SQS, Secrets
+Manager, RDS tokens, EventBridge, SNS) carries them. Clients are built once per (service, region,
+endpoint) and reused across warm invocations; boto3's session creation is not thread-safe, hence
+the lock.
 
 :func:`send_wakeups` is the only code that sends wake-ups to the processing queue: ingest, the
 processor's retries, the sweeper (``rewake``: ``{"ids": […]}``) and the operator's replay.
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # botocore is imported on the first send, not with this modul
 
 
 @dataclass(frozen=True)
-class Budget:
+class CallLimits:
     """How long one AWS call may take: per attempt, and how many attempts (botocore standard
     retry mode, first attempt included)."""
 
@@ -41,44 +42,55 @@ class Budget:
 
 # Ingest answers within its 8 s timeout even if Secrets Manager and SQS both hang on the same
 # request (a failed send after the commit is the sweeper's job, so one retry is enough).
-INGEST = Budget(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=2)
+INGEST = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=2)
+# Ingest's read of the providers registry: one attempt, since a failed refresh only keeps the
+# last good configuration serving until the next refresh interval.
+REGISTRY_REFRESH = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=1)
 # The processor (30 s) sends retry wake-ups after its commit; the leases cover a slow send.
-PROCESSOR = Budget(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
+PROCESSOR = CallLimits(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
 # The sweeper (55 s) stops on its own time budget and stops sending once SQS refuses.
-SWEEPER = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
+SWEEPER = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # The migrations custom resource (300 s) reads the database secret once.
-MIGRATIONS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
+MIGRATIONS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 # The database log groups custom resource (60 s) makes three CloudWatch Logs calls per group.
-LOG_GROUPS = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
+LOG_GROUPS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # The database protection custom resource (120 s) makes one or two RDS/CloudFormation calls.
-PROTECTION = Budget(connect_timeout_s=2.0, read_timeout_s=10.0, max_attempts=3)
+PROTECTION = CallLimits(connect_timeout_s=2.0, read_timeout_s=10.0, max_attempts=3)
 # Anything that did not choose (the operator's CLI, tests): bounded all the same.
-DEFAULT = Budget(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
+DEFAULT = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 
 _lock = threading.Lock()
-_budget = DEFAULT
-_clients: dict[tuple[str, Budget, str | None, str | None], Any] = {}
+_limits = DEFAULT
+_clients: dict[tuple[str, CallLimits, str | None, str | None], Any] = {}
 
 
-def use(budget: Budget) -> None:
-    """Set the process's budget (each entry point, once, at import)."""
-    global _budget  # noqa: PLW0603 - one budget per execution environment
+def use(limits: CallLimits) -> None:
+    """Set the process's call limits (each entry point, once, at import)."""
+    global _limits  # noqa: PLW0603 - one set of limits per execution environment
     with _lock:
-        _budget = budget
+        _limits = limits
 
 
-def client(service: str, *, region_name: str | None = None, endpoint_url: str | None = None) -> Any:
-    """The process's client for ``service``, built on first use with the process's budget."""
+def client(
+    service: str,
+    *,
+    region_name: str | None = None,
+    endpoint_url: str | None = None,
+    limits: CallLimits | None = None,
+) -> Any:
+    """The process's client for ``service``, built on first use with the process's call limits
+    (or ``limits``, for a call that must give up sooner than the process's)."""
     with _lock:
-        key = (service, _budget, region_name, endpoint_url)
+        chosen = limits or _limits
+        key = (service, chosen, region_name, endpoint_url)
         if key not in _clients:
             import boto3  # deferred: the ingest path pays for it only when it sends
             from botocore.config import Config
 
             config = Config(
-                connect_timeout=_budget.connect_timeout_s,
-                read_timeout=_budget.read_timeout_s,
-                retries={"total_max_attempts": _budget.max_attempts, "mode": "standard"},
+                connect_timeout=chosen.connect_timeout_s,
+                read_timeout=chosen.read_timeout_s,
+                retries={"total_max_attempts": chosen.max_attempts, "mode": "standard"},
             )
             _clients[key] = boto3.client(  # type: ignore[call-overload]
                 service, config=config, region_name=region_name, endpoint_url=endpoint_url

@@ -8,7 +8,7 @@ from typing import Any
 from psycopg import Connection
 
 from webhook_inbox import inbox, outbox
-from webhook_inbox.db import translated
+from webhook_inbox.store_errors import translated
 
 # The statuses whose size is a backlog; processed and ignored are history, not backlog.
 BACKLOG_STATUSES = ("received", "processing", "failed", "dead_letter")

@@ -1,8 +1,9 @@
 """The project's one exception hierarchy.
 
 Every error the library raises derives from :class:`WebhookInboxError`. Driver errors (psycopg)
-are translated into this hierarchy in exactly one place, :func:`webhook_inbox.db.translate`, and
-the hierarchy is mapped to HTTP answers / SQS outcomes in exactly one place per entry point.
+are translated into this hierarchy in exactly one place,
+:func:`webhook_inbox.store_errors.translate`, and the hierarchy is mapped to HTTP answers / SQS
+outcomes in exactly one place per entry point.
 """
 
 from __future__ import annotations
@@ -124,3 +125,13 @@ class SignatureMismatch(AuthenticationFailed):
 class SecretUnavailable(WebhookInboxError):
     """A secret (a provider's or the database's) could not be read from Secrets Manager: down,
     hanging, throttled, access denied, or missing. Retrying later may succeed."""
+
+
+class ProvidersUnavailable(SecretUnavailable):
+    """The providers registry could not be read and no earlier copy was ever loaded (a cold
+    start while Secrets Manager is unavailable, or the document is invalid).
+    ``refresh_failed`` is the reason code when the read that failed was this request's."""
+
+    def __init__(self, detail: str, *, refresh_failed: str | None = None) -> None:
+        super().__init__(detail)
+        self.refresh_failed = refresh_failed

@@ -37,9 +37,9 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from webhook_inbox import db
 from webhook_inbox.errors import TransactionControlError
 from webhook_inbox.queries import query
+from webhook_inbox.store_errors import translate, translated
 
 _REFUSED_CALL = re.compile(r"Explicit (commit|rollback)\(\) forbidden within a Transaction context")
 
@@ -102,7 +102,7 @@ class PipelineMarks:
 # --- the careful pass: every question answered as it is asked ------------------------------
 
 
-@db.translated
+@translated
 def batch_transaction(conn: psycopg.Connection[Any]) -> str:
     """The id of the transaction just begun (assigned now), for :func:`guarded`."""
     (xid,) = conn.execute(_q("batch_transaction")).fetchone() or ("",)
@@ -125,7 +125,7 @@ def guarded(conn: psycopg.Connection[Any], token: str, xid: str) -> Iterator[Cal
     def check() -> None:
         _check(conn, token, xid)
 
-    with db.translate():
+    with translate():
         conn.execute(_q("open_handler_savepoint"))
         conn.execute(_q("mark_handler_savepoint"), {"token": token})
     try:
@@ -153,7 +153,7 @@ def _check(conn: psycopg.Connection[Any], token: str, xid: str) -> bool:
         raise _taken(_how_it_ended(conn, xid))
     if status != TransactionStatus.INTRANS:
         return False
-    with db.translate():
+    with translate():
         row = conn.execute(_q("handler_guard_facts"), {"token": token, "xid": xid}).fetchone()
     savepoint_intact, same_transaction, ended_as = row or (False, False, None)
     if not same_transaction:
@@ -174,7 +174,7 @@ def _how_it_ended(conn: psycopg.Connection[Any], xid: str) -> str:
 
 
 def _end_savepoint(conn: psycopg.Connection[Any], *names: str, destroyed: str) -> None:
-    with db.translate():
+    with translate():
         try:
             for name in names:
                 conn.execute(_q(name))
@@ -182,14 +182,14 @@ def _end_savepoint(conn: psycopg.Connection[Any], *names: str, destroyed: str) -
             raise _taken(destroyed) from None
 
 
-@db.translated
+@translated
 def batch_status(conn: psycopg.Connection[Any], xid: str) -> str:
     """``committed``, ``aborted`` or ``in progress`` (prepared, or still open) for ``xid``."""
     row = conn.execute(_q("batch_status"), {"xid": xid}).fetchone()
     return str(row[0]) if row else "aborted"
 
 
-@db.translated
+@translated
 def settle(conn: psycopg.Connection[Any], xid: str) -> bool:
     """After the batch's transaction was abandoned: whether its work committed. A transaction a
     handler prepared is rolled back here, so its locks do not outlive the batch."""

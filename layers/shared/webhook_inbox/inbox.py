@@ -20,10 +20,10 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from webhook_inbox.db import translated
 from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
 from webhook_inbox.inbox_rows import ClaimResult, LeasedEvent, Leases, NewEvent, StatusSummary
 from webhook_inbox.queries import query
+from webhook_inbox.store_errors import translated
 
 # The row types live in inbox_rows (plain data); callers import them from here.
 __all__ = ["ClaimResult", "LeasedEvent", "Leases", "NewEvent", "StatusSummary"]

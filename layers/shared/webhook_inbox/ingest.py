@@ -25,12 +25,13 @@ from urllib.parse import urlencode
 
 from psycopg import Connection
 
-from webhook_inbox import aws, db, inbox
+from webhook_inbox import aws, db, deadlines, inbox, provider_source
 from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
     PayloadTooLarge,
+    ProvidersUnavailable,
     RequestRejected,
     SecretUnavailable,
     StoreConflict,
@@ -38,7 +39,7 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     UnknownProvider,
 )
-from webhook_inbox.providers import Registry, registry_for
+from webhook_inbox.providers import Registry
 from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -46,6 +47,8 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # this many wake-ups itself (ten SendMessageBatch calls); the sweeper sends the rest within a
 # sweep, so a large batch cannot run ingest out of its time.
 MAX_WAKEUPS_PER_DELIVERY = 100
+# A registry change is live within twice this (the command's own write, then one interval).
+DEFAULT_PROVIDERS_REFRESH_S = 30.0
 _PROVIDER_PATH = re.compile(r"/webhooks/([^/]+)/?$")
 
 # The clock, as a module attribute so tests can freeze it at a tolerance boundary.
@@ -71,6 +74,10 @@ class IngestSettings:
     queue_url: str = setting("PROCESSING_QUEUE_URL", "")
     providers_config: str = setting("PROVIDERS_CONFIG", "")
     providers_config_file: str = setting("PROVIDERS_CONFIG_FILE", "")
+    # The stack's providers registry secret (provider_source): when set, its document decides
+    # which providers are served, re-read once it is this many seconds old.
+    providers_registry_arn: str = setting("PROVIDERS_REGISTRY_ARN", "")
+    providers_refresh_s: float = setting("PROVIDERS_REFRESH_S", DEFAULT_PROVIDERS_REFRESH_S)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IngestSettings:
@@ -101,6 +108,9 @@ class Outcome:
     new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
+    # Set when this delivery's re-read of the providers registry failed: the reason code
+    # (an AWS error code, or "invalid_document") for the entry point's providers_refresh_failed.
+    providers_refresh_failed: str | None = None
 
     @property
     def status(self) -> int:
@@ -301,7 +311,7 @@ def _wake(
     if error:
         outcome.enqueue_failed, outcome.detail = True, f"enqueue failed: {error}"
     try:
-        with db.deadline(db.answer_deadline_s()):
+        with deadlines.deadline(db.answer_deadline_s(), db.current_connection):
             inbox.clear_enqueued(conn, unsent)
     except StoreError as exc:
         db.discard_connection()
@@ -325,7 +335,13 @@ def handle(
         configured = settings()
         provider_name, delivery = decode_event(event, configured.max_body_bytes)
         if providers is None:
-            providers = registry_for(configured.providers_config, configured.providers_config_file)
+            served = provider_source.serve(
+                configured.providers_registry_arn,
+                configured.providers_refresh_s,
+                configured.providers_config,
+                configured.providers_config_file,
+            )
+            providers, outcome.providers_refresh_failed = served.registry, served.refresh_failed
         provider = providers.get(provider_name)
         if provider is None:
             raise UnknownProvider("no such provider")
@@ -362,8 +378,10 @@ def handle(
         outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
     except SecretUnavailable as exc:
-        # A provider's secret or the database's: retrying later may succeed (503), and the
-        # metric is what the SecretUnavailable alarm watches.
+        if isinstance(exc, ProvidersUnavailable):
+            outcome.providers_refresh_failed = exc.refresh_failed
+        # A provider's secret, the providers registry or the database's: retrying later may
+        # succeed (503), and the metric is what the SecretUnavailable alarm watches.
         outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.reason, outcome.detail = "unavailable", "secret", str(exc)
     except StoreError as exc:

@@ -16,6 +16,7 @@ import psycopg
 
 from webhook_inbox import db, inbox, observability
 from webhook_inbox.inbox import LeasedEvent, Leases
+from webhook_inbox.store_errors import translate
 
 logger = observability.lean_logger()  # the process's one Powertools logger (same handler)
 
@@ -35,7 +36,7 @@ class ChunkLease:
 
 def connection() -> psycopg.Connection[Any]:
     conn = db.get_connection(application_name=APPLICATION_NAME)
-    with db.translate():
+    with translate():
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()  # a previous invocation was cut short inside a transaction
         # A lone statement commits by itself (no BEGIN/COMMIT round trips); the batch opens its
@@ -73,7 +74,7 @@ def lease_chunk(
     not_leased = [row_id for row_id in row_ids if row_id not in taken]
     skipped, unknown = set[int](), 0
     if not_leased:
-        with db.translate():
+        with translate():
             skipped, unknown = _report_not_leased(conn, not_leased)
     return ChunkLease(leased, dead, skipped, unknown)
 

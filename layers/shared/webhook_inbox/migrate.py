@@ -33,8 +33,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from webhook_inbox.db import translate
 from webhook_inbox.errors import MigrationError
+from webhook_inbox.store_errors import translate
 
 # Arbitrary constant shared by every runner: the advisory lock's key ("webhook-inbox").
 _LOCK_KEY = 0x7765_6268_6F6F_6B

@@ -11,9 +11,9 @@ from psycopg import Connection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from webhook_inbox.db import translated
 from webhook_inbox.errors import StoreError
 from webhook_inbox.queries import query
+from webhook_inbox.store_errors import translated
 
 
 def _q(name: str) -> Any:

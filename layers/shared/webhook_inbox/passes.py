@@ -50,7 +50,7 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import db, handler_guard, handlers, inbox
+from webhook_inbox import handler_guard, handlers, inbox
 from webhook_inbox.backoff import backoff_delay
 from webhook_inbox.config import load, setting
 from webhook_inbox.errors import (
@@ -61,6 +61,7 @@ from webhook_inbox.errors import (
 )
 from webhook_inbox.handler_guard import TransactionTaken
 from webhook_inbox.inbox import LeasedEvent
+from webhook_inbox.store_errors import translate
 
 # Do not start another event's handler with less time than this left; its lease covers it.
 STOP_MARGIN_MS = 2000
@@ -129,7 +130,7 @@ def fast(
         # conn.transaction(), not a raw BEGIN: psycopg then refuses a handler's commit() or
         # rollback() (which would end the batch's transaction under the later events), and the
         # handler raises as it does in the careful pass's savepoint.
-        with db.translate(), conn.transaction(), conn.pipeline() as pipeline:
+        with translate(), conn.transaction(), conn.pipeline() as pipeline:
             batch_xid = handler_guard.ask_batch_transaction(conn)  # read only on giving up
             results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
     except _GiveUp as give_up:
@@ -175,7 +176,7 @@ def _run_handler(
     if handler is None:
         return EventResult(event, "ignored")  # marked with the others in _mark
     started = time.perf_counter()
-    with db.translate():  # handlers may use the connection directly
+    with translate():  # handlers may use the connection directly
         # Sent without waiting: adds this handler's token to the transaction-local list. A handler
         # that ended or rewound the transaction loses the list, and the check after the last
         # handler fails at the next wait.
@@ -239,7 +240,7 @@ def careful(
         done: list[EventResult] = []
         xid = ""
         try:
-            with db.translate(), conn.transaction():
+            with translate(), conn.transaction():
                 xid = handler_guard.batch_transaction(conn)
                 for event in pending:
                     if remaining_ms() < STOP_MARGIN_MS:
@@ -319,7 +320,7 @@ def _handle(
             # A savepoint: rolls back this event only. The check right after the handler
             # raises TransactionTaken before anything is marked in a transaction it ended.
             with handler_guard.guarded(conn, str(event.id), xid) as check:
-                with db.translate():
+                with translate():
                     handler(conn, event)
                 check()
                 latency = inbox.mark_processed(conn, event.id, owner=owner)

@@ -50,7 +50,7 @@ import psycopg
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, db, inbox, leasing, observability, passes
+from webhook_inbox import aws, db, deadlines, inbox, leasing, observability, passes
 from webhook_inbox.errors import (
     StoreError,
 )
@@ -155,9 +155,9 @@ def process_messages(
         return BatchOutcome([], [])
 
     # A database that stops answering must not keep the batch past the invocation's end: SQS
-    # would see a timeout instead of the batch handed back (db.deadline cuts the connection).
+    # would see a timeout instead of the batch handed back (deadlines.deadline cuts the connection).
     answer_within_s = max(remaining_ms() / 1000 - ANSWER_MARGIN_S, MIN_DEADLINE_S)
-    with db.deadline(answer_within_s):
+    with deadlines.deadline(answer_within_s, db.current_connection):
         redeliver_rows, results = _process_in_chunks(
             sorted({row_id for row_ids in row_ids_of.values() for row_id in row_ids}),
             owner=owner,

@@ -47,7 +47,7 @@ from tests.integration.infra.test_invoke_command import (
 )
 from tests.support import EVENTS_DIR
 from tests.unit.infra.test_template_consistency import LOCAL_ONLY_ENV
-from webhook_inbox import db
+from webhook_inbox import credentials
 from webhook_inbox_tools.dev.reaper import stop_postgres
 
 __all__ = ["made_build"]  # a fixture the build fixture below asks for by name
@@ -156,7 +156,7 @@ def test_its_values_reach_the_running_stack(dev_stack: DevStack) -> None:
                 SecretId=variables["DATABASE_SECRET_ARN"]
             )["SecretString"]
         )
-        conninfo = db.conninfo_from_rds_secret(secret)
+        conninfo = credentials.conninfo_from_rds_secret(secret)
         with psycopg.connect(conninfo) as conn:  # TCP, with the secret's password
             system, over_tcp = conn.execute(
                 "SELECT (SELECT system_identifier FROM pg_control_system()),"
@@ -184,7 +184,7 @@ def test_postgresql_over_tcp_wants_the_password(dev_stack: DevStack) -> None:
     )
 
     with pytest.raises(psycopg.OperationalError, match="password"):
-        psycopg.connect(db.conninfo_from_rds_secret({**secret, "password": "wrong"}))
+        psycopg.connect(credentials.conninfo_from_rds_secret({**secret, "password": "wrong"}))
     assert secret["password"]
 
 

@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from tests.ingest_support import SHAPES, sample_config_text
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, ingest, providers
+from webhook_inbox import credentials, db, ingest, providers
 
 # Extra providers the tests need beside the shipped sample ones.
 ROTATING_SECRETS = ("whsec_new_rotation_secret", "whsec_old_rotation_secret")
@@ -169,7 +169,8 @@ def connection_per_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
 
     def per_thread_connection(application_name: str = "webhook-inbox") -> Any:
         if getattr(local, "conn", None) is None:
-            local.conn = db.connect(db.database_conninfo(), application_name=application_name)
+            conninfo = credentials.database_conninfo(db.settings())
+            local.conn = db.connect(conninfo, application_name=application_name)
             with opened_lock:
                 opened.append(local.conn)
         return local.conn

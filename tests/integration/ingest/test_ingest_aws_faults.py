@@ -61,7 +61,8 @@ def server_harness(
     monkeypatch.delenv("PROVIDERS_CONFIG_FILE", raising=False)
     now = int(time.time())
     monkeypatch.setattr(ingest, "current_time", lambda: float(now))
-    # The ingest entry point chooses this budget at import; another test may have changed it.
+    # The ingest entry point chooses these call limits at import; another test may have changed
+    # them.
     aws.use(aws.INGEST)
     providers.reset_for_tests()
     ingest_app.reset_clients()

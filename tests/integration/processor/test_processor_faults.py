@@ -73,7 +73,7 @@ def processor_on_moto_server(
     sqs = boto3.client("sqs", endpoint_url=moto_endpoint.url)
     monkeypatch.setenv("PROCESSING_QUEUE_URL", sqs.create_queue(QueueName="retries")["QueueUrl"])
     monkeypatch.setenv("RETRY_BASE_SECONDS", "5")
-    module = load_function("processor")  # chooses the processor's AWS budget
+    module = load_function("processor")  # chooses the processor's AWS call limits
     yield module
     aws.use(aws.DEFAULT)
     aws.reset()

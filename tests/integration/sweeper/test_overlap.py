@@ -20,8 +20,9 @@ from tests.integration.sweeper.conftest import (
 )
 from tests.support import FakeLambdaContext
 from webhook_inbox import db
+from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.publishers import EventBridgePublisher
-from webhook_inbox.sweeper import Sweep, SweepReport
+from webhook_inbox.sweeper import Sweep
 
 
 def test_two_overlapping_sweeps_send_and_publish_each_row_exactly_once(

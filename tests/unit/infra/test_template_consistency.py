@@ -248,8 +248,8 @@ def required_actions(name: str) -> set[str]:
 def test_every_aws_call_in_the_code_is_allowed_by_the_functions_policy(name: str) -> None:
     required = required_actions(name)
     if reaches_the_database(name) and not placeholder(name):
-        # A function that reaches the database does so through db.py, which reads its secret:
-        # proof that the scan follows the function's imports into the layer.
+        # A function that reaches the database does so through db.py, whose credentials module
+        # reads its secret: proof that the scan follows the function's imports into the layer.
         assert "secretsmanager:GetSecretValue" in required
     assert required or placeholder(name), f"{name}: the scan found no AWS call at all"
     missing = required - policy_actions(FUNCTIONS[name])

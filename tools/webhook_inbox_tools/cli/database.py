@@ -10,7 +10,7 @@ from typing import Any
 from psycopg import Connection, ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import db
+from webhook_inbox import credentials, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
 from webhook_inbox.migrate import applied_versions, available_migrations
 from webhook_inbox_tools.cli.params import mask_conninfo
@@ -48,7 +48,8 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        return db.database_conninfo(), f"the secret {os.environ['DATABASE_SECRET_ARN']}"
+        conninfo = credentials.database_conninfo(db.settings())
+        return conninfo, f"the secret {os.environ['DATABASE_SECRET_ARN']}"
     except (BotoCoreError, ClientError) as exc:
         raise ConfigurationError(
             f"cannot read the database secret {os.environ['DATABASE_SECRET_ARN']}: {exc}"

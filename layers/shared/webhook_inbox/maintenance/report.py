@@ -1,0 +1,44 @@
+"""What one sweeper run did: the fields of its one summary log line, filled in by the steps."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from webhook_inbox.backlog import Backlog
+
+MAX_REPORTED_ERRORS = 5
+
+
+@dataclass
+class SweepReport:
+    leases_expired: int = 0
+    leases_dead_lettered: int = 0
+    reenqueued: int = 0
+    rewoken: int = 0  # stale rows re-woken (packed, up to 25 per message)
+    enqueue_failed: int = 0
+    outbox_published: int = 0
+    outbox_retried: int = 0
+    outbox_dead: int = 0
+    outbox_released: int = 0
+    payloads_purged: int = 0
+    events_deleted: int = 0
+    outbox_deleted: int = 0
+    completed_steps: list[str] = field(default_factory=list)
+    # The first step that ran out of time (None: every step finished its work).
+    stopped_early_at: str | None = None
+    backlog: Backlog | None = None
+    duration_ms: int = 0
+    # A few distinct AWS error texts (codes and AWS's messages; never ids or payloads).
+    errors: list[str] = field(default_factory=list)
+
+    def note_error(self, step: str, text: str) -> None:
+        entry = f"{step}: {text}"[:300]
+        if entry not in self.errors and len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(entry)
+
+    def as_log(self) -> dict[str, Any]:
+        """The one summary log line: counts and step names only, never ids or payloads."""
+        fields = asdict(self)
+        fields["backlog"] = asdict(self.backlog) if self.backlog else None
+        return fields

@@ -1,0 +1,74 @@
+"""The one mapping of the driver's errors onto our hierarchy (``errors.py``).
+
+Every database call that can fail runs inside :func:`translate` (or a :func:`translated`
+function), so its callers see ``StoreError`` and its kinds, never psycopg's classes; no other
+module turns a driver error into one of ours.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from webhook_inbox.errors import (
+    StoreConflict,
+    StoreCredentialsRejected,
+    StoreError,
+    StoreLockTimeout,
+    StoreUnavailable,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# libpq reports a refused login as text only (no SQLSTATE reaches the client for a failed
+# startup): 28P01 "password authentication failed", 28000 "role … is not permitted to log in" /
+# "role … does not exist", and IAM authentication's "PAM authentication failed".
+_CREDENTIALS_REJECTED = re.compile(
+    r"password authentication failed|PAM authentication failed|"
+    r'role ".*" (?:is not permitted to log in|does not exist)'
+)
+
+
+@contextmanager
+def translate() -> Iterator[None]:
+    """Map psycopg errors onto the project's hierarchy. The only place that knows psycopg's."""
+    try:
+        yield
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise StoreConflict(type(exc).__name__) from exc
+    except pg_errors.LockNotAvailable as exc:
+        raise StoreLockTimeout(type(exc).__name__) from exc
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
+            raise StoreCredentialsRejected(type(exc).__name__) from exc
+        # Connection refused/lost, admin shutdown, statement timeout (QueryCanceled is an
+        # OperationalError): all transient from the caller's point of view.
+        raise StoreUnavailable(type(exc).__name__) from exc
+    except psycopg.InterfaceError as exc:  # a connection closed or broken on our side
+        raise StoreUnavailable(type(exc).__name__) from exc
+    except psycopg.Error as exc:
+        if exc.sqlstate is None:
+            # Refused by psycopg itself (a handler's commit() inside the batch's transaction):
+            # its own words, which hold no data, say more than "None".
+            lines = str(exc).strip().splitlines() or [""]
+            raise StoreError(f"{type(exc).__name__}: {lines[0][:200]}") from exc
+        # A server error's message may quote data (a key's value): only its SQLSTATE.
+        raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
+
+
+def translated(func: Callable[P, R]) -> Callable[P, R]:
+    """Decorator form of :func:`translate` for data-layer functions."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with translate():
+            return func(*args, **kwargs)
+
+    return wrapper
