@@ -266,6 +266,14 @@ def test_list_counts_from_the_stacks_metrics(stack: Stack, cli: Any) -> None:
     assert (stripe["accepted_24h"], stripe["last_delivery_at"]) == (0, None)
 
 
+def test_a_database_out_of_reach_falls_back_to_the_metrics(stack: Stack, cli: Any) -> None:
+    add_acme(cli)
+    unreachable = "postgresql://inbox@127.0.0.1:1/inbox?connect_timeout=2"
+    listed = cli(*on_stack("list", "--json", "--database-url", unreachable)).json()
+    assert listed["counts_from"] == "metrics"
+    assert any(n.startswith("no traffic counts: the database") for n in listed["notes"])
+
+
 def test_without_a_stack_or_a_dev_the_error_says_what_to_do(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, cli: Any
 ) -> None:

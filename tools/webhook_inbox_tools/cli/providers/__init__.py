@@ -19,7 +19,6 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from webhook_inbox_tools.cli.database import add_database_option
 from webhook_inbox_tools.cli.params import positive_int, provider_name
 from webhook_inbox_tools.cli.providers import commands
 from webhook_inbox_tools.cli.providers.target import add_target_options
@@ -111,7 +110,12 @@ def add_commands(sub: Any) -> None:
         "accepted and duplicate deliveries of the last 24 hours and the last delivery's time "
         "(from the database when one is reachable, else the stack's CloudWatch metrics).",
     )
-    add_database_option(p)
+    p.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the inbox database to count deliveries in (default: $DATABASE_URL, else the "
+        "running dev's; without one, or out of reach: the stack's CloudWatch metrics)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(func=commands.cmd_list)
 

@@ -3,7 +3,8 @@
 Two sources, the first one available wins:
 
 - the inbox database (``--database-url``, ``DATABASE_URL``, or the running dev's): events first
-  received in the window (accepted), repeat deliveries (duplicates) and the latest delivery;
+  received in the window (accepted), repeat deliveries (duplicates) and the latest delivery
+  (when it cannot be reached, the metrics below count instead);
 - a deployed stack's CloudWatch metrics (namespace WebhookInbox, ``Accepted`` and ``Duplicate``
   per ``provider`` and ``service`` = the stack), one GetMetricData call.
 
@@ -62,7 +63,13 @@ def _database_url(args: argparse.Namespace, target: Target) -> str | None:
 def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> TrafficReport:
     url = _database_url(args, target)
     if url:
-        return _from_database(url, names)
+        report = _from_database(url, names)
+        if report.by_provider or not target.stack_name:
+            return report
+        # The database is configured but out of reach: the stack's metrics still count.
+        fallback = _from_metrics(target, names)
+        fallback.notes = [*report.notes, *fallback.notes]
+        return fallback
     if target.stack_name:
         return _from_metrics(target, names)
     return TrafficReport("none", notes=["no traffic counts: no database and no stack"])
