@@ -177,8 +177,11 @@ def render(sets: dict[str, SetBill]) -> str:
         f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
         " per million messages your handlers emit), interface endpoints' data processing"
         " where the set has endpoints, KMS and Secrets Manager requests at cold starts (within"
-        " their free tiers at these volumes), and a larger database class that 100 M webhooks"
-        " a month (38 a second on average) may need.",
+        " their free tiers at these volumes), the providers registry's re-read while ingest is"
+        " warm (one GetSecretValue and the KMS Decrypt behind it per warm execution environment"
+        " every 30 s: at most 86,400 of each a month, $0.69, for an environment warm all month;"
+        " nothing at rest), and a larger database class that 100 M webhooks a month (38 a"
+        " second on average) may need.",
         "",
         "### Prices and estimates",
         "",

@@ -194,8 +194,14 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "ingest answers 503: the database": [("ingest", lasting("ingest_503_store"))],
     "a secret cannot be read (ingest, processor, sweeper)": [
         ("ingest", lasting("ingest_secret")),
+        # A new execution environment that never read the providers registry: 503s.
+        ("ingest", lasting("ingest_registry_cold")),
         ("processor", lasting("processor_secret", replaces="processor")),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
+    ],
+    # Warm environments keep their last good providers, one failed re-read per 30 s each.
+    "ingest cannot re-read the providers registry": [
+        ("ingest", lasting("ingest_registry_refresh_failed", 2))
     ],
     "ingest raises": [("ingest", raising("ingest"))],
     "the processor raises": [("processor", raising("processor"))],

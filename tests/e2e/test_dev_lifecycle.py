@@ -35,7 +35,8 @@ from tests.e2e.dev_support import (
 )
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
-from webhook_inbox import providers
+from webhook_inbox import provider_registry, providers
+from webhook_inbox_tools.dev.env_file import running_dev_environment
 from webhook_inbox_tools.dev.reaper import stop_postgres
 
 SAMPLE = ROOT / "events" / "providers.local.json"
@@ -295,9 +296,50 @@ def test_operator_commands_from_another_shell_use_the_written_environment(
         operators = conn.execute("SELECT action, operator FROM operator_actions").fetchall()
     assert operators == [("replay", f"{pwd.getpwuid(os.getuid()).pw_name}@{socket.gethostname()}")]
 
+    _a_provider_written_to_the_registry_is_served(env_file, port)
+
     os.killpg(dev.proc.pid, signal.SIGTERM)
     assert dev.proc.wait(timeout=STOP_WITHIN_S) == 0
     assert not env_file.exists()  # a stale environment would point at a stack that is gone
+
+
+def _a_provider_written_to_the_registry_is_served(env_file: Path, port: int) -> None:
+    """The env file names dev's providers registry and the moto holding it (what the
+    `providers` commands use); a document written there is served by dev's ingest within its
+    short refresh, and from then on the registry alone decides (the providers file no longer)."""
+    import boto3
+
+    written = running_dev_environment(env_file)
+    secrets = boto3.client(
+        "secretsmanager",
+        endpoint_url=written["AWS_ENDPOINT_URL"],
+        region_name=written["AWS_REGION"],
+        aws_access_key_id=written["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=written["AWS_SECRET_ACCESS_KEY"],
+    )
+    arn = written["PROVIDERS_REGISTRY_ARN"]
+    initial = secrets.get_secret_value(SecretId=arn)["SecretString"]
+    assert provider_registry.parse_document(initial).providers is None
+    spec = {
+        "scheme": "hmac-sha256",
+        "secrets": [{"value": "registry-secret-0123456789"}],
+        "options": {"signature_header": "X-Acme-Signature"},
+    }
+    document = provider_registry.RegistryDocument({"acme-live": spec}, [])
+    secrets.put_secret_value(SecretId=arn, SecretString=provider_registry.dump_document(document))
+    signer = providers.parse_config({"providers": {"acme-live": spec}})["acme-live"]
+    body = json.dumps({"id": f"evt_{uuid.uuid4().hex[:12]}", "type": "t"}).encode()
+    headers = providers.sign_delivery(signer, body).headers
+    url = f"http://127.0.0.1:{port}/webhooks/acme-live"
+    wait_until(lambda: post(url, headers, body) == 202, 10, "the registry's provider accepted")
+    stripe_headers, stripe_body = _stripe_delivery()
+    stripe_url = f"http://127.0.0.1:{port}/webhooks/stripe"
+    # Each of dev's ingest processes refreshes on its own second: wait for them all.
+    wait_until(
+        lambda: all(post(stripe_url, stripe_headers, stripe_body) == 404 for _ in range(8)),
+        10,
+        "the providers file no longer served",
+    )
 
 
 def test_help_shows_every_default() -> None:

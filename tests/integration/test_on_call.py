@@ -62,6 +62,8 @@ from webhook_inbox import (
     ingest,
     observability,
     processing,
+    provider_registry,
+    provider_source,
     providers,
     publishers,
 )
@@ -213,8 +215,38 @@ def runs(
                 found["sweeper_secret"] = sweep()
             db.reset_for_tests()
             providers.reset_for_tests()
+            found.update(_registry_unreadable(monkeypatch, ingest_app, deliver, delivery))
     finally:
         handler.setStream(previous)
+    return found
+
+
+def _registry_unreadable(
+    monkeypatch: pytest.MonkeyPatch,
+    ingest_app: Any,
+    deliver: Callable[[dict[str, Any]], Run],
+    delivery: Callable[[], dict[str, Any]],
+) -> dict[str, Run]:
+    """Ingest with a providers registry (not in use yet: the providers file serves) that
+    disappears: a warm environment keeps serving and logs the failed re-read, a new one
+    answers 503."""
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    arn = secrets.create_secret(
+        Name="ProvidersRegistry-onCall", SecretString=provider_registry.INITIAL_TEXT
+    )["ARN"]
+    now = [0.0]
+    found = {}
+    with monkeypatch.context() as patch:
+        patch.setenv("PROVIDERS_REGISTRY_ARN", arn)
+        patch.setattr(provider_source, "clock", lambda: now[0])
+        ingest_app.reset_clients()
+        deliver(delivery())  # warm: the registry read once
+        secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+        now[0] += ingest.DEFAULT_PROVIDERS_REFRESH_S
+        found["ingest_registry_refresh_failed"] = deliver(delivery())
+        ingest_app.reset_clients()  # a new execution environment
+        found["ingest_registry_cold"] = deliver(delivery())
+    ingest_app.reset_clients()
     return found
 
 

@@ -85,13 +85,20 @@ def test_the_operator_environment_names_what_dev_serves(
 
     from webhook_inbox_tools.cli.dev import operator_environment
 
+    registry = "arn:aws:secretsmanager:us-east-1:123456789012:secret:reg-AbCdEf"
     stack: Any = SimpleNamespace(
-        database_url="postgresql://x", queue_url="http://q", aws_env=lambda: {"AWS_REGION": "r"}
+        database_url="postgresql://x",
+        queue_url="http://q",
+        providers_registry_arn=registry,
+        aws_env=lambda: {"AWS_REGION": "r", "AWS_ENDPOINT_URL": "http://127.0.0.1:5000"},
     )
     config = tmp_path / "providers.json"
     env = operator_environment(stack, "http://127.0.0.1:3000", config)
     assert env["PROVIDERS_CONFIG_FILE"] == str(config)
     assert env["WEBHOOK_INBOX_URL"] == "http://127.0.0.1:3000"
+    # The providers commands find dev's registry, and the moto that holds it.
+    assert env["PROVIDERS_REGISTRY_ARN"] == registry
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:5000"
     monkeypatch.setenv("PROVIDERS_CONFIG", '{"providers": {}}')
     assert operator_environment(stack, "u", None)["PROVIDERS_CONFIG"] == '{"providers": {}}'
     monkeypatch.delenv("PROVIDERS_CONFIG")

@@ -18,6 +18,7 @@ STACK = sam_env.LocalStack(
     bus_name="webhook-inbox-dev",
     database_secret_arn="arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf",
     providers_config='{"providers": {}}',
+    providers_registry_arn="arn:aws:secretsmanager:us-east-1:123456789012:secret:reg-AbCdEf",
 )
 ENV_FILE = Path("/work/env.json")
 
@@ -37,6 +38,7 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
         "DatabaseProtectionFunction",
     }
     assert document["ProcessorFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
+    assert document["IngestFunction"]["PROVIDERS_REGISTRY_ARN"] == STACK.providers_registry_arn
     assert document["ProcessorFunction"]["MAX_ATTEMPTS"] == "8"  # the parameter's default
     assert document["MigrationsFunction"]["DB_STATEMENT_TIMEOUT_MS"] == "240000"  # its own
     assert document["SweeperFunction"]["AWS_ENDPOINT_URL"] == STACK.endpoint

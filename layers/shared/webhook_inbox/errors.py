@@ -128,10 +128,5 @@ class SecretUnavailable(WebhookInboxError):
 
 
 class ProvidersUnavailable(SecretUnavailable):
-    """The providers registry could not be read and no earlier copy was ever loaded (a cold
-    start while Secrets Manager is unavailable, or the document is invalid).
-    ``refresh_failed`` is the reason code when the read that failed was this request's."""
-
-    def __init__(self, detail: str, *, refresh_failed: str | None = None) -> None:
-        super().__init__(detail)
-        self.refresh_failed = refresh_failed
+    """The providers registry could not be read (or its document is invalid) and no earlier
+    copy was ever loaded: a cold start while Secrets Manager is unavailable."""

@@ -31,7 +31,6 @@ from webhook_inbox.errors import (
     ConfigurationError,
     InvalidPayload,
     PayloadTooLarge,
-    ProvidersUnavailable,
     RequestRejected,
     SecretUnavailable,
     StoreConflict,
@@ -378,8 +377,6 @@ def handle(
         outcome.reply = _GENERIC_BODIES[503]
         outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
     except SecretUnavailable as exc:
-        if isinstance(exc, ProvidersUnavailable):
-            outcome.providers_refresh_failed = exc.refresh_failed
         # A provider's secret, the providers registry or the database's: retrying later may
         # succeed (503), and the metric is what the SecretUnavailable alarm watches.
         outcome.reply = _GENERIC_BODIES[503]

@@ -8,7 +8,8 @@ only one on the request that makes it, with one attempt of ingest's per-call tim
 (:data:`aws.REGISTRY_REFRESH`): a failed refresh costs nothing but a log line, because the last
 good configuration keeps serving, and the next read is a refresh interval later (backing off
 per interval, not per request). Without a last good configuration (a cold start while the
-registry cannot be read) the delivery is a retriable 503, as for any secret that cannot be read.
+registry cannot be read) the delivery is a retriable 503, as for any secret that cannot be read,
+and that 503 is what is counted (no ``providers_refresh_failed`` line: nothing is kept serving).
 """
 
 from __future__ import annotations
@@ -64,9 +65,10 @@ class RegistrySource:
                 self._next_read_at = now + self._refresh_s
                 failed = self._refresh()
             if not self._loaded:
+                # The delivery's 503 is the signal (SecretUnavailable), not a refresh failure:
+                # there is no configuration to keep serving.
                 raise ProvidersUnavailable(
-                    f"cannot read the providers registry: {self._last_failure}",
-                    refresh_failed=failed,
+                    f"cannot read the providers registry: {self._last_failure}"
                 )
             registry = self._fallback() if self._registry is None else self._registry
             return Served(registry, failed)

@@ -181,7 +181,11 @@ def services(
         json.dumps(
             {
                 "Parameters": {"PROCESSING_QUEUE_URL": queue_url, "OUTBOX_EVENT_BUS_NAME": bus},
-                "IngestFunction": {"PROVIDERS_CONFIG": (EVENTS_DIR / SAMPLE_PROVIDERS).read_text()},
+                "IngestFunction": {
+                    "PROVIDERS_CONFIG": (EVENTS_DIR / SAMPLE_PROVIDERS).read_text(),
+                    # No providers registry: PROVIDERS_CONFIG serves, as on a stack not using it.
+                    "PROVIDERS_REGISTRY_ARN": "",
+                },
             }
         )
     )

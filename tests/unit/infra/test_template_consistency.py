@@ -84,7 +84,7 @@ IAM_ACTION_OF_API = {
 METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "StoreUnavailable", "SecretUnavailable",
-        "EnqueueFailed", "InternalErrors",
+        "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency",

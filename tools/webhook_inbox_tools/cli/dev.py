@@ -138,11 +138,13 @@ def _validity(provider: providers.Provider) -> str:
 def operator_environment(
     stack: DevStack, base_url: str, providers_file: Path | None
 ) -> dict[str, str]:
-    """What `status`, `events`, `replay` and `outbox` need to act on this stack, and what
-    `trigger`, `sign` and `send` need to sign for the providers it serves and reach it."""
+    """What `status`, `events`, `replay` and `outbox` need to act on this stack, what
+    `trigger`, `sign` and `send` need to sign for the providers it serves and reach it, and the
+    providers registry (in the stack's moto, AWS_ENDPOINT_URL) the `providers` commands change."""
     env = {
         "DATABASE_URL": stack.database_url,
         "PROCESSING_QUEUE_URL": stack.queue_url,
+        "PROVIDERS_REGISTRY_ARN": stack.providers_registry_arn,
         **stack.aws_env(),
         URL_VARIABLE: base_url,
     }

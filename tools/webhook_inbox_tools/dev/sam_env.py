@@ -51,6 +51,7 @@ class LocalStack:
     bus_name: str
     database_secret_arn: str
     providers_config: str  # a PROVIDERS_CONFIG document
+    providers_registry_arn: str  # the dev stack's registry (served once a command writes it)
 
 
 def local_values(stack: LocalStack) -> dict[str, str]:
@@ -69,6 +70,7 @@ def local_values(stack: LocalStack) -> dict[str, str]:
         "DB_STARTUP_OPTIONS": "on",  # a plain PostgreSQL takes the timeouts at connect
         "PROCESSING_QUEUE_URL": stack.queue_url,
         "PROVIDERS_CONFIG": stack.providers_config,
+        "PROVIDERS_REGISTRY_ARN": stack.providers_registry_arn,
         "OUTBOX_DESTINATION": "eventbridge",
         "OUTBOX_EVENT_BUS_NAME": stack.bus_name,
         "OUTBOX_TOPIC_ARN": "",
@@ -162,6 +164,7 @@ def write_for_stack(
         bus_name=stack.bus_name,
         database_secret_arn=arn,
         providers_config=providers_config,
+        providers_registry_arn=stack.providers_registry_arn,
     )
     write(path, env_vars_document(template_path, local_values(local), region=REGION))
 

@@ -1,4 +1,5 @@
-"""Start and stop the local pipeline: PostgreSQL, moto (SQS + EventBridge), the three functions.
+"""Start and stop the local pipeline: PostgreSQL, moto (SQS, EventBridge and the providers
+registry secret), the three functions.
 
 Everything binds to loopback. Stopping is idempotent and runs every step even if an earlier one
 failed, so a signal leaves no process behind (the function processes, the gateway and moto
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook_inbox import db
+from webhook_inbox import db, provider_registry
 from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.migrate import migrate
 from webhook_inbox_tools.dev import postgres_tcp
@@ -42,6 +43,8 @@ from webhook_inbox_tools.dev.workers import (
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 WILDCARD_ADDRESSES = {"0.0.0.0", "::"}  # noqa: S104 - a listener's "every interface"
+# dev's ingest re-reads the providers registry this often: `providers add` is live at once.
+PROVIDERS_REFRESH_S = "1"
 
 
 @dataclass
@@ -74,6 +77,7 @@ class DevStack:
         self.dlq_url = ""
         self.tap_url = ""
         self.bus_name = "webhook-inbox-dev"
+        self.providers_registry_arn = ""
         self.postgres_tcp: postgres_tcp.TcpPostgres | None = None
         self._pg: Any = None
         self._pg_dir: str | None = None
@@ -207,12 +211,21 @@ class DevStack:
         events.put_targets(
             Rule="outbox-tap", EventBusName=self.bus_name, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
+        # The stack's providers registry, as the template creates it: not in use until a
+        # `webhook-inbox providers` command writes it, so the providers file serves until then.
+        secrets = boto3.client("secretsmanager", region_name=REGION, endpoint_url=self.endpoint)
+        self.providers_registry_arn = secrets.create_secret(
+            Name="webhook-inbox-dev/providers-registry",
+            SecretString=provider_registry.INITIAL_TEXT,
+        )["ARN"]
 
     def worker_env(self) -> dict[str, str]:
         env = {
             **self.aws_env(),
             "DATABASE_URL": self.database_url,
             "PROCESSING_QUEUE_URL": self.queue_url,
+            "PROVIDERS_REGISTRY_ARN": self.providers_registry_arn,
+            "PROVIDERS_REFRESH_S": PROVIDERS_REFRESH_S,
             "OUTBOX_DESTINATION": "eventbridge",
             "OUTBOX_EVENT_BUS_NAME": self.bus_name,
             "POWERTOOLS_SERVICE_NAME": "webhook-inbox",

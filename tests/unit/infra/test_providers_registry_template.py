@@ -1,0 +1,96 @@
+"""The providers registry in template.yaml (issue 28): one secret under the stack's key, a
+constant initial value a later deploy cannot overwrite, read by ingest alone, and the only
+growth of any function's IAM is GetSecretValue on exactly that secret."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.infra_support import load_template, serverless_functions
+from webhook_inbox import provider_registry
+
+TEMPLATE = load_template()
+RESOURCES = TEMPLATE["Resources"]
+REGISTRY = {"Ref": "ProvidersRegistry"}
+# Ingest's statements, by Sid: the registry read is the one issue 28 added.
+INGEST_SIDS = [
+    "ConnectThroughRdsProxyWithIam",
+    "ReadDatabaseSecret",
+    "DecryptExistingDatabaseSecret",
+    "ReadProviderSecrets",
+    "ReadProvidersRegistry",
+    "EnqueueInboxIds",
+    "UseAppKeyForQueueAndSecrets",
+]
+
+
+def _statements(props: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of a function's inline policies, both branches of a condition."""
+    found = []
+    for policy in props.get("Policies", []):
+        for statement in policy.get("Statement", []):
+            branches = statement["Fn::If"][1:] if "Fn::If" in statement else [statement]
+            found += [b for b in branches if isinstance(b, dict) and "Sid" in b]
+    return found
+
+
+def test_the_registry_is_one_secret_under_the_stacks_key_with_a_constant_initial_value() -> None:
+    secrets = {
+        name: r for name, r in RESOURCES.items() if r["Type"] == "AWS::SecretsManager::Secret"
+    }
+    assert "ProvidersRegistry" in secrets
+    props = RESOURCES["ProvidersRegistry"]["Properties"]
+    assert props["KmsKeyId"] == {"Fn::GetAtt": ["AppKey", "Arn"]}
+    assert "Name" not in props  # CloudFormation names it: two stacks never collide
+    assert "Condition" not in RESOURCES["ProvidersRegistry"]  # every deployment has one
+    # A constant: an intrinsic here would change on some deploy and overwrite the commands' work.
+    assert isinstance(props["SecretString"], str)
+    assert json.loads(props["SecretString"]) == json.loads(provider_registry.INITIAL_TEXT)
+    assert provider_registry.parse_document(props["SecretString"]).providers is None
+    assert "GenerateSecretString" not in props
+
+
+def test_the_stack_outputs_the_registry_for_the_commands() -> None:
+    assert TEMPLATE["Outputs"]["ProvidersRegistryArn"]["Value"] == REGISTRY
+
+
+def test_ingest_reads_the_registry_and_refreshes_within_the_issues_minute() -> None:
+    variables = serverless_functions()["IngestFunction"]["Environment"]["Variables"]
+    assert variables["PROVIDERS_REGISTRY_ARN"] == REGISTRY
+    assert 0 < float(variables["PROVIDERS_REFRESH_S"]) <= 30
+
+
+def test_ingest_grows_only_by_get_secret_value_on_the_registry() -> None:
+    statements = _statements(serverless_functions()["IngestFunction"])
+    assert [s["Sid"] for s in statements] == INGEST_SIDS
+    (read,) = [s for s in statements if s["Sid"] == "ReadProvidersRegistry"]
+    assert read == {
+        "Sid": "ReadProvidersRegistry",
+        "Effect": "Allow",
+        "Action": "secretsmanager:GetSecretValue",
+        "Resource": REGISTRY,
+    }
+    # The stack's key decrypts it: the statement ingest already had for its queue and secrets.
+    (key,) = [s for s in statements if s["Sid"] == "UseAppKeyForQueueAndSecrets"]
+    assert key["Resource"] == {"Fn::GetAtt": ["AppKey", "Arn"]}
+    assert "kms:Decrypt" in key["Action"]
+
+
+def test_no_other_function_may_touch_the_registry_and_nothing_may_write_it() -> None:
+    for name, props in serverless_functions().items():
+        for statement in _statements(props):
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert not any(a.startswith("secretsmanager:") and "Get" not in a for a in actions)
+            if statement.get("Resource") == REGISTRY:
+                assert name == "IngestFunction", name
+
+
+def test_a_failed_refresh_is_counted_and_alarmed() -> None:
+    metric_filter = RESOURCES["ProvidersRefreshFailedMetricFilter"]["Properties"]
+    assert metric_filter["LogGroupName"] == {"Ref": "IngestLogGroup"}
+    assert metric_filter["FilterPattern"] == '{ $.message = "providers_refresh_failed" }'
+    alarm = RESOURCES["ProvidersRefreshFailedAlarm"]["Properties"]
+    assert "SUM(ProvidersRefreshFailed)" in alarm["Metrics"][0]["Expression"]["Fn::Sub"]
+    assert "#providers-refresh-failed" in alarm["AlarmDescription"]
