@@ -52,7 +52,8 @@ def _secret_source(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--secret-stdin",
         action="store_true",
-        help="read the signing secret from stdin (one trailing newline is dropped; never echoed)",
+        help="read the signing secret from stdin (one trailing newline is dropped; at a terminal "
+        "it is asked for without echo)",
     )
     source.add_argument(
         "--public-key-file",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import getpass
 import json
 import sys
 from collections.abc import Callable
@@ -66,6 +67,9 @@ def _secret(args: argparse.Namespace) -> str:
             text = Path(args.public_key_file).read_text("utf-8").strip()
         except OSError as exc:
             raise ProvidersError(f"cannot read {args.public_key_file}: {exc.strerror}") from None
+    elif sys.stdin.isatty():
+        # Typed at a terminal: read without echo, as a password prompt does.
+        text = getpass.getpass("secret (not echoed): ")
     else:
         text = sys.stdin.read()
         text = text[:-1] if text.endswith("\n") else text
