@@ -11,10 +11,8 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
-from webhook_inbox_tools.cli.providers.store import Providers, iso, parse_iso
+from webhook_inbox_tools.cli.providers.store import Change, Changed, Providers, iso, parse_iso
 from webhook_inbox_tools.cli.providers.target import ProviderRefused
-
-Change = tuple[Providers, str, str, dict[str, Any]]
 
 
 def fingerprint(value: str) -> str:
@@ -46,14 +44,10 @@ def masked_provider(provider: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def add(
-    name: str,
-    settings: dict[str, Any],
-    secret: str,
-) -> Any:
+def add(name: str, settings: dict[str, Any], secret: str) -> Change:
     """A new provider with one secret (or public key); an existing name is refused."""
 
-    def change(providers: Providers, now: datetime) -> Change:
+    def change(providers: Providers, now: datetime) -> Changed:
         if name in providers:
             raise ProviderRefused(
                 f"provider {name!r} already exists: to replace its secret use "
@@ -67,11 +61,11 @@ def add(
     return change
 
 
-def rotate(name: str, secret: str, keep_old_for: timedelta) -> Any:
+def rotate(name: str, secret: str, keep_old_for: timedelta) -> Change:
     """The new secret first (it signs); the older ones expire after ``keep_old_for`` (at once
     for zero), never later than they already would."""
 
-    def change(providers: Providers, now: datetime) -> Change:
+    def change(providers: Providers, now: datetime) -> Changed:
         provider = _existing(providers, name)
         entry = {"value": secret, "added_at": iso(now)}
         if any(s.get("value") == secret for s in provider["secrets"]):
@@ -94,8 +88,8 @@ def rotate(name: str, secret: str, keep_old_for: timedelta) -> Any:
     return change
 
 
-def remove(name: str) -> Any:
-    def change(providers: Providers, now: datetime) -> Change:
+def remove(name: str) -> Change:
+    def change(providers: Providers, now: datetime) -> Changed:
         provider = _existing(providers, name)
         rest = {k: v for k, v in providers.items() if k != name}
         return rest, "remove", name, {"scheme": provider.get("scheme")}

@@ -105,7 +105,9 @@ def imported_entries(target: Target, by: str, now: datetime) -> tuple[Providers,
     return providers, entries
 
 
-Change = Callable[[Providers, datetime], tuple[Providers, str, str, dict[str, Any]]]
+# A change: the new providers, the history action, the provider's name, what changed.
+Changed = tuple[Providers, str, str, dict[str, Any]]
+Change = Callable[[Providers, datetime], Changed]
 
 
 def write(target: Target, change: Change, *, import_only: bool = False) -> Written:
