@@ -9,7 +9,7 @@ Two sources, the first one available wins:
   per ``provider`` and ``service`` = the stack), one GetMetricData call.
 
 Neither counts rejections per provider: rejected deliveries are not stored, and the stack's
-``Rejected`` metric is per reason (an unknown provider's name must not become a dimension). When
+``Rejected`` metric is counted per reason only. When
 a source cannot be read every count is ``None`` (shown as ``-``) and ``note`` says why, once.
 """
 
