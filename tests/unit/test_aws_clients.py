@@ -81,3 +81,22 @@ def test_every_client_carries_its_call_limits(limits_name: str, service: str) ->
     finally:
         aws.use(aws.DEFAULT)
         aws.reset()
+
+
+def test_the_providers_registry_read_gives_up_sooner_than_any_ingest_call() -> None:
+    """One attempt: a failed refresh keeps the last good providers, so retrying in the
+    delivery's time buys nothing (docs/design.md, "Providers without a redeploy")."""
+    assert aws.REGISTRY_REFRESH.max_attempts == 1
+    assert aws.REGISTRY_REFRESH.worst_case_s <= aws.INGEST.worst_case_s / 2
+    aws.use(aws.INGEST)
+    try:
+        client = aws.client("secretsmanager", region_name="us-east-1", limits=aws.REGISTRY_REFRESH)
+        assert client.meta.config.retries["total_max_attempts"] == 1
+        assert client.meta.config.read_timeout == aws.REGISTRY_REFRESH.read_timeout_s
+        # The process's own client for the same service keeps the process's limits.
+        default = aws.client("secretsmanager", region_name="us-east-1")
+        assert default is not client
+        assert default.meta.config.retries["total_max_attempts"] == aws.INGEST.max_attempts
+    finally:
+        aws.use(aws.DEFAULT)
+        aws.reset()
