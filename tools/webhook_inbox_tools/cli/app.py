@@ -26,6 +26,7 @@ from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
+from webhook_inbox_tools.cli import providers as providers_command
 from webhook_inbox_tools.cli.database import (
     DatabaseUnreachable,
     add_database_option,
@@ -211,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_action_options(p, what="retried")
     p.set_defaults(func=actions.cmd_outbox_retry)
     _add_local_commands(sub)
+    providers_command.add_commands(sub)
     return parser
 
 

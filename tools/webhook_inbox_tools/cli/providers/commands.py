@@ -1,0 +1,281 @@
+"""``webhook-inbox providers add|list|show|rotate|remove|history|import``: the commands.
+
+Secrets come from stdin (``--secret-stdin``) or a file (``--public-key-file``) and are never
+printed, logged or put in the history: ``show`` and the history carry a fingerprint instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import getpass
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from webhook_inbox_tools.cli import render
+from webhook_inbox_tools.cli.actions import confirm
+from webhook_inbox_tools.cli.providers import edits, store
+from webhook_inbox_tools.cli.providers.target import (
+    AwsCallFailed,
+    ProviderRefused,
+    ProvidersError,
+    Target,
+    resolve_target,
+)
+from webhook_inbox_tools.cli.providers.traffic import traffic
+
+# How soon a running ingest serves a change: its registry cache's refresh bound.
+REFRESH_BOUND_S = 60
+Command = Callable[[argparse.Namespace], int]
+COUNT_SOURCES = {
+    "database": "the inbox database",
+    "metrics": "the stack's CloudWatch metrics (the last delivery to 5 minutes)",
+    "none": "nowhere",
+}
+
+
+def aws_errors(command: Command) -> Command:
+    """A failed AWS call as one error line naming the action and AWS's code, not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return command(args)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            action = f"{exc.operation_name}"
+            raise AwsCallFailed(
+                f"AWS refused {action}: {error.get('Code')}: {error.get('Message')} "
+                "(the IAM needs of each command: docs/deploy.md)"
+            ) from exc
+        except BotoCoreError as exc:
+            raise AwsCallFailed(f"cannot reach AWS: {exc}") from exc
+
+    return run
+
+
+def _secret(args: argparse.Namespace) -> str:
+    """The new secret: stdin without one trailing newline, or the public key file's text."""
+    if args.public_key_file:
+        try:
+            text = Path(args.public_key_file).read_text("utf-8").strip()
+        except OSError as exc:
+            raise ProvidersError(f"cannot read {args.public_key_file}: {exc.strerror}") from None
+    elif sys.stdin.isatty():
+        # Typed at a terminal: read without echo, as a password prompt does.
+        text = getpass.getpass("secret (not echoed): ")
+    else:
+        text = sys.stdin.read()
+        text = text[:-1] if text.endswith("\n") else text
+        text = text[:-1] if text.endswith("\r") else text
+    if not text:
+        raise ProvidersError("the secret is empty: pipe it in, e.g. `pbpaste | … --secret-stdin`")
+    return text
+
+
+def _report_write(target: Target, written: store.Written, what: str) -> None:
+    if written.imported:
+        count = len(written.document.providers or {})
+        print(
+            f"imported ProvidersConfig first: the registry of {target.label} now manages the "
+            f"providers ingest served ({count} after this change); ProvidersConfig is ignored "
+            "from now on"
+        )
+    print(what)
+    print(f"live within {REFRESH_BOUND_S} seconds (ingest refreshes its configuration)")
+    if written.raced:
+        print(
+            "warning: someone else changed the registry between this command's read and its "
+            "write; their change may have been replaced by this one. Check with "
+            "`webhook-inbox providers history` and redo theirs if it is missing",
+            file=sys.stderr,
+        )
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {"scheme": args.scheme}
+    if args.tolerance_seconds is not None:
+        settings["tolerance_seconds"] = args.tolerance_seconds
+    if args.option:
+        settings["options"] = dict(args.option)
+    if args.public_url:
+        settings["public_url"] = args.public_url
+    return settings
+
+
+@aws_errors
+def cmd_add(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    secret = _secret(args)
+    written = store.write(target, edits.add(args.name, _settings(args), secret))
+    _report_write(target, written, f"added provider {args.name} ({args.scheme}) to {target.label}")
+    return 0
+
+
+@aws_errors
+def cmd_rotate(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    secret = _secret(args)
+    written = store.write(target, edits.rotate(args.name, secret, args.keep_old_for))
+    kept = (
+        f"the older secrets verify until {written.document.history[-1]['change']['old_expire_at']}"
+        if args.keep_old_for > timedelta(0)
+        else "the older secrets were dropped"
+    )
+    _report_write(
+        target, written, f"rotated provider {args.name}: the new secret is first (it signs); {kept}"
+    )
+    return 0
+
+
+@aws_errors
+def cmd_remove(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    if not args.yes and not confirm(f"Remove provider {args.name} from {target.label}?"):
+        print("aborted; nothing was changed", file=sys.stderr)
+        return 1
+    written = store.write(target, edits.remove(args.name))
+    _report_write(
+        target,
+        written,
+        f"removed provider {args.name}: its deliveries now get 404; its events stay in the inbox",
+    )
+    return 0
+
+
+@aws_errors
+def cmd_import(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    written = store.write(target, lambda p, now: (p, "", "", {}), import_only=True)
+    names = sorted(written.document.providers or {})
+    _report_write(
+        target, written, f"the registry now holds {len(names)} provider(s): {', '.join(names)}"
+    )
+    return 0
+
+
+def _served(target: Target, snapshot: store.Snapshot) -> tuple[dict[str, Any], str]:
+    """The providers ingest serves now, and where they come from."""
+    if snapshot.document.providers is None:
+        return target.deployed_config(), "ProvidersConfig (the registry is not managed yet)"
+    return snapshot.document.providers, "the providers registry"
+
+
+def _ages(secrets: list[dict[str, Any]], now: datetime) -> str:
+    parts = []
+    for secret in secrets:
+        added = secret.get("added_at")
+        text = render.age(store.parse_iso(added), now=now) if added else "-"
+        if secret.get("expires_at"):
+            text += f" (expires in {render.age(now, now=store.parse_iso(secret['expires_at']))})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+@aws_errors
+def cmd_list(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    snapshot = store.read(target)
+    providers, source = _served(target, snapshot)
+    now = datetime.now(UTC)
+    providers = store.prune_expired(providers, now)
+    report = traffic(args, target, sorted(providers))
+    rows = []
+    for name in sorted(providers):
+        provider, counts = providers[name], report.of(name)
+        rows.append(
+            {
+                "name": name,
+                "scheme": provider.get("scheme"),
+                "secrets": [edits.masked(s) for s in provider.get("secrets", [])],
+                "accepted_24h": counts.accepted,
+                "duplicates_24h": counts.duplicates,
+                "rejected_24h": counts.rejected,
+                "last_delivery_at": counts.last_delivery_at,
+            }
+        )
+    if args.json:
+        render.print_json(
+            {
+                "source": source,
+                "counts_from": report.source,
+                "providers": rows,
+                "notes": report.notes,
+            }
+        )
+        return 0
+    print(f"{len(rows)} provider(s) of {target.label}, from {source}:")
+    render.table(
+        ("provider", "scheme", "secrets", "ages", "accepted", "duplicates", "rejected", "last"),
+        [
+            [
+                r["name"],
+                r["scheme"],
+                len(r["secrets"]),
+                _ages(providers[r["name"]].get("secrets", []), now),
+                r["accepted_24h"],
+                r["duplicates_24h"],
+                r["rejected_24h"],
+                r["last_delivery_at"],
+            ]
+            for r in rows
+        ],
+    )
+    print(f"counts over the last 24 hours, from {COUNT_SOURCES[report.source]}")
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+@aws_errors
+def cmd_show(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    providers, source = _served(target, store.read(target))
+    if args.name not in providers:
+        raise ProviderRefused(f"no provider {args.name!r} in {target.label} ({source})")
+    shown = {"name": args.name, "source": source, **edits.masked_provider(providers[args.name])}
+    if args.json:
+        render.print_json(shown)
+        return 0
+    for key, value in shown.items():
+        if key != "secrets":
+            print(f"{key}: {json.dumps(value) if isinstance(value, dict) else value}")
+    print("secrets (the first one signs):")
+    render.table(
+        ("kind", "where", "added", "expires"),
+        [
+            [
+                s["kind"],
+                s.get("fingerprint") or s.get("secret_arn") or s.get("env"),
+                s.get("added_at"),
+                s.get("expires_at"),
+            ]
+            for s in shown["secrets"]
+        ],
+    )
+    return 0
+
+
+@aws_errors
+def cmd_history(args: argparse.Namespace) -> int:
+    target = resolve_target(args)
+    entries = store.read(target).document.history
+    if args.name:
+        entries = [e for e in entries if e["provider"] == args.name]
+    if args.json:
+        render.print_json(entries)
+        return 0
+    if not entries:
+        print("no changes recorded", file=sys.stderr)
+        return 0
+    render.table(
+        ("at", "action", "provider", "by", "change"),
+        [[e["at"], e["action"], e["provider"], e["by"], json.dumps(e["change"])] for e in entries],
+    )
+    return 0

@@ -1,0 +1,161 @@
+"""What ``providers list`` shows of each provider's traffic over the last 24 hours.
+
+Two sources, the first one available wins:
+
+- the inbox database (``--database-url``, ``DATABASE_URL``, or the running dev's): events first
+  received in the window (accepted), repeat deliveries (duplicates) and the latest delivery
+  (when it cannot be reached, the metrics below count instead);
+- a deployed stack's CloudWatch metrics (namespace WebhookInbox, ``Accepted`` and ``Duplicate``
+  per ``provider`` and ``service`` = the stack), one GetMetricData call.
+
+Neither counts rejections per provider: rejected deliveries are not stored, and the stack's
+``Rejected`` metric is counted per reason only. When
+a source cannot be read every count is ``None`` (shown as ``-``) and ``note`` says why, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from webhook_inbox.queries import query
+from webhook_inbox_tools.cli.providers.target import Target
+
+WINDOW = timedelta(hours=24)
+NAMESPACE = "WebhookInbox"
+# Five-minute buckets: fine enough to place the last delivery, 288 points per metric a day.
+PERIOD_S = 300
+REJECTED_NOTE = (
+    "rejected deliveries are not counted per provider (they are not stored, and the stack's "
+    "Rejected metric is per reason)"
+)
+
+
+@dataclass
+class Traffic:
+    accepted: int | None = None
+    duplicates: int | None = None
+    rejected: int | None = None
+    last_delivery_at: datetime | None = None
+
+
+@dataclass
+class TrafficReport:
+    source: str
+    by_provider: dict[str, Traffic] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def of(self, name: str) -> Traffic:
+        return self.by_provider.get(name, Traffic())
+
+
+def _database_url(args: argparse.Namespace, target: Target) -> str | None:
+    return (
+        getattr(args, "database_url", None)
+        or os.environ.get("DATABASE_URL")
+        or target.dev_env.get("DATABASE_URL")
+    )
+
+
+def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> TrafficReport:
+    url = _database_url(args, target)
+    if url:
+        report = _from_database(url, names)
+        if report.by_provider or not target.stack_name:
+            return report
+        # The database is configured but out of reach: the stack's metrics still count.
+        fallback = _from_metrics(target, names)
+        fallback.notes = [*report.notes, *fallback.notes]
+        return fallback
+    if target.stack_name:
+        return _from_metrics(target, names)
+    return TrafficReport("none", notes=["no traffic counts: no database and no stack"])
+
+
+def _from_database(url: str, names: list[str]) -> TrafficReport:
+    from webhook_inbox import db
+    from webhook_inbox.errors import StoreError
+
+    report = TrafficReport("database", notes=[REJECTED_NOTE])
+    since = datetime.now(UTC) - WINDOW
+    try:
+        with db.connect(url, application_name="webhook-inbox-cli") as conn:
+            rows = conn.execute(
+                query("providers", "provider_traffic", package="webhook_inbox_tools"),
+                {"since": since, "providers": names},
+            ).fetchall()
+    except StoreError as exc:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return TrafficReport("database", notes=[f"no traffic counts: the database: {first_line}"])
+    for provider, accepted, duplicates, last in rows:
+        report.by_provider[provider] = Traffic(int(accepted), int(duplicates), None, last)
+    for name in names:
+        report.by_provider.setdefault(name, Traffic(0, 0, None, None))
+    return report
+
+
+def _metric_query(index: int, metric: str, provider: str, stack: str) -> dict[str, Any]:
+    dimensions = [{"Name": "provider", "Value": provider}, {"Name": "service", "Value": stack}]
+    return {
+        "Id": f"m{index}",
+        "Label": f"{metric}/{provider}",
+        "MetricStat": {
+            "Metric": {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": dimensions},
+            "Period": PERIOD_S,
+            "Stat": "Sum",
+        },
+    }
+
+
+def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    stack = target.stack_name or ""
+    report = TrafficReport("metrics", notes=[REJECTED_NOTE])
+    queries = [
+        _metric_query(i, metric, name, stack)
+        for i, (metric, name) in enumerate(
+            (metric, name) for name in names for metric in ("Accepted", "Duplicate")
+        )
+    ]
+    if not queries:
+        return report
+    # Aligned to the period, as CloudWatch answers fastest, and past now so the current bucket
+    # (this minute's deliveries) is in.
+    now = datetime.now(UTC).timestamp()
+    end = datetime.fromtimestamp((now // PERIOD_S + 1) * PERIOD_S, UTC)
+    results: list[dict[str, Any]] = []
+    try:
+        request: dict[str, Any] = {
+            "MetricDataQueries": queries,
+            "StartTime": end - WINDOW,
+            "EndTime": end,
+        }
+        while True:  # one call unless CloudWatch pages the answer
+            reply = target.cloudwatch.get_metric_data(**request)
+            results += reply["MetricDataResults"]
+            if not reply.get("NextToken"):
+                break
+            request["NextToken"] = reply["NextToken"]
+    except (BotoCoreError, ClientError) as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
+        return TrafficReport("metrics", notes=[f"no traffic counts: CloudWatch: {code}"])
+    for name in names:
+        report.by_provider[name] = Traffic(0, 0, None, None)
+    for result in results:
+        metric, name = result["Label"].split("/", 1)
+        counts = report.by_provider[name]
+        total = int(sum(result.get("Values", [])))
+        if metric == "Accepted":
+            counts.accepted = (counts.accepted or 0) + total
+        else:
+            counts.duplicates = (counts.duplicates or 0) + total
+        busy = [t for t, v in zip(result["Timestamps"], result["Values"], strict=True) if v > 0]
+        if busy:
+            latest = max(busy)
+            if counts.last_delivery_at is None or latest > counts.last_delivery_at:
+                counts.last_delivery_at = latest
+    return report
