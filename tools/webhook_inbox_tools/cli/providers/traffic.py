@@ -16,12 +16,12 @@ a source cannot be read every count is ``None`` (shown as ``-``) and ``note`` sa
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from webhook_inbox.queries import query
+from webhook_inbox import db
+from webhook_inbox.queries import SqlFile
 from webhook_inbox_tools.cli.providers.target import Target
 
 WINDOW = timedelta(hours=24)
@@ -52,10 +52,13 @@ class TrafficReport:
         return self.by_provider.get(name, Traffic())
 
 
+_statement = SqlFile("providers", package="webhook_inbox_tools").statement
+
+
 def _database_url(args: argparse.Namespace, target: Target) -> str | None:
     return (
         getattr(args, "database_url", None)
-        or os.environ.get("DATABASE_URL")
+        or db.settings().url
         or target.dev_env.get("DATABASE_URL")
     )
 
@@ -84,7 +87,7 @@ def _from_database(url: str, names: list[str]) -> TrafficReport:
     try:
         with db.connect(url, application_name="webhook-inbox-cli") as conn:
             rows = conn.execute(
-                query("providers", "provider_traffic", package="webhook_inbox_tools"),
+                _statement("provider_traffic"),
                 {"since": since, "providers": names},
             ).fetchall()
     except StoreError as exc:
