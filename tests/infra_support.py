@@ -130,8 +130,9 @@ _TERM = re.compile(
 
 def filter_pattern_matches(pattern: str, line: Mapping[str, Any]) -> bool:
     """CloudWatch Logs' JSON filter pattern semantics for the subset the template uses:
-    ``{ $.field = "text" && $.flag IS TRUE }``. Anything else raises, so a new pattern needs
-    this evaluator (and its test) to learn it first."""
+    ``{ $.field = "text" && $.flag IS TRUE && $.other = "*" }`` (``"*"``: the field is there,
+    whatever its value). Anything else raises, so a new pattern needs this evaluator (and its
+    test) to learn it first."""
     body = pattern.strip()
     if not (body.startswith("{") and body.endswith("}")):
         raise ValueError(f"not a JSON filter pattern: {pattern!r}")
@@ -142,6 +143,9 @@ def filter_pattern_matches(pattern: str, line: Mapping[str, Any]) -> bool:
         value = line.get(match["field"])
         if match["constant"] is not None:
             if value is not (match["constant"] == "TRUE"):
+                return False
+        elif match["text"] == "*":
+            if value is None:
                 return False
         elif value != match["text"]:
             return False

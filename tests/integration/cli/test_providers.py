@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import psycopg
 import pytest
 from moto import mock_aws
 
+from tests.integration.cli.conftest import seed_event
 from webhook_inbox_tools.cli import main
 
 REGION = "us-east-1"
@@ -234,7 +236,9 @@ def test_import_takes_over_providers_config_once(stack: Stack, cli: Any) -> None
     assert "already managed" in again.err
 
 
-def test_list_shows_secrets_and_says_why_counts_are_missing(stack: Stack, cli: Any) -> None:
+def test_list_shows_every_provider_with_zero_counts_before_any_traffic(
+    stack: Stack, cli: Any
+) -> None:
     add_acme(cli)
     listed = cli(*on_stack("list"))
     assert listed.code == 0, listed.err
@@ -242,10 +246,9 @@ def test_list_shows_secrets_and_says_why_counts_are_missing(stack: Stack, cli: A
     assert "stripe" in listed.out
     as_json = cli(*on_stack("list", "--json")).json()
     acme = next(p for p in as_json["providers"] if p["name"] == "acme")
-    assert acme["accepted_24h"] == 0
-    assert acme["rejected_24h"] is None
+    assert (acme["accepted_24h"], acme["duplicates_24h"], acme["rejected_24h"]) == (0, 0, 0)
     assert as_json["counts_from"] == "metrics"
-    assert any("per reason" in n for n in as_json["notes"])
+    assert as_json["notes"] == []
 
 
 def test_list_counts_from_the_stacks_metrics(stack: Stack, cli: Any) -> None:
@@ -253,14 +256,14 @@ def test_list_counts_from_the_stacks_metrics(stack: Stack, cli: Any) -> None:
     add_acme(cli)
     cloudwatch = boto3.client("cloudwatch", region_name=REGION)
     dimensions = [{"Name": "provider", "Value": "acme"}, {"Name": "service", "Value": STACK}]
-    for metric, value in (("Accepted", 3.0), ("Duplicate", 1.0)):
+    for metric, value in (("Accepted", 3.0), ("Duplicate", 1.0), ("RejectedByProvider", 2.0)):
         cloudwatch.put_metric_data(
             Namespace="WebhookInbox",
             MetricData=[{"MetricName": metric, "Dimensions": dimensions, "Value": value}],
         )
     listed = cli(*on_stack("list", "--json")).json()
     acme = next(p for p in listed["providers"] if p["name"] == "acme")
-    assert (acme["accepted_24h"], acme["duplicates_24h"]) == (3, 1)
+    assert (acme["accepted_24h"], acme["duplicates_24h"], acme["rejected_24h"]) == (3, 1, 2)
     assert acme["last_delivery_at"] is not None
     stripe = next(p for p in listed["providers"] if p["name"] == "stripe")
     assert (stripe["accepted_24h"], stripe["last_delivery_at"]) == (0, None)
@@ -383,3 +386,23 @@ def test_each_commands_documented_iam_needs_are_the_calls_it_makes(
         assert "kms:Decrypt" in needs[command]
         writes = "secretsmanager:PutSecretValue" in aws_calls
         assert ("kms:GenerateDataKey" in needs[command]) == writes, command
+
+
+def test_with_the_database_the_counts_are_its_own_and_the_rejections_the_metrics(
+    stack: Stack, cli: Any, database_url: str
+) -> None:
+    add_acme(cli)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM webhook_events WHERE provider = 'acme'")
+        seed_event(conn, "evt_db_1", provider="acme")
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    dimensions = [{"Name": "provider", "Value": "acme"}, {"Name": "service", "Value": STACK}]
+    for metric, value in (("Accepted", 9.0), ("RejectedByProvider", 4.0)):
+        cloudwatch.put_metric_data(
+            Namespace="WebhookInbox",
+            MetricData=[{"MetricName": metric, "Dimensions": dimensions, "Value": value}],
+        )
+    listed = cli(*on_stack("list", "--json", "--database-url", database_url)).json()
+    assert listed["counts_from"] == "database"
+    acme = next(p for p in listed["providers"] if p["name"] == "acme")
+    assert (acme["accepted_24h"], acme["rejected_24h"]) == (1, 4)

@@ -116,5 +116,8 @@ def test_list_counts_a_providers_deliveries_from_the_devs_database(
     stripe = next(p for p in listed["providers"] if p["name"] == "stripe")
     assert (stripe["accepted_24h"], stripe["duplicates_24h"]) == (2, 2)
     assert stripe["last_delivery_at"] is not None
+    # Rejected deliveries are not stored: only a stack's metrics count them.
+    assert stripe["rejected_24h"] is None
+    assert any("--stack" in note for note in listed["notes"])
     github = next(p for p in listed["providers"] if p["name"] == "github")
     assert (github["accepted_24h"], github["duplicates_24h"]) == (0, 0)

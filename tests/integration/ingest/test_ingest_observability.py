@@ -108,22 +108,26 @@ EXPECTED_METRIC = {
 
 def assert_metric_filters_count_each_line_once(lines: list[dict[str, Any]]) -> None:
     """Runs the template's filter patterns over the lines as CloudWatch Logs would: each line
-    gives exactly its outcome's metric, with every dimension present and bounded."""
+    gives exactly its outcome's metric (a configured provider's rejection also its
+    RejectedByProvider), with every dimension present and bounded."""
     filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
     for line in lines:
+        expected = [EXPECTED_METRIC[line["message"]]]
+        if line["message"] == "rejected" and "provider" in line:
+            expected.append("RejectedByProvider")
         matched = [f for f in filters if f.matches(line)]
-        assert [f.metric for f in matched] == [EXPECTED_METRIC[line["message"]]], line
-        (metric_filter,) = matched
-        values = metric_filter.dimension_values(line)
-        assert None not in values.values(), (line, values)  # every dimension found
-        assert values["service"] == "webhook-inbox"
-        assert values.get("provider", "acme") in {"acme", "acme-timestamped"}
-        assert values.get("reason", "signature") in {
-            "signature",
-            "stale",
-            "unknown_provider",
-            "schema",
-        }
+        assert [f.metric for f in matched] == expected, line
+        for metric_filter in matched:
+            values = metric_filter.dimension_values(line)
+            assert None not in values.values(), (line, values)  # every dimension found
+            assert values["service"] == "webhook-inbox"
+            assert values.get("provider", "acme") in {"acme", "acme-timestamped"}
+            assert values.get("reason", "signature") in {
+                "signature",
+                "stale",
+                "unknown_provider",
+                "schema",
+            }
 
 
 def test_a_failed_enqueue_is_counted_beside_its_acceptance(

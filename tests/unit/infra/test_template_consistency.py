@@ -83,8 +83,8 @@ IAM_ACTION_OF_API = {
 # WebhookInbox): as EMF in its code, or by a metric filter on its log group.
 METRIC_OWNERS = {
     "IngestFunction": {
-        "Accepted", "Duplicate", "Rejected", "StoreUnavailable", "SecretUnavailable",
-        "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
+        "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
+        "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency",

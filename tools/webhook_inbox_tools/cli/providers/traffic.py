@@ -1,16 +1,16 @@
 """What ``providers list`` shows of each provider's traffic over the last 24 hours.
 
-Two sources, the first one available wins:
+Two sources:
 
 - the inbox database (``--database-url``, ``DATABASE_URL``, or the running dev's): events first
-  received in the window (accepted), repeat deliveries (duplicates) and the latest delivery
-  (when it cannot be reached, the metrics below count instead);
-- a deployed stack's CloudWatch metrics (namespace WebhookInbox, ``Accepted`` and ``Duplicate``
-  per ``provider`` and ``service`` = the stack), one GetMetricData call.
+  received in the window (accepted), repeat deliveries (duplicates) and the latest delivery;
+- a deployed stack's CloudWatch metrics (namespace WebhookInbox, ``Accepted``, ``Duplicate`` and
+  ``RejectedByProvider`` per ``provider`` and ``service`` = the stack), one GetMetricData call.
 
-Neither counts rejections per provider: rejected deliveries are not stored, and the stack's
-``Rejected`` metric is counted per reason only. When
-a source cannot be read every count is ``None`` (shown as ``-``) and ``note`` says why, once.
+Rejected deliveries are never stored, so only the metrics count them: with a stack, the metrics
+give the rejections, and the accepted and duplicate counts too unless the database answers (it
+is exact, the metrics are to five minutes). Without a stack (dev) rejections show ``-``. When a
+source cannot be read its counts are ``None`` (shown as ``-``) and a note says why, once.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ WINDOW = timedelta(hours=24)
 NAMESPACE = "WebhookInbox"
 # Five-minute buckets: fine enough to place the last delivery, 288 points per metric a day.
 PERIOD_S = 300
-REJECTED_NOTE = (
-    "rejected deliveries are not counted per provider (they are not stored, and the stack's "
-    "Rejected metric is per reason)"
-)
+REJECTED_NOTE = "rejected deliveries are counted only by a deployed stack's metrics (--stack)"
+_METRICS = ("Accepted", "Duplicate", "RejectedByProvider")
 
 
 @dataclass
@@ -65,24 +63,29 @@ def _database_url(args: argparse.Namespace, target: Target) -> str | None:
 
 def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> TrafficReport:
     url = _database_url(args, target)
-    if url:
-        report = _from_database(url, names)
-        if report.by_provider or not target.stack_name:
-            return report
-        # The database is configured but out of reach: the stack's metrics still count.
-        fallback = _from_metrics(target, names)
-        fallback.notes = [*report.notes, *fallback.notes]
-        return fallback
-    if target.stack_name:
-        return _from_metrics(target, names)
-    return TrafficReport("none", notes=["no traffic counts: no database and no stack"])
+    stored = _from_database(url, names) if url else None
+    if not target.stack_name:
+        if stored is None:
+            return TrafficReport("none", notes=["no traffic counts: no database and no stack"])
+        stored.notes.insert(0, REJECTED_NOTE)
+        return stored
+    measured = _from_metrics(target, names)
+    if stored is None or not stored.by_provider:
+        # No database, or one out of reach: the stack's metrics count everything.
+        measured.notes = [*(stored.notes if stored else []), *measured.notes]
+        return measured
+    # The database's counts are exact; the rejections exist only as metrics.
+    for name, counts in stored.by_provider.items():
+        counts.rejected = measured.of(name).rejected
+    stored.notes += measured.notes
+    return stored
 
 
 def _from_database(url: str, names: list[str]) -> TrafficReport:
     from webhook_inbox import db
     from webhook_inbox.errors import StoreError
 
-    report = TrafficReport("database", notes=[REJECTED_NOTE])
+    report = TrafficReport("database")
     since = datetime.now(UTC) - WINDOW
     try:
         with db.connect(url, application_name="webhook-inbox-cli") as conn:
@@ -117,12 +120,10 @@ def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
     from botocore.exceptions import BotoCoreError, ClientError
 
     stack = target.stack_name or ""
-    report = TrafficReport("metrics", notes=[REJECTED_NOTE])
+    report = TrafficReport("metrics")
     queries = [
         _metric_query(i, metric, name, stack)
-        for i, (metric, name) in enumerate(
-            (metric, name) for name in names for metric in ("Accepted", "Duplicate")
-        )
+        for i, (metric, name) in enumerate((metric, name) for name in names for metric in _METRICS)
     ]
     if not queries:
         return report
@@ -147,11 +148,14 @@ def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
         return TrafficReport("metrics", notes=[f"no traffic counts: CloudWatch: {code}"])
     for name in names:
-        report.by_provider[name] = Traffic(0, 0, None, None)
+        report.by_provider[name] = Traffic(0, 0, 0, None)
     for result in results:
         metric, name = result["Label"].split("/", 1)
         counts = report.by_provider[name]
         total = int(sum(result.get("Values", [])))
+        if metric == "RejectedByProvider":
+            counts.rejected = (counts.rejected or 0) + total
+            continue  # a rejected delivery is no delivery of the provider's
         if metric == "Accepted":
             counts.accepted = (counts.accepted or 0) + total
         else:
