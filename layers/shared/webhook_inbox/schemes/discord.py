@@ -16,32 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    content_digest_id,
-    fail,
-    parse_timestamp,
-    required_header,
-)
-from webhook_inbox.schemes.public_keys import (
-    ED25519,
-    PrivateKey,
-    PublicKey,
-    check_pem,
-    ed25519_public,
-    is_pem,
-    private_from_pem,
-    verified_index,
-)
+from webhook_inbox.schemes import base, public_keys
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
+from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 _HEX_SIGNATURE = re.compile(r"[0-9a-fA-F]{128}")
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
@@ -76,15 +53,15 @@ def _public(secret: str) -> PublicKey:
             "discord: a key is the application public key (64 hex digits) "
             "or, to sign in development, a PEM (PKCS#8) Ed25519 private key"
         )
-    return ed25519_public(bytes.fromhex(secret), "discord: the public key")
+    return public_keys.ed25519_public(bytes.fromhex(secret), "discord: the public key")
 
 
 @functools.lru_cache(maxsize=64)
 def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     """The application public key (64 hex digits, as the developer portal shows it), or a PEM
     Ed25519 private key for signing in development (Discord keeps its own)."""
-    if is_pem(secret):
-        private = private_from_pem(secret.strip(), ED25519, _PRIVATE)
+    if public_keys.is_pem(secret):
+        private = public_keys.private_from_pem(secret.strip(), public_keys.ED25519, _PRIVATE)
         return private.public, private
     return _public(secret), None
 
@@ -118,8 +95,8 @@ class Discord(Scheme):
         self.endpoint: str = endpoint
 
     def check_secret(self, secret: str) -> None:
-        if is_pem(secret):
-            check_pem(secret, ED25519, _PRIVATE)
+        if public_keys.is_pem(secret):
+            public_keys.check_pem(secret, public_keys.ED25519, _PRIVATE)
         else:
             _public(secret)
 
@@ -131,16 +108,19 @@ class Discord(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        signature_hex = required_header(delivery.headers, "x-signature-ed25519")
+        signature_hex = base.required_header(delivery.headers, "x-signature-ed25519")
         if not _HEX_SIGNATURE.fullmatch(signature_hex):
-            raise fail("signature is not 128 hex digits")
-        timestamp_text = required_header(delivery.headers, "x-signature-timestamp")
-        timestamp = parse_timestamp(timestamp_text)
-        public_keys = [_keys(secret)[0] for secret in secrets]
+            raise base.fail("signature is not 128 hex digits")
+        timestamp_text = base.required_header(delivery.headers, "x-signature-timestamp")
+        timestamp = base.parse_timestamp(timestamp_text)
+        verifying_keys = [_keys(secret)[0] for secret in secrets]
         signed = timestamp_text.encode() + delivery.body
-        if verified_index(public_keys, signed, [bytes.fromhex(signature_hex)]) is None:
+        if (
+            public_keys.verified_index(verifying_keys, signed, [bytes.fromhex(signature_hex)])
+            is None
+        ):
             raise SignatureMismatch("signature did not verify")
-        check_fresh(timestamp, now, tolerance)
+        base.check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp)
 
     def sign(
@@ -175,8 +155,10 @@ class Discord(Scheme):
             name = _INTERACTION_TYPES.get(kind) or f"INTERACTION_TYPE_{kind}"  # a newer type
             return [
                 Identity(
-                    event_id=bounded_text(payload.get("id"), "interaction id", MAX_ID_CHARS),
-                    event_type=bounded_text(name, "interaction type", MAX_TYPE_CHARS),
+                    event_id=base.bounded_text(
+                        payload.get("id"), "interaction id", base.MAX_ID_CHARS
+                    ),
+                    event_type=base.bounded_text(name, "interaction type", base.MAX_TYPE_CHARS),
                 )
             ]
         if kind == _EVENT_PING:
@@ -184,11 +166,12 @@ class Discord(Scheme):
         event = payload.get("event")
         if kind != _EVENT or not isinstance(event, Mapping):
             raise InvalidPayload("a webhook event is type 1 with an event object")
-        event_type = bounded_text(event.get("type"), "event.type", MAX_TYPE_CHARS)
+        event_type = base.bounded_text(event.get("type"), "event.type", base.MAX_TYPE_CHARS)
         # No id anywhere (body or headers): the key is the signed event in canonical JSON.
         return [
             Identity(
-                event_id=content_digest_id(event_type, payload, without=()), event_type=event_type
+                event_id=base.content_digest_id(event_type, payload, without=()),
+                event_type=event_type,
             )
         ]
 

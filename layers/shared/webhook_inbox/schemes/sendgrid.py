@@ -11,32 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    content_digest_id,
-    fail,
-    parse_timestamp,
-    required_header,
-)
-from webhook_inbox.schemes.public_keys import (
-    MAX_P256_SIGNATURE_BYTES,
-    P256,
-    PrivateKey,
-    PublicKey,
-    check_pem,
-    is_pem,
-    p256_public,
-    private_from_pem,
-    verified_index,
-)
+from webhook_inbox.schemes import base, public_keys
+from webhook_inbox.schemes.base import Delivery, Identity, Scheme, Signed, Verified
+from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -50,8 +27,8 @@ _PRIVATE = "sendgrid: the private key"
 def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     """The Verification Key from SendGrid's Mail Settings (base64 DER SubjectPublicKeyInfo), or
     a PEM P-256 private key for signing in development (SendGrid keeps its own)."""
-    if is_pem(secret):
-        private = private_from_pem(secret.strip(), P256, _PRIVATE)
+    if public_keys.is_pem(secret):
+        private = public_keys.private_from_pem(secret.strip(), public_keys.P256, _PRIVATE)
         return private.public, private
     return _public(secret), None
 
@@ -66,7 +43,7 @@ def _public(secret: str) -> PublicKey:
             "sendgrid: a key is the Verification Key (base64 DER, 'MFkw…') "
             "or, to sign in development, a PEM (PKCS#8) P-256 private key"
         )
-    return p256_public(der, "sendgrid: the Verification Key")
+    return public_keys.p256_public(der, "sendgrid: the Verification Key")
 
 
 class SendGrid(Scheme):
@@ -81,8 +58,8 @@ class SendGrid(Scheme):
     default_tolerance_s = 86_400
 
     def check_secret(self, secret: str) -> None:
-        if is_pem(secret):
-            check_pem(secret, P256, _PRIVATE)
+        if public_keys.is_pem(secret):
+            public_keys.check_pem(secret, public_keys.P256, _PRIVATE)
         else:
             _public(secret)
 
@@ -94,22 +71,22 @@ class SendGrid(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        signature_b64 = required_header(delivery.headers, SIGNATURE_HEADER.lower())
+        signature_b64 = base.required_header(delivery.headers, SIGNATURE_HEADER.lower())
         if not _B64_DER.fullmatch(signature_b64):
-            raise fail("signature is not base64")
+            raise base.fail("signature is not base64")
         try:
             signature = base64.b64decode(signature_b64, validate=True)
         except binascii.Error:
-            raise fail("signature is not base64") from None
-        if len(signature) > MAX_P256_SIGNATURE_BYTES:
-            raise fail("signature is longer than a P-256 signature")
-        timestamp_text = required_header(delivery.headers, TIMESTAMP_HEADER.lower())
-        timestamp = parse_timestamp(timestamp_text)
-        public_keys = [_keys(secret)[0] for secret in secrets]
+            raise base.fail("signature is not base64") from None
+        if len(signature) > public_keys.MAX_P256_SIGNATURE_BYTES:
+            raise base.fail("signature is longer than a P-256 signature")
+        timestamp_text = base.required_header(delivery.headers, TIMESTAMP_HEADER.lower())
+        timestamp = base.parse_timestamp(timestamp_text)
+        verifying_keys = [_keys(secret)[0] for secret in secrets]
         signed = timestamp_text.encode() + delivery.body
-        if verified_index(public_keys, signed, [signature]) is None:
+        if public_keys.verified_index(verifying_keys, signed, [signature]) is None:
             raise SignatureMismatch("signature did not verify")
-        check_fresh(timestamp, now, tolerance)
+        base.check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp)
 
     def sign(
@@ -143,11 +120,11 @@ class SendGrid(Scheme):
         for event in payload:
             if not isinstance(event, Mapping):
                 raise InvalidPayload("every SendGrid event is a JSON object")
-            event_type = bounded_text(event.get("event"), "event", MAX_TYPE_CHARS)
+            event_type = base.bounded_text(event.get("event"), "event", base.MAX_TYPE_CHARS)
             sg_event_id = event.get("sg_event_id")
             if sg_event_id is None:
-                event_id = content_digest_id(event_type, event, without=())
+                event_id = base.content_digest_id(event_type, event, without=())
             else:
-                event_id = bounded_text(sg_event_id, "sg_event_id", MAX_ID_CHARS)
+                event_id = base.bounded_text(sg_event_id, "sg_event_id", base.MAX_ID_CHARS)
             found.append(Identity(event_id=event_id, event_type=event_type, payload=event))
         return found
