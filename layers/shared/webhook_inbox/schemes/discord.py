@@ -6,6 +6,8 @@ Interactions must be answered within 3 seconds, with the answer itself: a PING w
 response, so a handler can follow up through the interaction token (valid 15 minutes).
 Webhook Events want a 204 with an empty body, PING (type 0) included; they carry no id, so the
 key is a digest of the event.
+
+SendGrid signs the same way with another key type (:class:`KeySignedTimestamp`, shared).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
 from webhook_inbox.schemes import base, public_keys
@@ -73,11 +75,65 @@ def _integer(payload: Mapping[str, Any], field: str) -> int:
     return value
 
 
-class Discord(Scheme):
+class KeySignedTimestamp(Scheme):
+    """A private key's signature over a timestamp header's text followed by the body, verified
+    with the configured public keys (any one verifying) and the timestamp within the tolerance.
+    Discord's shape, SendGrid's too; a subclass decodes its signature header, loads its keys and
+    writes the headers it signs with."""
+
+    timestamp_header: ClassVar[str]
+    verify_only: ClassVar[str]  # why sign() refuses a secret that holds only a public key
+
+    def presented_signature(self, delivery: Delivery) -> bytes:
+        """The signature header's bytes, or a 401 when it is missing or malformed."""
+        raise NotImplementedError
+
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        """The public key a secret holds, and its private key when it is one."""
+        raise NotImplementedError
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        raise NotImplementedError
+
+    def verify(
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
+    ) -> Verified:
+        signature = self.presented_signature(delivery)
+        timestamp_text = base.required_header(delivery.headers, self.timestamp_header)
+        timestamp = base.parse_timestamp(timestamp_text)
+        verifying_keys = [self.key_pair(secret)[0] for secret in secrets]
+        signed = timestamp_text.encode() + delivery.body
+        if public_keys.verified_index(verifying_keys, signed, [signature]) is None:
+            raise SignatureMismatch("signature did not verify")
+        base.check_fresh(timestamp, now, tolerance)
+        return Verified(timestamp=timestamp)
+
+    def sign(
+        self,
+        secret: str,
+        body: bytes,
+        *,
+        timestamp: int,
+        event_id: str | None = None,
+        event_type: str | None = None,
+        url: str = "",
+    ) -> Signed:
+        _, private = self.key_pair(secret)
+        if private is None:
+            raise ConfigurationError(self.verify_only)
+        signature = private.sign(str(timestamp).encode() + body)
+        return Signed(self.signed_headers(signature, timestamp), body, url)
+
+
+class Discord(KeySignedTimestamp):
     """Discord interactions and webhook events: ``X-Signature-Ed25519`` (hex) over the
     ``X-Signature-Timestamp`` header's text followed by the body."""
 
     name = "discord"
+    timestamp_header = "x-signature-timestamp"
+    verify_only = (
+        "discord: the application public key only verifies; sign with a PEM Ed25519 private key"
+    )
     option_names = frozenset({"endpoint"})
     # Discord documents no window. Webhook Events are retried for up to 10 minutes and may keep
     # their first signature (unverified): a replay inside the window is only a duplicate.
@@ -105,43 +161,17 @@ class Discord(Scheme):
         """The public key to configure for ``secret`` (a private key, or a public key as is)."""
         return _keys(secret)[0].data.hex()
 
-    def verify(
-        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
+    def presented_signature(self, delivery: Delivery) -> bytes:
         signature_hex = base.required_header(delivery.headers, "x-signature-ed25519")
         if not _HEX_SIGNATURE.fullmatch(signature_hex):
             raise base.fail("signature is not 128 hex digits")
-        timestamp_text = base.required_header(delivery.headers, "x-signature-timestamp")
-        timestamp = base.parse_timestamp(timestamp_text)
-        verifying_keys = [_keys(secret)[0] for secret in secrets]
-        signed = timestamp_text.encode() + delivery.body
-        if (
-            public_keys.verified_index(verifying_keys, signed, [bytes.fromhex(signature_hex)])
-            is None
-        ):
-            raise SignatureMismatch("signature did not verify")
-        base.check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
+        return bytes.fromhex(signature_hex)
 
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        timestamp: int,
-        event_id: str | None = None,
-        event_type: str | None = None,
-        url: str = "",
-    ) -> Signed:
-        _, private = _keys(secret)
-        if private is None:
-            raise ConfigurationError(
-                "discord: the application public key only verifies; "
-                "sign with a PEM Ed25519 private key"
-            )
-        signature = private.sign(str(timestamp).encode() + body)
-        headers = {"X-Signature-Ed25519": signature.hex(), "X-Signature-Timestamp": str(timestamp)}
-        return Signed(headers, body, url)
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        return _keys(secret)
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        return {"X-Signature-Ed25519": signature.hex(), "X-Signature-Timestamp": str(timestamp)}
 
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified

@@ -7,12 +7,13 @@ import base64
 import binascii
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
+from webhook_inbox.errors import ConfigurationError, InvalidPayload
 from webhook_inbox.schemes import base, public_keys
-from webhook_inbox.schemes.base import Delivery, Identity, Scheme, Signed, Verified
+from webhook_inbox.schemes.base import Delivery, Identity, Verified
+from webhook_inbox.schemes.discord import KeySignedTimestamp
 from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
@@ -46,11 +47,13 @@ def _public(secret: str) -> PublicKey:
     return public_keys.p256_public(der, "sendgrid: the Verification Key")
 
 
-class SendGrid(Scheme):
+class SendGrid(KeySignedTimestamp):
     """SendGrid Event Webhook: ``X-Twilio-Email-Event-Webhook-Signature`` (base64 DER ECDSA)
     over the ``X-Twilio-Email-Event-Webhook-Timestamp`` header's text followed by the body."""
 
     name = "sendgrid"
+    timestamp_header = TIMESTAMP_HEADER.lower()
+    verify_only = "sendgrid: the Verification Key only verifies; sign with a PEM P-256 private key"
     body_format = "json-array"
     # SendGrid documents no window and retries for up to 24 hours; whether a retry is signed
     # afresh is not documented. The widest tolerance keeps every retry; a replay inside it only
@@ -68,9 +71,7 @@ class SendGrid(Scheme):
         """The Verification Key to configure for ``secret`` (a private key, or one as is)."""
         return base64.b64encode(_keys(secret)[0].data).decode()
 
-    def verify(
-        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
+    def presented_signature(self, delivery: Delivery) -> bytes:
         signature_b64 = base.required_header(delivery.headers, SIGNATURE_HEADER.lower())
         if not _B64_DER.fullmatch(signature_b64):
             raise base.fail("signature is not base64")
@@ -80,36 +81,16 @@ class SendGrid(Scheme):
             raise base.fail("signature is not base64") from None
         if len(signature) > public_keys.MAX_P256_SIGNATURE_BYTES:
             raise base.fail("signature is longer than a P-256 signature")
-        timestamp_text = base.required_header(delivery.headers, TIMESTAMP_HEADER.lower())
-        timestamp = base.parse_timestamp(timestamp_text)
-        verifying_keys = [_keys(secret)[0] for secret in secrets]
-        signed = timestamp_text.encode() + delivery.body
-        if public_keys.verified_index(verifying_keys, signed, [signature]) is None:
-            raise SignatureMismatch("signature did not verify")
-        base.check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
+        return signature
 
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        timestamp: int,
-        event_id: str | None = None,
-        event_type: str | None = None,
-        url: str = "",
-    ) -> Signed:
-        _, private = _keys(secret)
-        if private is None:
-            raise ConfigurationError(
-                "sendgrid: the Verification Key only verifies; sign with a PEM P-256 private key"
-            )
-        signature = private.sign(str(timestamp).encode() + body)
-        headers = {
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        return _keys(secret)
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        return {
             SIGNATURE_HEADER: base64.b64encode(signature).decode(),
             TIMESTAMP_HEADER: str(timestamp),
         }
-        return Signed(headers, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         """One identity per event of the batch: its ``sg_event_id`` (signed, inside the body),
