@@ -82,6 +82,8 @@ class KeySignedTimestamp(Scheme):
     writes the headers it signs with."""
 
     timestamp_header: ClassVar[str]
+    key_algorithm: ClassVar[str]  # public_keys.ED25519 or public_keys.P256
+    private_key_label: ClassVar[str]  # names a private key in configuration errors
     verify_only: ClassVar[str]  # why sign() refuses a secret that holds only a public key
 
     def presented_signature(self, delivery: Delivery) -> bytes:
@@ -94,6 +96,12 @@ class KeySignedTimestamp(Scheme):
 
     def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
         raise NotImplementedError
+
+    def check_secret(self, secret: str) -> None:
+        if public_keys.is_pem(secret):  # its shape only: loading it would import cryptography
+            public_keys.check_pem(secret, self.key_algorithm, self.private_key_label)
+        else:
+            self.key_pair(secret)  # a public key loads without it, or is refused
 
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
@@ -131,6 +139,8 @@ class Discord(KeySignedTimestamp):
 
     name = "discord"
     timestamp_header = "x-signature-timestamp"
+    key_algorithm = public_keys.ED25519
+    private_key_label = _PRIVATE
     verify_only = (
         "discord: the application public key only verifies; sign with a PEM Ed25519 private key"
     )
@@ -149,12 +159,6 @@ class Discord(KeySignedTimestamp):
                 f"discord: options.endpoint is {INTERACTIONS!r} or {WEBHOOK_EVENTS!r}"
             )
         self.endpoint: str = endpoint
-
-    def check_secret(self, secret: str) -> None:
-        if public_keys.is_pem(secret):
-            public_keys.check_pem(secret, public_keys.ED25519, _PRIVATE)
-        else:
-            _public(secret)
 
     @staticmethod
     def public_key(secret: str) -> str:

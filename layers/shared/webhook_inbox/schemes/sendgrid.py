@@ -53,18 +53,14 @@ class SendGrid(KeySignedTimestamp):
 
     name = "sendgrid"
     timestamp_header = TIMESTAMP_HEADER.lower()
+    key_algorithm = public_keys.P256
+    private_key_label = _PRIVATE
     verify_only = "sendgrid: the Verification Key only verifies; sign with a PEM P-256 private key"
     body_format = "json-array"
     # SendGrid documents no window and retries for up to 24 hours; whether a retry is signed
     # afresh is not documented. The widest tolerance keeps every retry; a replay inside it only
     # meets the rows its signed event ids already hold.
     default_tolerance_s = 86_400
-
-    def check_secret(self, secret: str) -> None:
-        if public_keys.is_pem(secret):
-            public_keys.check_pem(secret, public_keys.P256, _PRIVATE)
-        else:
-            _public(secret)
 
     @staticmethod
     def public_key(secret: str) -> str:
