@@ -189,6 +189,20 @@ class _Preset(GenericHmac):
             raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(options)}")
         super().__init__(self.preset)
 
+    @staticmethod
+    def digest_identity(
+        event_type: str, delivery: Delivery, *delivery_id_headers: str
+    ) -> list[Identity]:
+        """The identity of an event whose id is not signed: the key is the body digest with the
+        type, and the first of ``delivery_id_headers`` present is kept as the delivery id."""
+        return [
+            Identity(
+                event_id=base.body_digest_id(event_type, delivery.body),
+                event_type=event_type,
+                delivery_id=base.optional_header(delivery.headers, *delivery_id_headers),
+            )
+        ]
+
 
 class GitHub(_Preset):
     """GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC of the body>``; no timestamp.
@@ -232,13 +246,7 @@ class GitHub(_Preset):
         action = payload.get("action")
         if isinstance(action, str) and action:
             event = base.bounded_text(f"{event}.{action}", "event type", base.MAX_TYPE_CHARS)
-        return [
-            Identity(
-                event_id=base.body_digest_id(event, delivery.body),
-                event_type=event,
-                delivery_id=base.optional_header(headers, "x-github-delivery"),
-            )
-        ]
+        return self.digest_identity(event, delivery, "x-github-delivery")
 
 
 class Shopify(_Preset):
@@ -260,14 +268,7 @@ class Shopify(_Preset):
             headers.get("x-shopify-topic"), "X-Shopify-Topic", base.MAX_TYPE_CHARS
         )
         # Older Shopify documentation names the id header X-Shopify-Event-Id.
-        delivery_id = base.optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id")
-        return [
-            Identity(
-                event_id=base.body_digest_id(topic, delivery.body),
-                event_type=topic,
-                delivery_id=delivery_id,
-            )
-        ]
+        return self.digest_identity(topic, delivery, "x-shopify-webhook-id", "x-shopify-event-id")
 
 
 class Slack(_Preset):

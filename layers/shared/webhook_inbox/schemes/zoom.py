@@ -40,13 +40,7 @@ class Zoom(_Preset):
         event = base.bounded_text(payload.get("event"), "event", base.MAX_TYPE_CHARS)
         if event == URL_VALIDATION:
             return self._validation_reply(payload, verified)
-        return [
-            Identity(
-                event_id=base.body_digest_id(event, delivery.body),
-                event_type=event,
-                delivery_id=base.optional_header(delivery.headers, "x-zm-trackingid"),
-            )
-        ]
+        return self.digest_identity(event, delivery, "x-zm-trackingid")
 
     @staticmethod
     def _validation_reply(payload: Mapping[str, Any], verified: Verified) -> Reply:
