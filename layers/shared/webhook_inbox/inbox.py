@@ -4,9 +4,7 @@ The only module that runs SQL on webhook_events, and every statement it runs is 
 ``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
 statement, hence one round trip, but for two: ``mark_done`` sends two before reading either,
 and ``claim_events`` reads the stored rows and claims the rest when its lock wait runs out.
-None commits. The caller owns the transaction (ingest and the processor's lease run in
-autocommit, the processor groups a batch's marks in one transaction, the sweeper claims rows
-in one committed statement before it sends).
+None commits: the caller owns the transaction (docs/design.md says which each path uses).
 """
 
 from __future__ import annotations
@@ -48,10 +46,8 @@ _statement = SqlFile("inbox").statement
 # count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
 CLAIM_LOCK_WAIT_MS = 500
 # A duplicate of a row still waiting re-sends its wake-up when the row's stamp is older than this
-# (see claim_events). Ingest answers 503 for a slow claim no sooner than its answer deadline (the
-# statement timeout plus a second: 6 s with the template's), so a claim that committed anyway has
-# a stamp at least that old when the provider's retry arrives. A storm of duplicates sends at
-# most one message per row per this many seconds.
+# (claim_events): shorter than ingest's answer deadline, so the retry of a 503 whose claim
+# committed always finds it old enough (docs/design.md, "A retry after a 503 ...").
 REWAKE_AFTER_S = 2.0
 
 

@@ -6,6 +6,8 @@ Interactions must be answered within 3 seconds, with the answer itself: a PING w
 response, so a handler can follow up through the interaction token (valid 15 minutes).
 Webhook Events want a 204 with an empty body, PING (type 0) included; they carry no id, so the
 key is a digest of the event.
+
+SendGrid signs the same way with another key type (:class:`KeySignedTimestamp`, shared).
 """
 
 from __future__ import annotations
@@ -13,35 +15,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    content_digest_id,
-    fail,
-    parse_timestamp,
-    required_header,
-)
-from webhook_inbox.schemes.public_keys import (
-    ED25519,
-    PrivateKey,
-    PublicKey,
-    check_pem,
-    ed25519_public,
-    is_pem,
-    private_from_pem,
-    verified_index,
-)
+from webhook_inbox.schemes import base, public_keys
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
+from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 _HEX_SIGNATURE = re.compile(r"[0-9a-fA-F]{128}")
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
@@ -76,15 +55,15 @@ def _public(secret: str) -> PublicKey:
             "discord: a key is the application public key (64 hex digits) "
             "or, to sign in development, a PEM (PKCS#8) Ed25519 private key"
         )
-    return ed25519_public(bytes.fromhex(secret), "discord: the public key")
+    return public_keys.ed25519_public(bytes.fromhex(secret), "discord: the public key")
 
 
 @functools.lru_cache(maxsize=64)
 def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     """The application public key (64 hex digits, as the developer portal shows it), or a PEM
     Ed25519 private key for signing in development (Discord keeps its own)."""
-    if is_pem(secret):
-        private = private_from_pem(secret.strip(), ED25519, _PRIVATE)
+    if public_keys.is_pem(secret):
+        private = public_keys.private_from_pem(secret.strip(), public_keys.ED25519, _PRIVATE)
         return private.public, private
     return _public(secret), None
 
@@ -96,11 +75,75 @@ def _integer(payload: Mapping[str, Any], field: str) -> int:
     return value
 
 
-class Discord(Scheme):
+class KeySignedTimestamp(Scheme):
+    """A private key's signature over a timestamp header's text followed by the body, verified
+    with the configured public keys (any one verifying) and the timestamp within the tolerance.
+    Discord's shape, SendGrid's too; a subclass decodes its signature header, loads its keys and
+    writes the headers it signs with."""
+
+    timestamp_header: ClassVar[str]
+    key_algorithm: ClassVar[str]  # public_keys.ED25519 or public_keys.P256
+    private_key_label: ClassVar[str]  # names a private key in configuration errors
+    verify_only: ClassVar[str]  # why sign() refuses a secret that holds only a public key
+
+    def presented_signature(self, delivery: Delivery) -> bytes:
+        """The signature header's bytes, or a 401 when it is missing or malformed."""
+        raise NotImplementedError
+
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        """The public key a secret holds, and its private key when it is one."""
+        raise NotImplementedError
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        raise NotImplementedError
+
+    def check_secret(self, secret: str) -> None:
+        if public_keys.is_pem(secret):  # its shape only: loading it would import cryptography
+            public_keys.check_pem(secret, self.key_algorithm, self.private_key_label)
+        else:
+            self.key_pair(secret)  # a public key loads without it, or is refused
+
+    def verify(
+        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
+    ) -> Verified:
+        signature = self.presented_signature(delivery)
+        timestamp_text = base.required_header(delivery.headers, self.timestamp_header)
+        timestamp = base.parse_timestamp(timestamp_text)
+        verifying_keys = [self.key_pair(secret)[0] for secret in secrets]
+        signed = timestamp_text.encode() + delivery.body
+        if public_keys.verified_index(verifying_keys, signed, [signature]) is None:
+            raise SignatureMismatch("signature did not verify")
+        base.check_fresh(timestamp, now, tolerance)
+        return Verified(timestamp=timestamp)
+
+    def sign(
+        self,
+        secret: str,
+        body: bytes,
+        *,
+        timestamp: int,
+        event_id: str | None = None,
+        event_type: str | None = None,
+        url: str = "",
+    ) -> Signed:
+        _, private = self.key_pair(secret)
+        if private is None:
+            raise ConfigurationError(self.verify_only)
+        signature = private.sign(str(timestamp).encode() + body)
+        return Signed(self.signed_headers(signature, timestamp), body, url)
+
+
+class Discord(KeySignedTimestamp):
     """Discord interactions and webhook events: ``X-Signature-Ed25519`` (hex) over the
     ``X-Signature-Timestamp`` header's text followed by the body."""
 
     name = "discord"
+    timestamp_header = "x-signature-timestamp"
+    key_algorithm = public_keys.ED25519
+    private_key_label = _PRIVATE
+    verify_only = (
+        "discord: the application public key only verifies; sign with a PEM Ed25519 private key"
+    )
     option_names = frozenset({"endpoint"})
     # Discord documents no window. Webhook Events are retried for up to 10 minutes and may keep
     # their first signature (unverified): a replay inside the window is only a duplicate.
@@ -117,51 +160,22 @@ class Discord(Scheme):
             )
         self.endpoint: str = endpoint
 
-    def check_secret(self, secret: str) -> None:
-        if is_pem(secret):
-            check_pem(secret, ED25519, _PRIVATE)
-        else:
-            _public(secret)
-
     @staticmethod
     def public_key(secret: str) -> str:
         """The public key to configure for ``secret`` (a private key, or a public key as is)."""
         return _keys(secret)[0].data.hex()
 
-    def verify(
-        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        signature_hex = required_header(delivery.headers, "x-signature-ed25519")
+    def presented_signature(self, delivery: Delivery) -> bytes:
+        signature_hex = base.required_header(delivery.headers, "x-signature-ed25519")
         if not _HEX_SIGNATURE.fullmatch(signature_hex):
-            raise fail("signature is not 128 hex digits")
-        timestamp_text = required_header(delivery.headers, "x-signature-timestamp")
-        timestamp = parse_timestamp(timestamp_text)
-        public_keys = [_keys(secret)[0] for secret in secrets]
-        signed = timestamp_text.encode() + delivery.body
-        if verified_index(public_keys, signed, [bytes.fromhex(signature_hex)]) is None:
-            raise SignatureMismatch("signature did not verify")
-        check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
+            raise base.fail("signature is not 128 hex digits")
+        return bytes.fromhex(signature_hex)
 
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        timestamp: int,
-        event_id: str | None = None,
-        event_type: str | None = None,
-        url: str = "",
-    ) -> Signed:
-        _, private = _keys(secret)
-        if private is None:
-            raise ConfigurationError(
-                "discord: the application public key only verifies; "
-                "sign with a PEM Ed25519 private key"
-            )
-        signature = private.sign(str(timestamp).encode() + body)
-        headers = {"X-Signature-Ed25519": signature.hex(), "X-Signature-Timestamp": str(timestamp)}
-        return Signed(headers, body, url)
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        return _keys(secret)
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        return {"X-Signature-Ed25519": signature.hex(), "X-Signature-Timestamp": str(timestamp)}
 
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
@@ -175,8 +189,10 @@ class Discord(Scheme):
             name = _INTERACTION_TYPES.get(kind) or f"INTERACTION_TYPE_{kind}"  # a newer type
             return [
                 Identity(
-                    event_id=bounded_text(payload.get("id"), "interaction id", MAX_ID_CHARS),
-                    event_type=bounded_text(name, "interaction type", MAX_TYPE_CHARS),
+                    event_id=base.bounded_text(
+                        payload.get("id"), "interaction id", base.MAX_ID_CHARS
+                    ),
+                    event_type=base.bounded_text(name, "interaction type", base.MAX_TYPE_CHARS),
                 )
             ]
         if kind == _EVENT_PING:
@@ -184,11 +200,12 @@ class Discord(Scheme):
         event = payload.get("event")
         if kind != _EVENT or not isinstance(event, Mapping):
             raise InvalidPayload("a webhook event is type 1 with an event object")
-        event_type = bounded_text(event.get("type"), "event.type", MAX_TYPE_CHARS)
+        event_type = base.bounded_text(event.get("type"), "event.type", base.MAX_TYPE_CHARS)
         # No id anywhere (body or headers): the key is the signed event in canonical JSON.
         return [
             Identity(
-                event_id=content_digest_id(event_type, payload, without=()), event_type=event_type
+                event_id=base.content_digest_id(event_type, payload, without=()),
+                event_type=event_type,
             )
         ]
 

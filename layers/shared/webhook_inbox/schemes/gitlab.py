@@ -19,21 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    body_digest_id,
-    bounded_text,
-    match_index,
-    optional_header,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 from webhook_inbox.schemes.standard_webhooks import StandardWebhooks
 
 AUTH_BY_TOKEN = "secret-token"  # noqa: S105 - an option value (GitLab's term), not a secret
@@ -75,8 +62,8 @@ class GitLab(Scheme):
             # The signature only: a request with a valid X-Gitlab-Token but no signature is
             # refused, so the weaker mode cannot be chosen by whoever sends the request.
             return self.signing.verify(delivery, secrets, now=now, tolerance=tolerance)
-        presented = [_digest(required_header(delivery.headers, "x-gitlab-token"))]
-        matched = match_index([_digest(s) for s in secrets], presented)
+        presented = [_digest(base.required_header(delivery.headers, "x-gitlab-token"))]
+        matched = base.match_index([_digest(s) for s in secrets], presented)
         if matched is None:
             raise SignatureMismatch("token did not match")
         return Verified(secret=secrets[matched])
@@ -88,22 +75,24 @@ class GitLab(Scheme):
         raw_type = (
             headers.get("x-gitlab-event") or payload.get("object_kind") or payload.get("event_name")
         )
-        event_type = bounded_text(raw_type, "X-Gitlab-Event", MAX_TYPE_CHARS)
+        event_type = base.bounded_text(raw_type, "X-Gitlab-Event", base.MAX_TYPE_CHARS)
         if verified.signed_id is not None:  # signing token: webhook-id (= Idempotency-Key)
-            event_id = bounded_text(verified.signed_id, "webhook-id", MAX_ID_CHARS)
+            event_id = base.bounded_text(verified.signed_id, "webhook-id", base.MAX_ID_CHARS)
         elif headers.get("idempotency-key"):
-            event_id = bounded_text(headers["idempotency-key"], "Idempotency-Key", MAX_ID_CHARS)
+            event_id = base.bounded_text(
+                headers["idempotency-key"], "Idempotency-Key", base.MAX_ID_CHARS
+            )
         elif headers.get("x-gitlab-event-uuid"):
-            event_id = bounded_text(
-                headers["x-gitlab-event-uuid"], "X-Gitlab-Event-UUID", MAX_ID_CHARS
+            event_id = base.bounded_text(
+                headers["x-gitlab-event-uuid"], "X-Gitlab-Event-UUID", base.MAX_ID_CHARS
             )
         else:
-            event_id = body_digest_id(event_type, delivery.body)
+            event_id = base.body_digest_id(event_type, delivery.body)
         return [
             Identity(
                 event_id=event_id,
                 event_type=event_type,
-                delivery_id=optional_header(headers, "x-gitlab-event-uuid"),
+                delivery_id=base.optional_header(headers, "x-gitlab-event-uuid"),
             )
         ]
 

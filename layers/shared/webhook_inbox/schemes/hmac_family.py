@@ -12,28 +12,8 @@ from webhook_inbox.errors import (
     ConfigurationError,
     SignatureMismatch,
 )
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    b64_digest,
-    body_digest_id,
-    bounded_text,
-    check_fresh,
-    compute_mac,
-    fail,
-    hex_digest,
-    json_path,
-    match_index,
-    optional_header,
-    parse_timestamp,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 
 _PLACEHOLDERS = ("id", "timestamp", "body")
 _PLACEHOLDER = re.compile(r"\{(id|timestamp)\}")  # in the head; {body} is always last
@@ -106,7 +86,9 @@ class GenericHmac(Scheme):
         self.id_path: str | None = opts.get("id_path")
         self.type_path: str = opts.get("type_path", "type")
         self.type_header: str | None = (opts.get("type_header") or "").lower() or None
-        self._decode: Callable[[str], bytes] = hex_digest if self.encoding == "hex" else b64_digest
+        self._decode: Callable[[str], bytes] = (
+            base.hex_digest if self.encoding == "hex" else base.b64_digest
+        )
 
     def _head(self, msg_id: str, timestamp: str) -> bytes:
         """The signed content before the body, rendered in one left-to-right pass.
@@ -124,24 +106,28 @@ class GenericHmac(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers, body = delivery.headers, delivery.body
-        value = required_header(headers, self.signature_header)
+        value = base.required_header(headers, self.signature_header)
         if not value.startswith(self.prefix):
-            raise fail(f"signature lacks the {self.prefix} prefix")
+            raise base.fail(f"signature lacks the {self.prefix} prefix")
         presented = [self._decode(value.removeprefix(self.prefix))]
         timestamp_text = ""
         timestamp = None
         if self.timestamp_header:
-            timestamp_text = required_header(headers, self.timestamp_header)
-            timestamp = parse_timestamp(timestamp_text)
+            timestamp_text = base.required_header(headers, self.timestamp_header)
+            timestamp = base.parse_timestamp(timestamp_text)
         msg_id = (
-            required_header(headers, self.id_header) if self.signs_id and self.id_header else ""
+            base.required_header(headers, self.id_header)
+            if self.signs_id and self.id_header
+            else ""
         )
         head = self._head(msg_id, timestamp_text)
-        matched = match_index([compute_mac(s.encode(), head, body) for s in secrets], presented)
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), head, body) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch("signature did not match")
         if timestamp is not None:
-            check_fresh(timestamp, now, tolerance)
+            base.check_fresh(timestamp, now, tolerance)
         return Verified(signed_id=msg_id or None, timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -155,7 +141,7 @@ class GenericHmac(Scheme):
         url: str = "",
     ) -> Signed:
         msg_id = event_id or (f"evt_{_random.token_urlsafe(12)}" if self.signs_id else "")
-        mac = compute_mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
+        mac = base.compute_mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
         digest = mac.hex() if self.encoding == "hex" else base64.b64encode(mac).decode()
         # Sign with the header names as configured (case and all), as the sender would.
         opts = self.options
@@ -175,17 +161,19 @@ class GenericHmac(Scheme):
         if self.type_header:
             raw_type = headers.get(self.type_header)
         else:
-            raw_type = json_path(payload, self.type_path)
-        event_type = bounded_text(raw_type, "event type", MAX_TYPE_CHARS)
+            raw_type = base.json_path(payload, self.type_path)
+        event_type = base.bounded_text(raw_type, "event type", base.MAX_TYPE_CHARS)
         delivery_id = None
         if self.signs_id:
-            event_id = bounded_text(verified.signed_id, "event id", MAX_ID_CHARS)
+            event_id = base.bounded_text(verified.signed_id, "event id", base.MAX_ID_CHARS)
         elif self.id_path:
-            event_id = bounded_text(json_path(payload, self.id_path), "event id", MAX_ID_CHARS)
+            event_id = base.bounded_text(
+                base.json_path(payload, self.id_path), "event id", base.MAX_ID_CHARS
+            )
         else:
-            event_id = body_digest_id(event_type, delivery.body)
+            event_id = base.body_digest_id(event_type, delivery.body)
         if not self.signs_id and self.id_header:
-            delivery_id = optional_header(headers, self.id_header)
+            delivery_id = base.optional_header(headers, self.id_header)
         return [Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)]
 
 
@@ -200,6 +188,20 @@ class _Preset(GenericHmac):
         if options:
             raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(options)}")
         super().__init__(self.preset)
+
+    @staticmethod
+    def digest_identity(
+        event_type: str, delivery: Delivery, *delivery_id_headers: str
+    ) -> list[Identity]:
+        """The identity of an event whose id is not signed: the key is the body digest with the
+        type, and the first of ``delivery_id_headers`` present is kept as the delivery id."""
+        return [
+            Identity(
+                event_id=base.body_digest_id(event_type, delivery.body),
+                event_type=event_type,
+                delivery_id=base.optional_header(delivery.headers, *delivery_id_headers),
+            )
+        ]
 
 
 class GitHub(_Preset):
@@ -238,17 +240,13 @@ class GitHub(_Preset):
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
         headers = delivery.headers
-        event = bounded_text(headers.get("x-github-event"), "X-GitHub-Event", MAX_TYPE_CHARS)
+        event = base.bounded_text(
+            headers.get("x-github-event"), "X-GitHub-Event", base.MAX_TYPE_CHARS
+        )
         action = payload.get("action")
         if isinstance(action, str) and action:
-            event = bounded_text(f"{event}.{action}", "event type", MAX_TYPE_CHARS)
-        return [
-            Identity(
-                event_id=body_digest_id(event, delivery.body),
-                event_type=event,
-                delivery_id=optional_header(headers, "x-github-delivery"),
-            )
-        ]
+            event = base.bounded_text(f"{event}.{action}", "event type", base.MAX_TYPE_CHARS)
+        return self.digest_identity(event, delivery, "x-github-delivery")
 
 
 class Shopify(_Preset):
@@ -266,16 +264,11 @@ class Shopify(_Preset):
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
         headers = delivery.headers
-        topic = bounded_text(headers.get("x-shopify-topic"), "X-Shopify-Topic", MAX_TYPE_CHARS)
+        topic = base.bounded_text(
+            headers.get("x-shopify-topic"), "X-Shopify-Topic", base.MAX_TYPE_CHARS
+        )
         # Older Shopify documentation names the id header X-Shopify-Event-Id.
-        delivery_id = optional_header(headers, "x-shopify-webhook-id", "x-shopify-event-id")
-        return [
-            Identity(
-                event_id=body_digest_id(topic, delivery.body),
-                event_type=topic,
-                delivery_id=delivery_id,
-            )
-        ]
+        return self.digest_identity(topic, delivery, "x-shopify-webhook-id", "x-shopify-event-id")
 
 
 class Slack(_Preset):
@@ -297,13 +290,13 @@ class Slack(_Preset):
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
         if payload.get("type") == "url_verification":
-            challenge = bounded_text(payload.get("challenge"), "challenge", 1024)
+            challenge = base.bounded_text(payload.get("challenge"), "challenge", 1024)
             return Reply.json({"challenge": challenge})
         event = payload.get("event")
         inner_type = event.get("type") if isinstance(event, Mapping) else None
         return [
             Identity(
-                event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-                event_type=bounded_text(inner_type or payload.get("type"), "event type", 255),
+                event_id=base.bounded_text(payload.get("event_id"), "event_id", base.MAX_ID_CHARS),
+                event_type=base.bounded_text(inner_type or payload.get("type"), "event type", 255),
             )
         ]

@@ -9,22 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook_inbox.errors import InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    b64_digest,
-    bounded_text,
-    check_fresh_subsecond,
-    compute_mac,
-    content_digest_id,
-    fail,
-    match_index,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Scheme, Signed, Verified
 from webhook_inbox.schemes.urls import called_url
 
 _UNIX_MILLISECONDS = re.compile(r"[0-9]{1,15}")
@@ -75,18 +61,20 @@ class HubSpot(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers = delivery.headers
-        presented = [b64_digest(required_header(headers, "x-hubspot-signature-v3"))]
-        millis = required_header(headers, "x-hubspot-request-timestamp")
+        presented = [base.b64_digest(base.required_header(headers, "x-hubspot-signature-v3"))]
+        millis = base.required_header(headers, "x-hubspot-request-timestamp")
         if not _UNIX_MILLISECONDS.fullmatch(millis):
-            raise fail("timestamp is not unix milliseconds")
+            raise base.fail("timestamp is not unix milliseconds")
         if not _METHOD.fullmatch(delivery.method):
-            raise fail("no HTTP method to verify against")
+            raise base.fail("no HTTP method to verify against")
         head = (delivery.method + signed_uri(called_url(delivery))).encode()
-        expected = [compute_mac(s.encode(), head, delivery.body, millis.encode()) for s in secrets]
-        matched = match_index(expected, presented)
+        expected = [
+            base.compute_mac(s.encode(), head, delivery.body, millis.encode()) for s in secrets
+        ]
+        matched = base.match_index(expected, presented)
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        timestamp = check_fresh_subsecond(int(millis), 1000, now, tolerance)
+        timestamp = base.check_fresh_subsecond(int(millis), 1000, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -101,7 +89,7 @@ class HubSpot(Scheme):
     ) -> Signed:
         millis = str(timestamp * 1000)
         head = ("POST" + signed_uri(url)).encode()
-        mac = compute_mac(secret.encode(), head, body, millis.encode())
+        mac = base.compute_mac(secret.encode(), head, body, millis.encode())
         headers = {
             "X-HubSpot-Signature-v3": base64.b64encode(mac).decode(),
             "X-HubSpot-Request-Timestamp": millis,
@@ -116,10 +104,10 @@ class HubSpot(Scheme):
             if not isinstance(event, dict):
                 raise InvalidPayload("every HubSpot event is a JSON object")
             raw_type = event.get("subscriptionType")
-            event_type = bounded_text(raw_type, "subscriptionType", MAX_TYPE_CHARS)
+            event_type = base.bounded_text(raw_type, "subscriptionType", base.MAX_TYPE_CHARS)
             found.append(
                 Identity(
-                    event_id=content_digest_id(event_type, event, without=_PER_ATTEMPT),
+                    event_id=base.content_digest_id(event_type, event, without=_PER_ATTEMPT),
                     event_type=event_type,
                     payload=event,
                 )

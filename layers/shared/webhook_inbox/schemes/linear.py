@@ -15,25 +15,8 @@ from typing import Any
 
 from webhook_inbox import bodies
 from webhook_inbox.errors import SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh_subsecond,
-    compute_mac,
-    content_digest_id,
-    fail,
-    hex_digest,
-    match_index,
-    object_to_sign,
-    optional_header,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 
 TIMESTAMP_FIELD = "webhookTimestamp"
 MAX_TIMESTAMP_MS = 10**15
@@ -50,8 +33,10 @@ class Linear(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [hex_digest(required_header(delivery.headers, "linear-signature"))]
-        matched = match_index([compute_mac(s.encode(), delivery.body) for s in secrets], presented)
+        presented = [base.hex_digest(base.required_header(delivery.headers, "linear-signature"))]
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), delivery.body) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch("signature did not match")
         # Authentic from here on: a body that is not a JSON object is a 400, as for any sender.
@@ -63,21 +48,21 @@ class Linear(Scheme):
             or not 0 <= stamp < MAX_TIMESTAMP_MS
         ):
             # Without it a captured delivery would replay forever: refuse it like a bad signature.
-            raise fail(f"{TIMESTAMP_FIELD} is missing or not epoch milliseconds")
-        timestamp = check_fresh_subsecond(stamp, 1000, now, tolerance)
+            raise base.fail(f"{TIMESTAMP_FIELD} is missing or not epoch milliseconds")
+        timestamp = base.check_fresh_subsecond(stamp, 1000, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched], payload=payload)
 
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
-        entity = bounded_text(payload.get("type"), "type", MAX_TYPE_CHARS)
-        action = bounded_text(payload.get("action"), "action", MAX_TYPE_CHARS)
-        event_type = bounded_text(f"{entity}.{action}", "event type", MAX_TYPE_CHARS)
+        entity = base.bounded_text(payload.get("type"), "type", base.MAX_TYPE_CHARS)
+        action = base.bounded_text(payload.get("action"), "action", base.MAX_TYPE_CHARS)
+        event_type = base.bounded_text(f"{entity}.{action}", "event type", base.MAX_TYPE_CHARS)
         return [
             Identity(
-                event_id=content_digest_id(event_type, payload, without=(TIMESTAMP_FIELD,)),
+                event_id=base.content_digest_id(event_type, payload, without=(TIMESTAMP_FIELD,)),
                 event_type=event_type,
-                delivery_id=optional_header(delivery.headers, "linear-delivery"),
+                delivery_id=base.optional_header(delivery.headers, "linear-delivery"),
             )
         ]
 
@@ -94,11 +79,11 @@ class Linear(Scheme):
         """Stamps ``webhookTimestamp`` (``timestamp`` in milliseconds) into a JSON object body,
         as Linear does on every attempt, then signs; any other body is signed as it is."""
         headers = {"Linear-Delivery": event_id or str(uuid.uuid4())}
-        document = object_to_sign(body)
+        document = base.object_to_sign(body)
         if document is not None:
             document[TIMESTAMP_FIELD] = timestamp * 1000
             body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
             if isinstance(document.get("type"), str):
                 headers["Linear-Event"] = document["type"]
-        headers["Linear-Signature"] = compute_mac(secret.encode(), body).hex()
+        headers["Linear-Signature"] = base.compute_mac(secret.encode(), body).hex()
         return Signed(headers, body, url)

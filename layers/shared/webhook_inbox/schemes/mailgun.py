@@ -17,25 +17,8 @@ from typing import Any
 
 from webhook_inbox import bodies
 from webhook_inbox.errors import InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    compute_mac,
-    fail,
-    hex_digest,
-    match_index,
-    object_to_sign,
-    parse_timestamp,
-    storable,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 
 # Mailgun's tokens are 50 random characters; anything printable and bounded is accepted, but
 # never whitespace or control characters.
@@ -49,15 +32,15 @@ def _signed_timestamp(value: Any) -> tuple[str, int]:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_TIMESTAMP:
         return str(value), value
     if isinstance(value, str):
-        return value, parse_timestamp(value)
-    raise fail("signature.timestamp is not unix seconds")
+        return value, base.parse_timestamp(value)
+    raise base.fail("signature.timestamp is not unix seconds")
 
 
 def _hex_field(signature: Mapping[str, Any], name: str) -> bytes:
     value = signature.get(name)
     if not isinstance(value, str):
-        raise fail(f"signature.{name} is not a string")
-    return hex_digest(value)
+        raise base.fail(f"signature.{name} is not a string")
+    return base.hex_digest(value)
 
 
 class Mailgun(Scheme):
@@ -77,24 +60,26 @@ class Mailgun(Scheme):
         except InvalidPayload as exc:
             # The signature is inside the body: a body that cannot be read (or stored, NUL in a
             # string) has no signature to check, so 401, not 400.
-            raise fail(f"no signature: {exc.detail}") from None
+            raise base.fail(f"no signature: {exc.detail}") from None
         signature = payload.get("signature")
         if not isinstance(signature, Mapping):
-            raise fail("no signature object")
+            raise base.fail("no signature object")
         timestamp_text, timestamp = _signed_timestamp(signature.get("timestamp"))
         token = signature.get("token")
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            raise fail("signature.token is not a printable token")
+            raise base.fail("signature.token is not a printable token")
         presented = [_hex_field(signature, "signature")]
         if "parent-signature" in signature:
             presented.append(_hex_field(signature, "parent-signature"))
         # timestamp + token with no separator: moving a digit across the boundary keeps the MAC
         # but moves the timestamp by a factor of ten, which the tolerance below refuses.
         signed = (timestamp_text.encode(), token.encode())
-        matched = match_index([compute_mac(s.encode(), *signed) for s in secrets], presented)
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), *signed) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        check_fresh(timestamp, now, tolerance)
+        base.check_fresh(timestamp, now, tolerance)
         return Verified(
             signed_id=token, timestamp=timestamp, secret=secrets[matched], payload=payload
         )
@@ -105,15 +90,19 @@ class Mailgun(Scheme):
         event_data = payload.get("event-data")
         if not isinstance(event_data, Mapping):
             raise InvalidPayload("event-data is missing or not an object")
-        event_type = bounded_text(event_data.get("event"), "event-data.event", MAX_TYPE_CHARS)
+        event_type = base.bounded_text(
+            event_data.get("event"), "event-data.event", base.MAX_TYPE_CHARS
+        )
         # event-data.id names the event, but unsigned: informational, never the key.
         event_id = event_data.get("id")
         delivery_id = None
         if isinstance(event_id, str) and event_id:
-            delivery_id = storable(event_id[:MAX_ID_CHARS], "event-data.id")
+            delivery_id = base.storable(event_id[: base.MAX_ID_CHARS], "event-data.id")
         return [
             Identity(
-                event_id=bounded_text(verified.signed_id, "signature.token", MAX_ID_CHARS),
+                event_id=base.bounded_text(
+                    verified.signed_id, "signature.token", base.MAX_ID_CHARS
+                ),
                 event_type=event_type,
                 delivery_id=delivery_id,
             )
@@ -132,9 +121,9 @@ class Mailgun(Scheme):
         """``body`` is the event-data (kept byte for byte inside the signed body), or a whole
         Mailgun body (one with ``event-data``), whose signature object is replaced."""
         token = event_id or _random.token_hex(25)  # 50 characters, as Mailgun's
-        mac = compute_mac(secret.encode(), str(timestamp).encode(), token.encode()).hex()
+        mac = base.compute_mac(secret.encode(), str(timestamp).encode(), token.encode()).hex()
         signature = {"token": token, "timestamp": str(timestamp), "signature": mac}
-        document = object_to_sign(body)
+        document = base.object_to_sign(body)
         if document is not None and "event-data" in document:
             document["signature"] = signature
             signed_body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Verified,
-    bounded_text,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Verified
 from webhook_inbox.schemes.stripe import TimestampedHeader
 
 
@@ -41,12 +35,14 @@ class Paddle(TimestampedHeader):
         notification = payload.get("notification_id")
         return [
             Identity(
-                event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-                event_type=bounded_text(payload.get("event_type"), "event_type", MAX_TYPE_CHARS),
+                event_id=base.bounded_text(payload.get("event_id"), "event_id", base.MAX_ID_CHARS),
+                event_type=base.bounded_text(
+                    payload.get("event_type"), "event_type", base.MAX_TYPE_CHARS
+                ),
                 delivery_id=(
                     None
                     if notification is None
-                    else bounded_text(notification, "notification_id", MAX_ID_CHARS)
+                    else base.bounded_text(notification, "notification_id", base.MAX_ID_CHARS)
                 ),
             )
         ]

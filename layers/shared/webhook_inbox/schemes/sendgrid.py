@@ -7,36 +7,14 @@ import base64
 import binascii
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    content_digest_id,
-    fail,
-    parse_timestamp,
-    required_header,
-)
-from webhook_inbox.schemes.public_keys import (
-    MAX_P256_SIGNATURE_BYTES,
-    P256,
-    PrivateKey,
-    PublicKey,
-    check_pem,
-    is_pem,
-    p256_public,
-    private_from_pem,
-    verified_index,
-)
+from webhook_inbox.errors import ConfigurationError, InvalidPayload
+from webhook_inbox.schemes import base, public_keys
+from webhook_inbox.schemes.base import Delivery, Identity, Verified
+from webhook_inbox.schemes.discord import KeySignedTimestamp
+from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"
 TIMESTAMP_HEADER = "X-Twilio-Email-Event-Webhook-Timestamp"
@@ -50,8 +28,8 @@ _PRIVATE = "sendgrid: the private key"
 def _keys(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     """The Verification Key from SendGrid's Mail Settings (base64 DER SubjectPublicKeyInfo), or
     a PEM P-256 private key for signing in development (SendGrid keeps its own)."""
-    if is_pem(secret):
-        private = private_from_pem(secret.strip(), P256, _PRIVATE)
+    if public_keys.is_pem(secret):
+        private = public_keys.private_from_pem(secret.strip(), public_keys.P256, _PRIVATE)
         return private.public, private
     return _public(secret), None
 
@@ -66,73 +44,49 @@ def _public(secret: str) -> PublicKey:
             "sendgrid: a key is the Verification Key (base64 DER, 'MFkw…') "
             "or, to sign in development, a PEM (PKCS#8) P-256 private key"
         )
-    return p256_public(der, "sendgrid: the Verification Key")
+    return public_keys.p256_public(der, "sendgrid: the Verification Key")
 
 
-class SendGrid(Scheme):
+class SendGrid(KeySignedTimestamp):
     """SendGrid Event Webhook: ``X-Twilio-Email-Event-Webhook-Signature`` (base64 DER ECDSA)
     over the ``X-Twilio-Email-Event-Webhook-Timestamp`` header's text followed by the body."""
 
     name = "sendgrid"
+    timestamp_header = TIMESTAMP_HEADER.lower()
+    key_algorithm = public_keys.P256
+    private_key_label = _PRIVATE
+    verify_only = "sendgrid: the Verification Key only verifies; sign with a PEM P-256 private key"
     body_format = "json-array"
     # SendGrid documents no window and retries for up to 24 hours; whether a retry is signed
     # afresh is not documented. The widest tolerance keeps every retry; a replay inside it only
     # meets the rows its signed event ids already hold.
     default_tolerance_s = 86_400
 
-    def check_secret(self, secret: str) -> None:
-        if is_pem(secret):
-            check_pem(secret, P256, _PRIVATE)
-        else:
-            _public(secret)
-
     @staticmethod
     def public_key(secret: str) -> str:
         """The Verification Key to configure for ``secret`` (a private key, or one as is)."""
         return base64.b64encode(_keys(secret)[0].data).decode()
 
-    def verify(
-        self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
-    ) -> Verified:
-        signature_b64 = required_header(delivery.headers, SIGNATURE_HEADER.lower())
+    def presented_signature(self, delivery: Delivery) -> bytes:
+        signature_b64 = base.required_header(delivery.headers, SIGNATURE_HEADER.lower())
         if not _B64_DER.fullmatch(signature_b64):
-            raise fail("signature is not base64")
+            raise base.fail("signature is not base64")
         try:
             signature = base64.b64decode(signature_b64, validate=True)
         except binascii.Error:
-            raise fail("signature is not base64") from None
-        if len(signature) > MAX_P256_SIGNATURE_BYTES:
-            raise fail("signature is longer than a P-256 signature")
-        timestamp_text = required_header(delivery.headers, TIMESTAMP_HEADER.lower())
-        timestamp = parse_timestamp(timestamp_text)
-        public_keys = [_keys(secret)[0] for secret in secrets]
-        signed = timestamp_text.encode() + delivery.body
-        if verified_index(public_keys, signed, [signature]) is None:
-            raise SignatureMismatch("signature did not verify")
-        check_fresh(timestamp, now, tolerance)
-        return Verified(timestamp=timestamp)
+            raise base.fail("signature is not base64") from None
+        if len(signature) > public_keys.MAX_P256_SIGNATURE_BYTES:
+            raise base.fail("signature is longer than a P-256 signature")
+        return signature
 
-    def sign(
-        self,
-        secret: str,
-        body: bytes,
-        *,
-        timestamp: int,
-        event_id: str | None = None,
-        event_type: str | None = None,
-        url: str = "",
-    ) -> Signed:
-        _, private = _keys(secret)
-        if private is None:
-            raise ConfigurationError(
-                "sendgrid: the Verification Key only verifies; sign with a PEM P-256 private key"
-            )
-        signature = private.sign(str(timestamp).encode() + body)
-        headers = {
+    def key_pair(self, secret: str) -> tuple[PublicKey, PrivateKey | None]:
+        return _keys(secret)
+
+    def signed_headers(self, signature: bytes, timestamp: int) -> dict[str, str]:
+        return {
             SIGNATURE_HEADER: base64.b64encode(signature).decode(),
             TIMESTAMP_HEADER: str(timestamp),
         }
-        return Signed(headers, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         """One identity per event of the batch: its ``sg_event_id`` (signed, inside the body),
@@ -143,11 +97,11 @@ class SendGrid(Scheme):
         for event in payload:
             if not isinstance(event, Mapping):
                 raise InvalidPayload("every SendGrid event is a JSON object")
-            event_type = bounded_text(event.get("event"), "event", MAX_TYPE_CHARS)
+            event_type = base.bounded_text(event.get("event"), "event", base.MAX_TYPE_CHARS)
             sg_event_id = event.get("sg_event_id")
             if sg_event_id is None:
-                event_id = content_digest_id(event_type, event, without=())
+                event_id = base.content_digest_id(event_type, event, without=())
             else:
-                event_id = bounded_text(sg_event_id, "sg_event_id", MAX_ID_CHARS)
+                event_id = base.bounded_text(sg_event_id, "sg_event_id", base.MAX_ID_CHARS)
             found.append(Identity(event_id=event_id, event_type=event_type, payload=event))
         return found

@@ -7,20 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook_inbox.errors import SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    b64_digest,
-    bounded_text,
-    compute_mac,
-    match_index,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Scheme, Signed, Verified
 from webhook_inbox.schemes.urls import called_url
 
 
@@ -38,10 +26,12 @@ class Square(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [b64_digest(required_header(delivery.headers, "x-square-hmacsha256-signature"))]
+        presented = [
+            base.b64_digest(base.required_header(delivery.headers, "x-square-hmacsha256-signature"))
+        ]
         url = called_url(delivery).encode()
-        matched = match_index(
-            [compute_mac(s.encode(), url, delivery.body) for s in secrets], presented
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), url, delivery.body) for s in secrets], presented
         )
         if matched is None:
             raise SignatureMismatch("signature did not match")
@@ -57,13 +47,15 @@ class Square(Scheme):
         event_type: str | None = None,
         url: str = "",
     ) -> Signed:
-        mac = compute_mac(secret.encode(), url.encode(), body)
+        mac = base.compute_mac(secret.encode(), url.encode(), body)
         return Signed({"x-square-hmacsha256-signature": base64.b64encode(mac).decode()}, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         return [
             Identity(
-                event_id=bounded_text(payload.get("event_id"), "event_id", MAX_ID_CHARS),
-                event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
+                event_id=base.bounded_text(payload.get("event_id"), "event_id", base.MAX_ID_CHARS),
+                event_type=base.bounded_text(
+                    payload.get("type"), "event type", base.MAX_TYPE_CHARS
+                ),
             )
         ]

@@ -14,32 +14,9 @@ from webhook_inbox.errors import (
     ConfigurationError,
     SignatureMismatch,
 )
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_SIGNATURES_PER_HEADER,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Headers,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    any_match,
-    b64_digest,
-    bounded_text,
-    check_fresh,
-    compute_mac,
-    fail,
-    parse_timestamp,
-    required_header,
-)
-from webhook_inbox.schemes.public_keys import (
-    PrivateKey,
-    PublicKey,
-    ed25519_private_from_seed,
-    ed25519_public,
-    verified_index,
-)
+from webhook_inbox.schemes import base, public_keys
+from webhook_inbox.schemes.base import Delivery, Headers, Identity, Scheme, Signed, Verified
+from webhook_inbox.schemes.public_keys import PrivateKey, PublicKey
 
 _B64_ED25519_SIGNATURE = re.compile(r"[A-Za-z0-9+/]{86}==")
 # The spec's key prefixes: whsec_ is an HMAC secret (v1); whpk_ and whsk_ are the public and
@@ -71,7 +48,7 @@ def _ed25519(secret: str) -> tuple[PublicKey, PrivateKey | None]:
     if secret.startswith(_PUBLIC_KEY):
         return _whpk(secret), None
     raw = _whsk(secret)
-    private = ed25519_private_from_seed(raw[:32], _WHSK)
+    private = public_keys.ed25519_private_from_seed(raw[:32], _WHSK)
     if len(raw) == 64 and raw[32:] != private.public.data:
         raise ConfigurationError(f"{_WHSK}: its public half is not the seed's public key")
     return private.public, private
@@ -82,7 +59,7 @@ _WHSK = "standard-webhooks: the whsk_ key"
 
 def _whpk(secret: str) -> PublicKey:
     raw = _config_b64(secret.removeprefix(_PUBLIC_KEY), "the whpk_ key")
-    return ed25519_public(raw, "standard-webhooks: the whpk_ key")
+    return public_keys.ed25519_public(raw, "standard-webhooks: the whpk_ key")
 
 
 def _whsk(secret: str) -> bytes:
@@ -105,7 +82,7 @@ def _signing_key(secret: str) -> PrivateKey:
 
 def _ed25519_signature(text: str) -> bytes:
     if not _B64_ED25519_SIGNATURE.fullmatch(text):
-        raise fail("v1a signature is not a base64 Ed25519 signature")
+        raise base.fail("v1a signature is not a base64 Ed25519 signature")
     return base64.b64decode(text, validate=True)
 
 
@@ -164,37 +141,39 @@ class StandardWebhooks(Scheme):
     ) -> Verified:
         headers, body = delivery.headers, delivery.body
         prefix = self._names(headers)
-        msg_id = required_header(headers, f"{prefix}-id")
-        timestamp_text = required_header(headers, f"{prefix}-timestamp")
-        timestamp = parse_timestamp(timestamp_text)
-        entries = required_header(headers, f"{prefix}-signature").split(" ")
-        if len(entries) > MAX_SIGNATURES_PER_HEADER:
-            raise fail("too many signatures")
+        msg_id = base.required_header(headers, f"{prefix}-id")
+        timestamp_text = base.required_header(headers, f"{prefix}-timestamp")
+        timestamp = base.parse_timestamp(timestamp_text)
+        entries = base.required_header(headers, f"{prefix}-signature").split(" ")
+        if len(entries) > base.MAX_SIGNATURES_PER_HEADER:
+            raise base.fail("too many signatures")
         macs, ed25519_signatures = [], []
         for entry in entries:
             version, sep, value = entry.partition(",")
             if not sep:
-                raise fail("signature entry is not version,value")
+                raise base.fail("signature entry is not version,value")
             if version == "v1":
-                macs.append(b64_digest(value))
+                macs.append(base.b64_digest(value))
             elif version == "v1a":
                 ed25519_signatures.append(_ed25519_signature(value))
             # other versions are ignored, as the spec asks
         if not macs and not ed25519_signatures:
-            raise fail("no v1 or v1a signature")
+            raise base.fail("no v1 or v1a signature")
         signed_prefix = f"{msg_id}.{timestamp_text}.".encode()
         hmac_secrets = [s for s in secrets if not _is_key_pair(s)]
-        public_keys = [_ed25519(s)[0] for s in secrets if _is_key_pair(s)]
+        verifying_keys = [_ed25519(s)[0] for s in secrets if _is_key_pair(s)]
         matched = False
         if macs and hmac_secrets:
-            expected = [compute_mac(self.key(s), signed_prefix, body) for s in hmac_secrets]
-            matched |= any_match(expected, macs)
-        if ed25519_signatures and public_keys:
+            expected = [base.compute_mac(self.key(s), signed_prefix, body) for s in hmac_secrets]
+            matched |= base.any_match(expected, macs)
+        if ed25519_signatures and verifying_keys:
             signed = signed_prefix + body
-            matched |= verified_index(public_keys, signed, ed25519_signatures) is not None
+            matched |= (
+                public_keys.verified_index(verifying_keys, signed, ed25519_signatures) is not None
+            )
         if not matched:
             raise SignatureMismatch("no v1 or v1a signature matched")
-        check_fresh(timestamp, now, tolerance)
+        base.check_fresh(timestamp, now, tolerance)
         return Verified(signed_id=msg_id, timestamp=timestamp)
 
     def sign(
@@ -215,7 +194,7 @@ class StandardWebhooks(Scheme):
         else:
             entry = (
                 "v1,"
-                + base64.b64encode(compute_mac(self.key(secret), signed_prefix, body)).decode()
+                + base64.b64encode(base.compute_mac(self.key(secret), signed_prefix, body)).decode()
             )
         p = self.sign_prefix
         headers = {
@@ -228,7 +207,9 @@ class StandardWebhooks(Scheme):
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         return [
             Identity(
-                event_id=bounded_text(verified.signed_id, "webhook-id", MAX_ID_CHARS),
-                event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
+                event_id=base.bounded_text(verified.signed_id, "webhook-id", base.MAX_ID_CHARS),
+                event_type=base.bounded_text(
+                    payload.get("type"), "event type", base.MAX_TYPE_CHARS
+                ),
             )
         ]

@@ -8,24 +8,8 @@ from typing import Any, ClassVar
 from webhook_inbox.errors import (
     SignatureMismatch,
 )
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_SIGNATURES_PER_HEADER,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh,
-    compute_mac,
-    fail,
-    hex_digest,
-    match_index,
-    parse_timestamp,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Scheme, Signed, Verified
 
 
 class TimestampedHeader(Scheme):
@@ -43,31 +27,33 @@ class TimestampedHeader(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        items = required_header(delivery.headers, self.header_name.lower()).split(self.separator)
-        if len(items) > MAX_SIGNATURES_PER_HEADER + 2:
-            raise fail("too many signature items")
+        items = base.required_header(delivery.headers, self.header_name.lower()).split(
+            self.separator
+        )
+        if len(items) > base.MAX_SIGNATURES_PER_HEADER + 2:
+            raise base.fail("too many signature items")
         timestamps: list[str] = []
         presented: list[bytes] = []
         for item in items:
             key, sep, value = item.partition("=")
             if not sep:
-                raise fail("signature item is not key=value")
+                raise base.fail("signature item is not key=value")
             if key == self.time_key:
                 timestamps.append(value)
             elif key == self.version:
-                presented.append(hex_digest(value))
+                presented.append(base.hex_digest(value))
         if len(timestamps) != 1:
-            raise fail(f"expected exactly one {self.time_key}=")
-        timestamp = parse_timestamp(timestamps[0])
+            raise base.fail(f"expected exactly one {self.time_key}=")
+        timestamp = base.parse_timestamp(timestamps[0])
         if not presented:
-            raise fail(f"no {self.version} signature")
+            raise base.fail(f"no {self.version} signature")
         head = f"{timestamps[0]}{self.joiner}".encode()
-        matched = match_index(
-            [compute_mac(s.encode(), head, delivery.body) for s in secrets], presented
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), head, delivery.body) for s in secrets], presented
         )
         if matched is None:
             raise SignatureMismatch(f"no {self.version} signature matched")
-        check_fresh(timestamp, now, tolerance)
+        base.check_fresh(timestamp, now, tolerance)
         return Verified(timestamp=timestamp, secret=secrets[matched])
 
     def sign(
@@ -80,7 +66,7 @@ class TimestampedHeader(Scheme):
         event_type: str | None = None,
         url: str = "",
     ) -> Signed:
-        mac = compute_mac(secret.encode(), f"{timestamp}{self.joiner}".encode(), body)
+        mac = base.compute_mac(secret.encode(), f"{timestamp}{self.joiner}".encode(), body)
         value = f"{self.time_key}={timestamp}{self.separator}{self.version}={mac.hex()}"
         return Signed({self.header_name: value}, body, url)
 
@@ -98,7 +84,9 @@ class Stripe(TimestampedHeader):
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
         return [
             Identity(
-                event_id=bounded_text(payload.get("id"), "event id", MAX_ID_CHARS),
-                event_type=bounded_text(payload.get("type"), "event type", MAX_TYPE_CHARS),
+                event_id=base.bounded_text(payload.get("id"), "event id", base.MAX_ID_CHARS),
+                event_type=base.bounded_text(
+                    payload.get("type"), "event type", base.MAX_TYPE_CHARS
+                ),
             )
         ]

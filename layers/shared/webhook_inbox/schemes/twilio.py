@@ -13,24 +13,8 @@ from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from webhook_inbox import bodies
 from webhook_inbox.errors import InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    any_match,
-    body_digest_id,
-    bounded_text,
-    compute_mac,
-    fail,
-    hex_digest,
-    match_index,
-    optional_header,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 from webhook_inbox.schemes.urls import called_url
 
 _B64_SHA1 = re.compile(r"[A-Za-z0-9+/]{27}=")
@@ -55,7 +39,7 @@ class FormParams(dict[str, Any]):
 
 def _b64_sha1(text: str) -> bytes:
     if not _B64_SHA1.fullmatch(text):
-        raise fail("signature is not a base64 SHA-1 digest")
+        raise base.fail("signature is not a base64 SHA-1 digest")
     return base64.b64decode(text, validate=True)
 
 
@@ -63,7 +47,7 @@ def _split(url: str) -> SplitResult:
     try:
         return urlsplit(url)
     except ValueError:  # an unbalanced "[" in the host (the Host header is the sender's)
-        raise fail("URL does not parse") from None
+        raise base.fail("URL does not parse") from None
 
 
 def _body_hash(url: str) -> bytes | None:
@@ -72,8 +56,8 @@ def _body_hash(url: str) -> bytes | None:
     if values is None:
         return None
     if len(values) != 1:
-        raise fail("bodySHA256 given more than once")
-    return hex_digest(values[0])
+        raise base.fail("bodySHA256 given more than once")
+    return base.hex_digest(values[0])
 
 
 def _port_variants(url: str) -> list[str]:
@@ -83,10 +67,10 @@ def _port_variants(url: str) -> list[str]:
     try:
         port = parts.port
     except ValueError:
-        raise fail("URL has an invalid port") from None
+        raise base.fail("URL has an invalid port") from None
     start = url.find("//") + 2
     if start < 2 or url[start : start + len(parts.netloc)] != parts.netloc or not parts.netloc:
-        raise fail("URL has no host")
+        raise base.fail("URL has no host")
     userinfo, at, host = parts.netloc.rpartition("@")
     if port is not None:
         host = host.rsplit(":", 1)[0]
@@ -133,7 +117,7 @@ def _form(body: bytes) -> FormParams:
     params = _form_or_none(body)
     if params is None:
         # Twilio's form parameters are part of what it signs: no form, nothing to verify.
-        raise fail("body is not a form")
+        raise base.fail("body is not a form")
     return params
 
 
@@ -178,7 +162,7 @@ class Twilio(Scheme):
     def verify(
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
-        presented = [_b64_sha1(required_header(delivery.headers, "x-twilio-signature"))]
+        presented = [_b64_sha1(base.required_header(delivery.headers, "x-twilio-signature"))]
         url = called_url(delivery)
         declared = _body_hash(url)
         params = None
@@ -188,14 +172,14 @@ class Twilio(Scheme):
             body_intact = True
         else:
             tail = ""
-            body_intact = any_match([hashlib.sha256(delivery.body).digest()], [declared])
+            body_intact = base.any_match([hashlib.sha256(delivery.body).digest()], [declared])
         variants = _port_variants(url)
         expected = [
-            compute_mac(s.encode(), (variant + tail).encode(), digest="sha1")
+            base.compute_mac(s.encode(), (variant + tail).encode(), digest="sha1")
             for s in secrets
             for variant in variants
         ]
-        matched = match_index(expected, presented)
+        matched = base.match_index(expected, presented)
         if matched is None or not body_intact:
             raise SignatureMismatch("signature did not match")
         return Verified(secret=secrets[matched // len(variants)], payload=params)
@@ -224,14 +208,14 @@ class Twilio(Scheme):
             url += ("&" if "?" in url else "?") + f"bodySHA256={digest}"
             headers["Content-Type"] = "application/json"
         tail = "" if params is None else _signed_params(params)
-        mac = compute_mac(secret.encode(), (url + tail).encode(), digest="sha1")
+        mac = base.compute_mac(secret.encode(), (url + tail).encode(), digest="sha1")
         headers["X-Twilio-Signature"] = base64.b64encode(mac).decode()
         if event_id:
             headers["I-Twilio-Idempotency-Token"] = event_id
         return Signed(headers, body, url)
 
     def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
-        delivery_id = optional_header(delivery.headers, "i-twilio-idempotency-token")
+        delivery_id = base.optional_header(delivery.headers, "i-twilio-idempotency-token")
         if isinstance(payload, FormParams):
             event_type = _form_type(payload)
             event_id = _signed_form_id(delivery.url, payload)
@@ -239,8 +223,8 @@ class Twilio(Scheme):
             raw_type = payload.get("type")
             event_type = "json"
             if isinstance(raw_type, str):
-                event_type = bounded_text(raw_type, "type", MAX_TYPE_CHARS)
-            event_id = body_digest_id(event_type, delivery.body)
+                event_type = base.bounded_text(raw_type, "type", base.MAX_TYPE_CHARS)
+            event_id = base.body_digest_id(event_type, delivery.body)
         return [Identity(event_id=event_id, event_type=event_type, delivery_id=delivery_id)]
 
     def acknowledge(self, payload: Any, *, new: bool) -> Reply | None:
@@ -252,13 +236,15 @@ def _form_type(params: Mapping[str, Any]) -> str:
     kind of resource the parameters describe and its status: ``message.delivered``,
     ``call.completed``, ``recording.completed``; ``twilio`` when nothing matches."""
     if "EventType" in params:
-        return bounded_text(params["EventType"], "EventType", MAX_TYPE_CHARS)
+        return base.bounded_text(params["EventType"], "EventType", base.MAX_TYPE_CHARS)
     for id_name, kind, status_names in _KINDS:
         if id_name not in params:
             continue
         status_name = next((n for n in status_names if n in params), None)
         if status_name is None:
             return kind
-        status = bounded_text(params[status_name], status_name, MAX_TYPE_CHARS - len(kind) - 1)
+        status = base.bounded_text(
+            params[status_name], status_name, base.MAX_TYPE_CHARS - len(kind) - 1
+        )
         return f"{kind}.{status}"
     return "twilio"

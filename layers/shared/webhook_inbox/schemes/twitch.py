@@ -18,24 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from webhook_inbox.errors import InvalidPayload, SignatureMismatch
-from webhook_inbox.schemes.base import (
-    MAX_ID_CHARS,
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Scheme,
-    Signed,
-    Verified,
-    bounded_text,
-    check_fresh_subsecond,
-    compute_mac,
-    fail,
-    hex_digest,
-    match_index,
-    object_to_sign,
-    required_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
 
 NOTIFICATION = "notification"
 CHALLENGE = "webhook_callback_verification"
@@ -60,18 +44,18 @@ def rfc3339_nanos(text: str) -> int:
     """
     match = _RFC3339.fullmatch(text)
     if match is None:
-        raise fail("timestamp is not RFC 3339")
+        raise base.fail("timestamp is not RFC 3339")
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     fraction, zone = match.group(7) or "", match.group(8)
     try:  # the calendar's ranges (month lengths, year 1 on, no second 60)
         moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError:
-        raise fail("timestamp is not a valid date and time") from None
+        raise base.fail("timestamp is not a valid date and time") from None
     offset = 0
     if zone != "Z":
         zone_hours, zone_minutes = int(zone[1:3]), int(zone[4:6])
         if zone_hours > 23 or zone_minutes > 59:
-            raise fail("timestamp offset is out of range")
+            raise base.fail("timestamp offset is out of range")
         offset = (zone_hours * 60 + zone_minutes) * 60 * (1 if zone[0] == "+" else -1)
     seconds = (moment - EPOCH) // timedelta(seconds=1) - offset
     return seconds * NANOS + int(fraction.ljust(9, "0") or "0")
@@ -103,21 +87,23 @@ class Twitch(Scheme):
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         headers = delivery.headers
-        message_id = required_header(headers, "twitch-eventsub-message-id")
-        timestamp_text = required_header(headers, "twitch-eventsub-message-timestamp")
-        signature = required_header(headers, "twitch-eventsub-message-signature")
+        message_id = base.required_header(headers, "twitch-eventsub-message-id")
+        timestamp_text = base.required_header(headers, "twitch-eventsub-message-timestamp")
+        signature = base.required_header(headers, "twitch-eventsub-message-signature")
         if not signature.startswith("sha256="):
-            raise fail("signature lacks the sha256= prefix")
-        presented = [hex_digest(signature.removeprefix("sha256="))]
+            raise base.fail("signature lacks the sha256= prefix")
+        presented = [base.hex_digest(signature.removeprefix("sha256="))]
         # id + timestamp + body has no separators: only the strict timestamp format (fixed
         # layout, zone last) keeps a captured signature from verifying under an id that took
         # over part of the timestamp, or a timestamp that took over part of the body.
         nanos = rfc3339_nanos(timestamp_text)
         signed = (message_id.encode(), timestamp_text.encode(), delivery.body)
-        matched = match_index([compute_mac(s.encode(), *signed) for s in secrets], presented)
+        matched = base.match_index(
+            [base.compute_mac(s.encode(), *signed) for s in secrets], presented
+        )
         if matched is None:
             raise SignatureMismatch("signature did not match")
-        timestamp = check_fresh_subsecond(nanos, NANOS, now, tolerance)
+        timestamp = base.check_fresh_subsecond(nanos, NANOS, now, tolerance)
         return Verified(signed_id=message_id, timestamp=timestamp, secret=secrets[matched])
 
     def identify(
@@ -137,18 +123,20 @@ class Twitch(Scheme):
                 raise InvalidPayload("challenge is not a string")
             # The raw challenge as the whole body, text/plain: Twitch compares it byte for byte.
             return Reply(
-                bounded_text(challenge, "challenge", MAX_CHALLENGE_CHARS), 200, "text/plain"
+                base.bounded_text(challenge, "challenge", MAX_CHALLENGE_CHARS), 200, "text/plain"
             )
         if kind == NOTIFICATION:
             if not isinstance(payload["event"], Mapping):
                 raise InvalidPayload("event is not an object")
-            event_type = bounded_text(subscription.get("type"), "subscription.type", MAX_TYPE_CHARS)
+            event_type = base.bounded_text(
+                subscription.get("type"), "subscription.type", base.MAX_TYPE_CHARS
+            )
         else:
             event_type = REVOCATION
         return [
             Identity(
-                event_id=bounded_text(
-                    verified.signed_id, "Twitch-Eventsub-Message-Id", MAX_ID_CHARS
+                event_id=base.bounded_text(
+                    verified.signed_id, "Twitch-Eventsub-Message-Id", base.MAX_ID_CHARS
                 ),
                 event_type=event_type,
             )
@@ -168,7 +156,7 @@ class Twitch(Scheme):
         verification; a body without ``event``: a revocation)."""
         message_id = event_id or str(uuid.uuid4())
         stamp = rfc3339(timestamp)
-        document = object_to_sign(body)
+        document = base.object_to_sign(body)
         kind = _kind(document) if document is not None else NOTIFICATION
         headers = {
             "Twitch-Eventsub-Message-Id": message_id,
@@ -176,7 +164,7 @@ class Twitch(Scheme):
             "Twitch-Eventsub-Message-Type": kind,
             "Twitch-Eventsub-Message-Timestamp": stamp,
             "Twitch-Eventsub-Message-Signature": "sha256="
-            + compute_mac(secret.encode(), message_id.encode(), stamp.encode(), body).hex(),
+            + base.compute_mac(secret.encode(), message_id.encode(), stamp.encode(), body).hex(),
         }
         subscription = document.get("subscription") if document is not None else None
         if isinstance(subscription, Mapping) and isinstance(subscription.get("type"), str):

@@ -12,17 +12,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from webhook_inbox.errors import AuthenticationFailed
-from webhook_inbox.schemes.base import (
-    MAX_TYPE_CHARS,
-    Delivery,
-    Identity,
-    Reply,
-    Verified,
-    body_digest_id,
-    bounded_text,
-    compute_mac,
-    optional_header,
-)
+from webhook_inbox.schemes import base
+from webhook_inbox.schemes.base import Delivery, Identity, Reply, Verified
 from webhook_inbox.schemes.hmac_family import _Preset
 
 URL_VALIDATION = "endpoint.url_validation"
@@ -46,16 +37,10 @@ class Zoom(_Preset):
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
-        event = bounded_text(payload.get("event"), "event", MAX_TYPE_CHARS)
+        event = base.bounded_text(payload.get("event"), "event", base.MAX_TYPE_CHARS)
         if event == URL_VALIDATION:
             return self._validation_reply(payload, verified)
-        return [
-            Identity(
-                event_id=body_digest_id(event, delivery.body),
-                event_type=event,
-                delivery_id=optional_header(delivery.headers, "x-zm-trackingid"),
-            )
-        ]
+        return self.digest_identity(event, delivery, "x-zm-trackingid")
 
     @staticmethod
     def _validation_reply(payload: Mapping[str, Any], verified: Verified) -> Reply:
@@ -65,6 +50,6 @@ class Zoom(_Preset):
         plain = inner.get("plainToken") if isinstance(inner, Mapping) else None
         if not isinstance(plain, str):
             plain = None  # bounded_text would turn a number into text: Zoom sends a string
-        token = bounded_text(plain, "payload.plainToken", MAX_PLAIN_TOKEN_CHARS)
-        encrypted = compute_mac(verified.secret.encode(), token.encode()).hex()
+        token = base.bounded_text(plain, "payload.plainToken", MAX_PLAIN_TOKEN_CHARS)
+        encrypted = base.compute_mac(verified.secret.encode(), token.encode()).hex()
         return Reply.json({"plainToken": token, "encryptedToken": encrypted})
