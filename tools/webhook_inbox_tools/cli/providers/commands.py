@@ -75,7 +75,7 @@ def _secret(args: argparse.Namespace) -> str:
         text = text[:-1] if text.endswith("\n") else text
         text = text[:-1] if text.endswith("\r") else text
     if not text:
-        raise ProvidersError("the secret is empty: pipe it in, e.g. `pbpaste | … --secret-stdin`")
+        raise ProvidersError("the secret is empty: type or paste it when asked, or pipe it in (`printf %s "$SECRET" | … --secret-stdin`)")
     return text
 
 
