@@ -75,7 +75,10 @@ def _secret(args: argparse.Namespace) -> str:
         text = text[:-1] if text.endswith("\n") else text
         text = text[:-1] if text.endswith("\r") else text
     if not text:
-        raise ProvidersError("the secret is empty: type or paste it when asked, or pipe it in (`printf %s "$SECRET" | … --secret-stdin`)")
+        raise ProvidersError(
+            "the secret is empty: paste it when asked, or pipe it in "
+            '(printf %s "$SECRET" | … --secret-stdin)'
+        )
     return text
 
 
