@@ -37,7 +37,7 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     UnknownProvider,
 )
-from webhook_inbox.providers import Registry
+from webhook_inbox.providers import Provider, Registry
 from webhook_inbox.schemes import Delivery, Identity, Reply, Scheme
 from webhook_inbox.settings import IngestSettings
 
@@ -295,6 +295,27 @@ def _wake(
         outcome.detail = f"{outcome.detail or ''}; clear_enqueued failed: {exc}".lstrip("; ")
 
 
+def _find_provider(
+    name: str, configured: IngestSettings, providers: Registry | None, outcome: Outcome
+) -> Provider:
+    """The configured provider called ``name`` (an unknown name is a 404), from ``providers``
+    when given, else from the execution environment's copy of the configuration; notes on
+    ``outcome`` the provider and a failed re-read of the registry."""
+    if providers is None:
+        served = provider_source.serve(
+            configured.providers_registry_arn,
+            configured.providers_refresh_s,
+            configured.providers_config,
+            configured.providers_config_file,
+        )
+        providers, outcome.providers_refresh_failed = served.registry, served.refresh_failed
+    provider = providers.get(name)
+    if provider is None:
+        raise UnknownProvider("no such provider")
+    outcome.provider = provider.name
+    return provider
+
+
 def handle(
     event: Any,
     *,
@@ -311,18 +332,7 @@ def handle(
     try:
         configured = settings()
         provider_name, delivery = decode_event(event, configured.max_body_bytes)
-        if providers is None:
-            served = provider_source.serve(
-                configured.providers_registry_arn,
-                configured.providers_refresh_s,
-                configured.providers_config,
-                configured.providers_config_file,
-            )
-            providers, outcome.providers_refresh_failed = served.registry, served.refresh_failed
-        provider = providers.get(provider_name)
-        if provider is None:
-            raise UnknownProvider("no such provider")
-        outcome.provider = provider.name
+        provider = _find_provider(provider_name, configured, providers, outcome)
         delivery = provider.as_called(delivery)
         verified = provider.verify(delivery, now=int(current_time()))
         scheme = provider.scheme
