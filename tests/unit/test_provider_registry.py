@@ -146,3 +146,12 @@ def test_a_provider_whose_every_secret_expired_refuses_every_delivery() -> None:
 def test_the_module_names_its_constants() -> None:
     assert provider_registry.FORMAT == 1
     assert HISTORY_LIMIT == 100
+
+
+def test_signing_uses_the_first_secret_alive_at_the_timestamp_and_says_when_none_is() -> None:
+    spec = {**ACME, "secrets": [ACME["secrets"][1]]}
+    provider = providers.parse_config({"providers": {"acme": spec}})["acme"]
+    expiry = int(providers.utc_instant("2026-12-03T15:00:00Z", "expires_at"))
+    assert providers.sign_delivery(provider, b"{}", timestamp=expiry - 10).headers
+    with pytest.raises(ConfigurationError, match="every secret has expired"):
+        providers.sign_delivery(provider, b"{}", timestamp=expiry)

@@ -318,7 +318,8 @@ def sign_delivery(
 
     ``url`` is where it will be sent (``public_url`` wins when configured; URL-signed schemes
     sign it); ``event_id`` fills the id header for schemes that have one (a random one is made
-    where the scheme signs it); ``timestamp`` defaults to now; ``event_type`` fills the type
+    where the scheme signs it); ``timestamp`` defaults to now, and the secret is the first one
+    not expired by then; ``event_type`` fills the type
     header for schemes that carry the type outside the body (GitHub ``X-GitHub-Event``, Shopify
     ``X-Shopify-Topic``, a generic ``type_header``).
     """
@@ -327,10 +328,14 @@ def sign_delivery(
         if (provider.scheme.body_format == "form")
         else "application/json"
     )
+    signed_at = int(time.time()) if timestamp is None else timestamp
+    usable = provider.secrets(signed_at)  # the secrets the provider held at that time
+    if not usable:
+        raise ConfigurationError(f"provider {provider.name}: every secret has expired")
     signed = provider.scheme.sign(
-        provider.secrets()[0],
+        usable[0],
         body,
-        timestamp=int(time.time()) if timestamp is None else timestamp,
+        timestamp=signed_at,
         event_id=event_id,
         event_type=event_type,
         url=provider.public_url or url,
