@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from tests.integration.cli.conftest import seed_event
+from tests.integration.cli.conftest import Result, seed_event
 from webhook_inbox_tools.cli import main
 
 REGION = "us-east-1"
@@ -41,16 +41,6 @@ STACK_TEMPLATE = {
     "Resources": {"Placeholder": {"Type": "AWS::SQS::Queue"}},
     "Outputs": {"ProvidersRegistryArn": {"Value": {"Ref": "RegistryArn"}}},
 }
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 @dataclass
