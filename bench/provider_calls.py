@@ -32,7 +32,15 @@ from typing import Any
 from bench.common import bench_database, patched, quiet_output, silence_logger, table
 from tests.ingest_support import v2_event
 from tests.support import load_function
-from webhook_inbox import db, ingest, managed_secrets, provider_registry, provider_source, providers
+from webhook_inbox import (
+    db,
+    ingest,
+    managed_secrets,
+    provider_registry,
+    provider_source,
+    providers,
+    settings,
+)
 
 LABELS = {"before": "before (PROVIDERS_CONFIG, secret_arn)", "after": "after (the registry)"}
 STRIPE_SECRET = "whsec_bench_provider_calls"  # noqa: S105 - a bench's made-up signing secret
@@ -87,7 +95,7 @@ def _configure(mode: str) -> None:
     )["ARN"]
     os.environ["PROVIDERS_CONFIG"] = '{"providers": {}}'
     os.environ["PROVIDERS_REGISTRY_ARN"] = arn
-    os.environ["PROVIDERS_REFRESH_S"] = str(ingest.DEFAULT_PROVIDERS_REFRESH_S)
+    os.environ["PROVIDERS_REFRESH_S"] = str(settings.DEFAULT_PROVIDERS_REFRESH_S)
 
 
 def run(mode: str, deliveries: int, rate: float, app: Any) -> tuple[Counter[str], Counter[str]]:
