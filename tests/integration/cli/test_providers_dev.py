@@ -19,8 +19,9 @@ import pytest
 from tests.faults.fixtures import MotoEndpoint
 from tests.integration.cli.conftest import seed_event
 from tests.support import ROOT
+from webhook_inbox import providers
 from webhook_inbox.provider_registry import INITIAL_TEXT
-from webhook_inbox_tools.cli import main
+from webhook_inbox_tools.cli import main, signing
 from webhook_inbox_tools.dev.env_file import DEFAULT_ENV_FILE, write_env_file
 
 REGION = "us-east-1"
@@ -121,3 +122,17 @@ def test_list_counts_a_providers_deliveries_from_the_devs_database(
     assert any("--stack" in note for note in listed["notes"])
     github = next(p for p in listed["providers"] if p["name"] == "github")
     assert (github["accepted_24h"], github["duplicates_24h"]) == (0, 0)
+
+
+def test_sign_and_send_sign_for_what_the_devs_ingest_serves(
+    dev: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before any `providers` write, the dev serves (and the tools sign for) its providers file.
+    assert signing.load_registry(None).get("newco") is None
+    assert signing.load_registry(None).get("stripe") is not None
+    code, _, err = run(capsys, "add", "newco", "--scheme", "github", "--secret-stdin", stdin=SECRET)
+    assert code == 0, err
+    # From then on its registry: the new provider, signed with the secret typed in.
+    provider = signing.load_registry(None)["newco"]
+    assert provider.secrets() == [SECRET]
+    assert providers.sign_delivery(provider, b"{}", event_type="push").headers

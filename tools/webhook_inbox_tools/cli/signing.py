@@ -10,12 +10,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from webhook_inbox import config, providers, schemes
+from webhook_inbox import aws, config, providers, schemes
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.settings import ProvidersSettings
 from webhook_inbox_tools.cli import render
@@ -64,12 +65,16 @@ def providers_in_environment() -> bool:
 def load_registry(path: str | None) -> providers.Registry:
     """The providers to sign for: an explicit file; else the configuration in the environment
     (as the deployed ingest function reads it); else the one a `webhook-inbox dev` running from
-    this folder serves (its env file); else the sample."""
+    this folder serves (its registry once `webhook-inbox providers` wrote it, else its providers
+    file, as its ingest does); else the sample."""
     if path:
         return _registry_from_file(path)
     if providers_in_environment():
         return providers.registry()
     dev = running_dev_environment()
+    served = _dev_registry(dev)
+    if served is not None:
+        return served
     if dev.get("PROVIDERS_CONFIG"):
         return providers.load_config_text(dev["PROVIDERS_CONFIG"])
     if dev.get("PROVIDERS_CONFIG_FILE"):
@@ -80,6 +85,24 @@ def load_registry(path: str | None) -> providers.Registry:
             "no provider configuration: pass --providers FILE or set PROVIDERS_CONFIG_FILE"
         )
     return providers.load_config_text(sample.read_text("utf-8"))
+
+
+def _dev_registry(dev: Mapping[str, str]) -> providers.Registry | None:
+    """The providers in the running dev's registry, once `webhook-inbox providers` has written
+    it (until then, None: the dev serves its providers file)."""
+    if not dev.get("PROVIDERS_REGISTRY_ARN"):
+        return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from webhook_inbox_tools.cli.providers import store
+    from webhook_inbox_tools.cli.providers.target import dev_target
+
+    try:
+        return store.read(dev_target(dev)).document.registry
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigurationError(
+            f"cannot read the running dev's providers registry: {aws.error_code(exc)}"
+        ) from None
 
 
 def _registry_from_file(path: str) -> providers.Registry:

@@ -182,6 +182,11 @@ def resolve_target(args: argparse.Namespace) -> Target:
     dev_env = running_dev_environment()
     if not dev_env:
         raise ProvidersError(NO_TARGET)
+    return dev_target(dev_env)
+
+
+def dev_target(dev_env: Mapping[str, str]) -> Target:
+    """The registry in the moto of the dev whose env file is ``dev_env``."""
     make = _client_factory(
         dev_env.get("AWS_REGION") or dev_env.get("AWS_DEFAULT_REGION") or "us-east-1",
         **{k: v for k, v in dev_env.items() if k.startswith("AWS_")},
