@@ -120,9 +120,9 @@ def dump_document(doc: RegistryDocument) -> str:
 
 
 def with_change(
-    doc: RegistryDocument, providers: dict[str, Any], entry: dict[str, Any]
+    doc: RegistryDocument, providers: dict[str, Any], *entries: dict[str, Any]
 ) -> RegistryDocument:
-    """``doc`` with ``providers`` and ``entry`` appended to its history (the oldest entries
+    """``doc`` with ``providers`` and ``entries`` appended to its history (the oldest entries
     dropped beyond :data:`HISTORY_LIMIT`). Not validated here: :func:`dump_document` does."""
-    history = [*doc.history, entry][-HISTORY_LIMIT:]
+    history = [*doc.history, *entries][-HISTORY_LIMIT:]
     return RegistryDocument(providers, history)

@@ -17,10 +17,10 @@ from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.provider_registry import (
-    HISTORY_LIMIT,
     RegistryDocument,
     dump_document,
     parse_document,
+    with_change,
 )
 from webhook_inbox_tools.cli.providers.target import ProviderRefused, ProvidersError, Target
 
@@ -116,12 +116,11 @@ def write(target: Target, change: Change, *, import_only: bool = False) -> Writt
     snapshot = read(target)
     now = datetime.now(UTC)
     by = caller_arn(target)
-    history = list(snapshot.document.history)
+    entries: list[Any] = []
     current = snapshot.document.providers
     imported = current is None
     if current is None:
         current, entries = imported_entries(target, by, now)
-        history += entries
     elif import_only:
         raise ProviderRefused(
             f"the registry of {target.label} is already managed by `webhook-inbox providers` "
@@ -129,8 +128,8 @@ def write(target: Target, change: Change, *, import_only: bool = False) -> Writt
         )
     if not import_only:
         current, action, name, what = change(prune_expired(current, now), now)
-        history.append(history_entry(by, action, name, what, now=now))
-    document = RegistryDocument(current, history[-HISTORY_LIMIT:])
+        entries.append(history_entry(by, action, name, what, now=now))
+    document = with_change(snapshot.document, current, *entries)
     try:
         text = dump_document(document)  # validates the whole document: refused before writing
     except ConfigurationError as exc:
