@@ -10,9 +10,7 @@ BIN     = $(VENV)/bin
 dev:            ## virtualenv with the project and its dev tools
 	@test -n "$(PYTHON)" || { echo "make dev: no Python 3.13 (above: what was tried); or make dev PYTHON=/path/to/python3.13" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --require-hashes --no-deps -r layers/shared/requirements.lock
-	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' layers/shared/requirements.lock > $(VENV)/runtime-pins.txt
-	$(BIN)/pip install -c $(VENV)/runtime-pins.txt -e '.[dev]'
+	$(BIN)/pip install -c layers/shared/constraints.txt -e '.[dev]'
 
 test:           ## the whole suite against a throwaway PostgreSQL and moto
 	$(BIN)/pytest

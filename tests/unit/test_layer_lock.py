@@ -60,3 +60,11 @@ def test_the_layer_installs_the_lock_for_al2023_aarch64() -> None:
     assert all(p.endswith("_aarch64") for p in platforms)
     assert "--require-hashes" in install
     assert install.rstrip().endswith('requirements.lock"')
+
+
+def test_the_development_constraints_are_the_lock_without_hashes() -> None:
+    constraints = {}
+    for line in (LAYER / "constraints.txt").read_text().splitlines():
+        if match := PIN.match(line):
+            constraints[match[1].lower().replace("_", "-")] = match[2]
+    assert constraints == lock_pins()

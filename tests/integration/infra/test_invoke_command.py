@@ -15,13 +15,13 @@ so there a missing build fails instead of skipping).
 from __future__ import annotations
 
 import compileall
+import functools
 import importlib.metadata
 import json
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,13 +246,27 @@ def run_fixture(
     return done, json.loads(report.read_text())
 
 
+@functools.cache
+def standard_library_of(executable: str) -> frozenset[Path]:
+    """The standard library folders of the interpreter the child ran (the Lambda runtime's
+    version), asked of that interpreter itself: the test's own may be another version."""
+    probe = (
+        "import json, sys, sysconfig; "
+        "base = {'base': sys.base_prefix, 'platbase': sys.base_exec_prefix}; "
+        "print(json.dumps([sysconfig.get_paths(vars=base)[k] for k in ('stdlib', 'platstdlib')]))"
+    )
+    done = subprocess.run(
+        [executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True
+    )
+    return frozenset(Path(p).resolve() for p in json.loads(done.stdout))
+
+
 def assert_only_function_layers_and_stdlib(
     build: Path, function: str, imports: dict[str, Any]
 ) -> None:
     """The child's path and every module it loaded: the function's own build folder, its
     layers' folders, or the interpreter's standard library (what Lambda mounts and ships)."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    stdlib = {Path(sysconfig.get_paths(vars=base)[k]).resolve() for k in ("stdlib", "platstdlib")}
+    stdlib = standard_library_of(imports["executable"])
     layers = [str(layer["Ref"]) for layer in serverless_functions()[function]["Layers"]]
     allowed = [(build / name).resolve() for name in (function, *layers)]
 

@@ -104,8 +104,13 @@ def dev_stack() -> Iterator[DevStack]:
 
 def bare_shell(tmp_path: Path) -> dict[str, str]:
     """No AWS settings, no credentials, no database: whatever the function reaches, the file
-    told it about."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    told it about. The empty HOME would also hide pyenv's installs (found under ~/.pyenv), where
+    the Lambda runtime's Python lives when the tests run on another version: name their root."""
+    shell = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    if pyenv_root.is_dir():
+        shell["PYENV_ROOT"] = str(pyenv_root)
+    return shell
 
 
 def aws_client(service: str, variables: dict[str, str]) -> Any:

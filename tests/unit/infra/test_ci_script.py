@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 from tests.support import ROOT
 
@@ -20,3 +21,39 @@ def test_every_check_in_ci_is_a_command_of_its_own() -> None:
     for command in ("ruff check .", "ruff format --check .", "mypy", "pytest"):
         own_line = rf"^(echo [^;]*;\s*)?{re.escape(command)}$"
         assert re.search(own_line, script, re.MULTILINE), command
+
+
+def pip_install_arguments(text: str, marker: str) -> list[list[str]]:
+    """The arguments of every `pip install` of the project (the line names `marker`), with
+    `--quiet` left out: it changes what pip prints, not what it installs."""
+    found = []
+    for line in text.splitlines():
+        if "pip install" in line and marker in line and not line.lstrip().startswith("#"):
+            command = line.split("pip install", 1)[1].split("&&")[0].strip().rstrip("`")
+            found.append([arg for arg in shlex.split(command) if arg != "--quiet"])
+    return found
+
+
+def test_ci_installs_the_project_exactly_as_the_readme_does() -> None:
+    """The README's install is what CI tests: the same constraints, the same extra; a README
+    that installed other versions than CI (and than the layer ships) would fail the user's
+    `infra/check-template.sh` right after the quick start."""
+    (readme,) = pip_install_arguments((ROOT / "README.md").read_text(), "'.[dev]'")
+    ci = pip_install_arguments((ROOT / ".ci" / "run").read_text(), "'.[dev]'")
+    make = pip_install_arguments((ROOT / "Makefile").read_text(), "'.[dev]'")
+    assert readme == ["-c", "layers/shared/constraints.txt", "-e", ".[dev]"]
+    assert ci, "no install of the project in .ci/run"
+    assert all(arguments == readme for arguments in ci), ci
+    assert make == [readme]
+    # Nothing else is installed into CI's project virtualenvs first (a lock installed before the
+    # project would hide a README install that resolves differently).
+    ci_text = (ROOT / ".ci" / "run").read_text()
+    other_installs = [
+        line.strip()
+        for line in ci_text.splitlines()
+        if "pip install" in line
+        and "'.[dev]'" not in line
+        and "--upgrade pip" not in line
+        and not line.lstrip().startswith("#")
+    ]
+    assert other_installs == []
