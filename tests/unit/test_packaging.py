@@ -1,3 +1,4 @@
+import re
 import tomllib
 from pathlib import Path
 
@@ -78,3 +79,22 @@ def test_the_local_extra_holds_what_dev_and_the_cli_import_and_no_test_tools() -
         if names - allowed
     }
     assert outside == {}
+
+
+def test_the_readme_names_exactly_the_pythons_the_install_accepts_and_ci_runs() -> None:
+    """pip refuses any other version ("requires a different Python"), and CI runs the range's
+    two ends: every version the README allows is one the suites pass on."""
+    from packaging.specifiers import SpecifierSet
+
+    allowed = SpecifierSet(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    )
+    readme = (ROOT / "README.md").read_text()
+    named = re.search(r"With Python ((?:3\.\d+, )*3\.\d+ or 3\.\d+) \(", readme)
+    assert named, "the quick start names the Python versions"
+    versions = re.findall(r"3\.\d+", named[1])
+    candidates = [f"3.{minor}" for minor in range(6, 20)]
+    assert [v for v in candidates if f"{v}.0" in allowed] == versions
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"find_version {versions[0]}" in ci
+    assert f"find_version {versions[-1]}" in ci
