@@ -123,6 +123,9 @@ KMS_KEY_MONTH = Price(
     "AWS KMS pricing, customer managed key (the first two yearly rotations add $1 each)",
 )
 SECRET_MONTH = Price(0.40, "secret-month", "AWS Secrets Manager pricing")
+SECRETS_API_CALL = Price(0.05 / 10_000, "call", "AWS Secrets Manager pricing, API calls")
+# A secret encrypted with a customer managed key costs a KMS Decrypt per GetSecretValue.
+KMS_REQUEST = Price(0.03 / 10_000, "request", "AWS KMS pricing, symmetric key requests")
 
 # --- CloudWatch ("Amazon CloudWatch pricing": Metrics, Alarms, Dashboards, Logs) ---------------
 

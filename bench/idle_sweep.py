@@ -38,6 +38,7 @@ class IdleSweep:
     lines: list[dict[str, Any]]  # every line a run writes, parsed
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
+    reads_registry: bool = False  # one GetSecretValue of the providers registry a run
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -61,7 +62,15 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
     lines = kept + [json.loads(line) for line in platform if line.startswith("{")]
     size = sum(len(json.dumps(line, separators=(",", ":"))) + 1 for line in lines)
     return IdleSweep(
-        function, memory, billed, log_group, retention or 3653, lines, size, emf_metrics(lines)
+        function,
+        memory,
+        billed,
+        log_group,
+        retention or 3653,
+        lines,
+        size,
+        emf_metrics(lines),
+        reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
     )
 
 
@@ -198,6 +207,11 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 runs * run.log_bytes,
                 run.retention_days,
             )
+            if run.reads_registry:
+                lines += [
+                    Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
+                    Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                ]
             lines.append(
                 Line(
                     f"custom metrics: {function}'s EMF at rest ({len(run.custom_metrics)},"

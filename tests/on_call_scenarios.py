@@ -194,14 +194,19 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "ingest answers 503: the database": [("ingest", lasting("ingest_503_store"))],
     "a secret cannot be read (ingest, processor, sweeper)": [
         ("ingest", lasting("ingest_secret")),
-        # A new execution environment that never read the providers registry: 503s.
-        ("ingest", lasting("ingest_registry_cold")),
         ("processor", lasting("processor_secret", replaces="processor")),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
     ],
-    # Warm environments keep their last good providers, one failed re-read per 30 s each.
-    "ingest cannot re-read the providers registry": [
-        ("ingest", lasting("ingest_registry_refresh_failed", 2))
+    "the providers registry cannot be read": [
+        # Warm environments: their copy accepts what it verifies for a minute, reads backing off.
+        ("ingest", lasting("ingest_registry_refresh_failed", 2)),
+        # A new execution environment that never read the registry: 503s.
+        ("ingest", lasting("ingest_registry_cold")),
+        # No deliveries at all: the sweeper's read, once a run, pages alone.
+        ("sweeper", lasting("sweep_registry_unreadable", replaces="sweeper")),
+    ],
+    "a provider has no live secret": [
+        ("sweeper", lasting("sweep_provider_without_live_secret", replaces="sweeper"))
     ],
     "ingest raises": [("ingest", raising("ingest"))],
     "the processor raises": [("processor", raising("processor"))],

@@ -75,9 +75,9 @@ def observe(outcome: ingest.Outcome, context: Any) -> None:
         fields["request_id"] = getattr(context, "aws_request_id", None)
     fields = {k: v for k, v in fields.items() if v is not None}
     if outcome.providers_refresh_failed:
-        # Once per failed refresh (at most one per PROVIDERS_REFRESH_S): the
-        # ProvidersRefreshFailed metric filter counts it. The reason is a code, never the
-        # document.
+        # Once per failed read (failed reads back off: about eight in the first minute of an
+        # outage, then two a minute): the ProvidersRefreshFailed metric filter counts it. The
+        # reason is a code, never the document.
         logger.error(
             "providers_refresh_failed",
             extra={"service": logger.service, "reason": outcome.providers_refresh_failed},

@@ -7,14 +7,16 @@ its steps live in ``webhook_inbox.sweeper``; each step, its batching and the tim
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, config, db, observability, publishers
+from webhook_inbox import aws, config, db, observability, providers, publishers
 from webhook_inbox.errors import SecretUnavailable, StoreError
-from webhook_inbox.maintenance.metrics import emit_metrics
+from webhook_inbox.maintenance import registry_check
+from webhook_inbox.maintenance.metrics import emit_metrics, emit_registry_metrics
 from webhook_inbox.publishers import Publisher
 from webhook_inbox.settings import SweeperSettings
 from webhook_inbox.sweeper import Sweep
@@ -42,7 +44,16 @@ def publisher() -> Publisher:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Settings and clients first: a configuration error fails the run before it connects.
     configured, sqs, outbox_publisher = settings(), sqs_client(), publisher()
-    invocation = {"request_id": context.aws_request_id}
+    # The providers registry before the database, so an outage of either reports the other.
+    registry = registry_check.check_registry(
+        configured.providers_registry_arn,
+        lambda: providers.registry_for(
+            configured.providers_config, configured.providers_config_file
+        ),
+        time.time(),
+    )
+    emit_registry_metrics(registry, metrics)
+    invocation = {"request_id": context.aws_request_id, **registry.as_log()}
     try:
         sweep = Sweep(
             db.get_connection(application_name="webhook-inbox-sweeper"),
@@ -55,7 +66,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return _secret_unavailable(exc, invocation)
     except StoreError:
         db.discard_connection()
-        logger.exception("sweep not started: database unavailable", extra=invocation)
+        logger.exception(
+            "sweep not started: database unavailable", extra={**invocation, **_embedded()}
+        )
         raise
     # The one place where errors become outcomes: a database failure aborts the run, reports
     # what was done, and fails the invocation (visible in the function's Errors metric); the

@@ -1,4 +1,4 @@
-"""On call (issue 27): every failure class pages through exactly one alarm, designed behaviour
+"""On call: every failure class pages through exactly one alarm, designed behaviour
 pages nobody, whatever LogLevel and SystemLogLevel say, and every RUNBOOK query finds its evidence.
 
 The real handlers run in-process (real PostgreSQL, moto) to produce the lines each outcome
@@ -57,6 +57,7 @@ from tests.on_call_scenarios import (
 from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox import (
     aws,
+    config,
     db,
     handlers,
     ingest,
@@ -187,6 +188,7 @@ def runs(
             rows.append(store_event(conn, event_type="charge.unknown", payload={"id": "ch_1"}))
             found["batch"] = process(rows)
             found["sweep"] = sweep()
+            found.update(_sweeps_with_registry(monkeypatch, sweep))
             found["dead_letter"] = process(
                 [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
             )
@@ -248,6 +250,31 @@ def _registry_unreadable(
         ingest_app.reset_clients()  # a new execution environment
         found["ingest_registry_cold"] = deliver(delivery())
     ingest_app.reset_clients()
+    return found
+
+
+def _sweeps_with_registry(
+    monkeypatch: pytest.MonkeyPatch, sweep: Callable[[], Run]
+) -> dict[str, Run]:
+    """The sweeper's read of the providers registry once a run: a registry that cannot be
+    read, then one whose provider's every secret has expired."""
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    expired = {
+        "stripe": {
+            "scheme": "stripe",
+            "secrets": [{"value": "whsec_gone", "expires_at": "2020-01-01T00:00:00Z"}],
+        }
+    }
+    document = provider_registry.dump_document(provider_registry.RegistryDocument(expired, []))
+    arn = secrets.create_secret(Name="ProvidersRegistry-sweeper", SecretString=document)["ARN"]
+    found = {}
+    with monkeypatch.context() as patch:
+        patch.setenv("PROVIDERS_REGISTRY_ARN", arn)
+        config.reset()  # the sweeper's settings, read again with the registry's ARN
+        found["sweep_provider_without_live_secret"] = sweep()
+        secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
+        found["sweep_registry_unreadable"] = sweep()
+    config.reset()
     return found
 
 

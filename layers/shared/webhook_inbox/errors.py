@@ -128,5 +128,10 @@ class SecretUnavailable(WebhookInboxError):
 
 
 class ProvidersUnavailable(SecretUnavailable):
-    """The providers registry could not be read (or its document is invalid) and no earlier
-    copy was ever loaded: a cold start while Secrets Manager is unavailable."""
+    """The providers registry cannot be read (or its document is invalid) and no copy may
+    serve: none was ever loaded (a cold start), or the last one is past its maximum age.
+    ``refresh_failed`` is the reason code of the read this delivery made, if it made one."""
+
+    def __init__(self, detail: str, *, refresh_failed: str | None = None) -> None:
+        super().__init__(detail)
+        self.refresh_failed = refresh_failed

@@ -27,9 +27,11 @@ from psycopg import Connection
 
 from webhook_inbox import aws, db, deadlines, inbox, provider_source
 from webhook_inbox.errors import (
+    AuthenticationFailed,
     ConfigurationError,
     InvalidPayload,
     PayloadTooLarge,
+    ProvidersUnavailable,
     RequestRejected,
     SecretUnavailable,
     StoreConflict,
@@ -69,7 +71,7 @@ class Outcome:
     ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
     batch (``events`` counts them, ``new_events`` those stored for the first time). ``reason``
     says why for a rejection (signature, stale, schema, …) and for ``unavailable``: ``store``
-    (the database) or ``secret`` (Secrets Manager).
+    (the database), ``secret`` (Secrets Manager) or ``providers_registry`` (no usable copy).
     """
 
     reply: Reply
@@ -88,10 +90,18 @@ class Outcome:
     # Set when this delivery's re-read of the providers registry failed: the reason code
     # (an AWS error code, or "invalid_document") for the entry point's providers_refresh_failed.
     providers_refresh_failed: str | None = None
+    # The age of the registry copy the delivery was checked against when reads of the registry
+    # fail and it is older than the refresh interval: its refusals may be out of date.
+    providers_stale_s: float | None = None
 
     @property
     def status(self) -> int:
         return self.reply.status
+
+    def unavailable(self, reason: str, detail: str) -> None:
+        """A retriable 503; ``reason``: store, secret or providers_registry."""
+        self.reply, self.outcome = _GENERIC_BODIES[503], "unavailable"
+        self.reason, self.detail = reason, detail
 
     def response(self) -> dict[str, Any]:
         """A proxy response valid for REST v1, HTTP API v2 and Function URLs alike."""
@@ -305,10 +315,12 @@ def _find_provider(
         served = provider_source.serve(
             configured.providers_registry_arn,
             configured.providers_refresh_s,
+            configured.providers_max_age_s,
             configured.providers_config,
             configured.providers_config_file,
         )
         providers, outcome.providers_refresh_failed = served.registry, served.refresh_failed
+        outcome.providers_stale_s = served.stale_age_s
     provider = providers.get(name)
     if provider is None:
         raise UnknownProvider("no such provider")
@@ -356,19 +368,28 @@ def handle(
                 queue_url=configured.queue_url,
             )
     except RequestRejected as exc:
-        outcome.reply = _GENERIC_BODIES.get(exc.status) or Reply.json(
-            {"error": "invalid payload", "detail": exc.detail}, exc.status
-        )
-        outcome.outcome, outcome.reason, outcome.detail = "rejected", exc.reason, exc.detail
+        stale = outcome.providers_stale_s
+        if stale is not None and isinstance(exc, (UnknownProvider, AuthenticationFailed)):
+            # Refused by a copy of the registry that cannot be re-read: the provider or the
+            # secret may have been added since. A 503 is retried; a 4xx may be dropped for good.
+            copy = f"a providers registry copy {stale:.0f} s old that cannot be re-read"
+            outcome.unavailable("providers_registry", f"{exc.reason} by {copy}")
+        else:
+            outcome.reply = _GENERIC_BODIES.get(exc.status) or Reply.json(
+                {"error": "invalid payload", "detail": exc.detail}, exc.status
+            )
+            outcome.outcome, outcome.reason, outcome.detail = "rejected", exc.reason, exc.detail
     except (StoreUnavailable, StoreConflict) as exc:
         db.discard_connection()
-        outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "store", str(exc)
+        outcome.unavailable("store", str(exc))
+    except ProvidersUnavailable as exc:
+        # No copy of the registry may serve. Each failed read has its own line, which the
+        # providers-refresh-failed alarm counts: not an unreadable secret too (one cause, one page).
+        outcome.unavailable("providers_registry", str(exc))
+        outcome.providers_refresh_failed = exc.refresh_failed
     except SecretUnavailable as exc:
-        # A provider's secret, the providers registry or the database's: retrying later may
-        # succeed (503), and the metric is what the SecretUnavailable alarm watches.
-        outcome.reply = _GENERIC_BODIES[503]
-        outcome.outcome, outcome.reason, outcome.detail = "unavailable", "secret", str(exc)
+        # A provider's secret or the database's: the SecretUnavailable alarm watches these.
+        outcome.unavailable("secret", str(exc))
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)

@@ -32,6 +32,9 @@ HISTORY_LIMIT = 100
 ACTIONS = frozenset({"import", "add", "rotate", "remove"})
 # Secrets Manager refuses a secret string over 64 KiB: refuse it here, with a clearer message.
 MAX_DOCUMENT_BYTES = 65_536
+# The reason code of a read whose document failed validation (AWS failures carry the service's
+# error code or the exception class instead: aws.error_code).
+INVALID_DOCUMENT = "invalid_document"
 # What the template (and the dev stack) create: constant, so a later deploy never overwrites it.
 INITIAL_TEXT = '{"format": 1, "providers": null, "history": []}'
 
@@ -56,6 +59,13 @@ def parse_document(text: str) -> RegistryDocument:
         raw = json.loads(text)
     except (json.JSONDecodeError, TypeError) as exc:
         raise ConfigurationError(f"providers registry is not JSON: {exc}") from None
+    try:
+        # JSON escapes can spell text Secrets Manager cannot hold (a lone surrogate, \ud800).
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            "providers registry holds text that is not valid Unicode"
+        ) from None
     if not isinstance(raw, Mapping) or set(raw) != _DOCUMENT_KEYS:
         raise ConfigurationError(
             'providers registry is an object with keys "format", "providers", "history"'
@@ -85,7 +95,7 @@ def _check_history_entry(entry: Any, where: str) -> None:
     utc_instant(entry["at"], f"{where}.at")
     if not isinstance(entry["by"], str) or not entry["by"]:
         raise ConfigurationError(f"{where}.by is the caller's ARN")
-    if entry["action"] not in ACTIONS:
+    if not isinstance(entry["action"], str) or entry["action"] not in ACTIONS:
         raise ConfigurationError(f"{where}.action is one of {sorted(ACTIONS)}")
     if not isinstance(entry["provider"], str) or not PROVIDER_NAME.fullmatch(entry["provider"]):
         raise ConfigurationError(f"{where}.provider is a provider name")

@@ -158,7 +158,11 @@ class Provider:
     def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
         """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
         if not any(ref.active(now) for ref in self.secret_refs):
-            raise AuthenticationFailed("every secret of the provider has expired")
+            raise AuthenticationFailed(
+                f"provider {self.name} has no live secret (every one has expired): "
+                f"`webhook-inbox providers rotate {self.name}` puts a new one in",
+                reason="no_live_secret",
+            )
         try:
             return self.scheme.verify(
                 delivery, self.secrets(now), now=now, tolerance=self.tolerance_seconds
@@ -188,17 +192,23 @@ def _parse_provider(name: str, raw: Any) -> Provider:
     options = raw.get("options", {})
     if not isinstance(options, Mapping):
         raise ConfigurationError(f"{where}: options must be an object")
-    try:
-        scheme = schemes.build(scheme_name, options)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{where}: {exc}") from None
     secrets = raw.get("secrets")
     if not isinstance(secrets, list) or not secrets:
         raise ConfigurationError(f"{where}: secrets must be a non-empty list")
     refs = tuple(SecretRef.parse(s, where) for s in secrets)
-    for ref in refs:
-        if ref.kind == "value":
-            scheme.check_secret(ref.ref)
+    try:
+        scheme = schemes.build(scheme_name, options)
+        for ref in refs:
+            if ref.kind == "value":
+                scheme.check_secret(ref.ref)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+    except (ValueError, TypeError, LookupError) as exc:
+        # A scheme's own decoding of a malformed option or key (base64, PEM, text that is not
+        # ASCII): the class only, as the message may quote the secret.
+        raise ConfigurationError(
+            f"{where}: a scheme option or secret is malformed ({type(exc).__name__})"
+        ) from None
     tolerance = raw.get("tolerance_seconds", scheme.default_tolerance_s)
     if (
         not isinstance(tolerance, int)
@@ -215,7 +225,10 @@ def _public_url(raw: Any, where: str) -> str | None:
     only as registered with the provider (see :meth:`Provider.as_called`)."""
     if raw is None:
         return None
-    parts = urlsplit(raw) if isinstance(raw, str) else None
+    try:
+        parts = urlsplit(raw) if isinstance(raw, str) else None
+    except ValueError:  # "Invalid IPv6 URL", a port that is not a number, …
+        parts = None
     if (
         parts is None
         or parts.scheme not in {"https", "http"}

@@ -3,10 +3,10 @@
 A settings class is a frozen dataclass whose :func:`~webhook_inbox.config.setting` fields name
 their variables; the functions get theirs from :func:`webhook_inbox.config.current` (read once
 per execution environment). The variables more than one reader needs are declared once, in
-:class:`QueueSettings`, :class:`RetrySettings` and :class:`ProvidersSettings`, and inherited by
-the classes that need them. An unset string is ``""`` everywhere. The template test
-(``tests/unit/infra``) compares the variables of the classes a function's code names with the
-ones template.yaml gives it.
+:class:`QueueSettings`, :class:`RetrySettings`, :class:`ProvidersSettings` and
+:class:`RegistrySettings`, and inherited by the classes that need them. An unset string is
+``""`` everywhere. The template test (``tests/unit/infra``) compares the variables of the
+classes a function's code names with the ones template.yaml gives it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ DEFAULT_LOCK_TIMEOUT_MS = 2000
 # How old ingest lets its copy of the providers registry grow before it re-reads it: a change
 # made by `webhook-inbox providers` is served within this (plus one delivery's time).
 DEFAULT_PROVIDERS_REFRESH_S = 30.0
+# The oldest copy of the registry ingest accepts deliveries by when it cannot re-read it: past
+# this, every delivery is a retriable 503. So a secret revoked or a provider removed stops
+# verifying within this, whatever Secrets Manager does (`webhook-inbox providers` promises it).
+DEFAULT_PROVIDERS_MAX_AGE_S = 60.0
 # Stripe retries a failed delivery for up to three days: forgetting a key sooner would let a
 # legitimate retry in as a new event.
 MIN_KEY_RETENTION_DAYS = 3
@@ -56,14 +60,29 @@ class ProvidersSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class IngestSettings(QueueSettings, ProvidersSettings):
+class RegistrySettings(ProvidersSettings):
+    """The stack's providers registry secret: when set, its document decides which providers
+    are served (ingest) and is checked once a run (the sweeper)."""
+
+    providers_registry_arn: str = setting("PROVIDERS_REGISTRY_ARN", "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestSettings(QueueSettings, RegistrySettings):
     """The ingest function's, passed to :func:`webhook_inbox.ingest.handle`."""
 
     max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
-    # The stack's providers registry secret (provider_source): when set, its document decides
-    # which providers are served, re-read once it is this many seconds old.
-    providers_registry_arn: str = setting("PROVIDERS_REGISTRY_ARN", "")
+    # Ingest's copy of the registry (provider_source): re-read once it is this many seconds
+    # old, never used to accept once it is the max age.
     providers_refresh_s: float = setting("PROVIDERS_REFRESH_S", DEFAULT_PROVIDERS_REFRESH_S)
+    providers_max_age_s: float = setting("PROVIDERS_MAX_AGE_S", DEFAULT_PROVIDERS_MAX_AGE_S)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.providers_refresh_s <= self.providers_max_age_s:
+            raise ConfigurationError(
+                "PROVIDERS_REFRESH_S must be positive and at most PROVIDERS_MAX_AGE_S "
+                f"({self.providers_refresh_s} > {self.providers_max_age_s})"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +100,7 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweeperSettings(QueueSettings, RetrySettings):
+class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings):
     """The sweeper's: the variables, then tuning with fixed defaults."""
 
     outbox_max_attempts: int = setting("OUTBOX_MAX_ATTEMPTS", 10)

@@ -149,6 +149,66 @@ def test_an_invalid_configuration_is_refused_and_nothing_is_written(stack: Stack
     assert stack.document()["providers"] is None  # not even the import happened
 
 
+def test_an_unparseable_public_url_is_refused_and_nothing_is_written(
+    stack: Stack, cli: Any
+) -> None:
+    version = stack.version()
+    result = cli(
+        *on_stack("add", "acme", "--scheme", "hmac-sha256", "--secret-stdin"),
+        "--option",
+        "signature_header=X-Acme-Signature",
+        "--public-url",
+        "http://[::1",
+        stdin=SECRET,
+    )
+    assert result.code == 2
+    assert "refused, nothing was written" in result.err
+    assert "public_url" in result.err
+    assert "Traceback" not in result.err
+    assert stack.version() == version
+
+
+def _expire_every_secret_of(stack: Stack, name: str) -> None:
+    """The registry as a rotation left it once the overlap ended with no new secret (or a
+    secret added with a mistyped expiry): every secret of ``name`` has expired."""
+    document = stack.document()
+    for secret in document["providers"][name]["secrets"]:
+        secret["expires_at"] = "2020-01-01T00:00:00Z"
+    stack.secrets.put_secret_value(SecretId=stack.registry_arn, SecretString=json.dumps(document))
+
+
+def test_a_provider_with_no_live_secret_blocks_no_write_of_another(stack: Stack, cli: Any) -> None:
+    assert add_acme(cli).code == 0
+    _expire_every_secret_of(stack, "acme")
+    # An add, a rotation and a removal of other providers all go through.
+    added = cli(*on_stack("add", "beta", "--scheme", "stripe", "--secret-stdin"), stdin=SECRET)
+    assert added.code == 0, added.err
+    rotated = cli(*on_stack("rotate", "beta", "--secret-stdin", "--keep-old-for", "0"), stdin=NEWER)
+    assert rotated.code == 0, rotated.err
+    assert cli(*on_stack("remove", "stripe", "--yes")).code == 0
+    # The expired provider is still there, visible, and can itself be rotated or removed.
+    assert set(stack.document()["providers"]) == {"acme", "beta"}
+    fixed = cli(*on_stack("rotate", "acme", "--secret-stdin", "--keep-old-for", "0"), stdin=NEWER)
+    assert fixed.code == 0, fixed.err
+    assert [s["value"] for s in stack.document()["providers"]["acme"]["secrets"]] == [NEWER]
+
+
+def test_list_flags_a_provider_with_no_live_secret_and_says_what_to_do(
+    stack: Stack, cli: Any
+) -> None:
+    assert add_acme(cli).code == 0
+    _expire_every_secret_of(stack, "acme")
+    listed = cli(*on_stack("list", "--json"))
+    assert listed.code == 0, listed.err
+    rows = {row["name"]: row for row in listed.json()["providers"]}
+    assert (rows["acme"]["live_secret"], rows["stripe"]["live_secret"]) == (False, True)
+    (note,) = [n for n in listed.json()["notes"] if "no live secret" in n]
+    assert "providers rotate acme" in note
+    table = cli(*on_stack("list"))
+    assert "none live" in table.out
+    assert "providers rotate acme" in table.err
+
+
 def test_show_masks_secrets_with_a_fingerprint(stack: Stack, cli: Any) -> None:
     add_acme(cli)
     shown = cli(*on_stack("show", "acme", "--json")).json()

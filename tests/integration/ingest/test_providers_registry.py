@@ -1,4 +1,4 @@
-"""Providers from the stack's registry secret (issue 28): the real ingest handler, moto's
+"""Providers from the stack's registry secret: the real ingest handler, moto's
 Secrets Manager and a real PostgreSQL.
 
 Time is stepped with provider_source's clock (the refresh interval) and ingest's clock (signature
@@ -106,6 +106,8 @@ def registry(harness: IngestHarness, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setenv("PROVIDERS_REFRESH_S", str(REFRESH_S))
     now = [1000.0]
     monkeypatch.setattr(provider_source, "clock", lambda: now[0])
+    # The longest retry delay the jitter allows: 1 s after a first failure, then 2, 4, 8 ...
+    monkeypatch.setattr(provider_source, "jitter", lambda: 1.0)
     harness.app.reset_clients()
     found = Registry(client, arn, harness, now)
     # The very client the refresh uses (built once per process, with its own call limits).
@@ -128,6 +130,20 @@ def _down() -> None:
 
 def _hangs() -> None:
     raise ReadTimeoutError(endpoint_url="https://secretsmanager.us-east-1.amazonaws.com")
+
+
+def _denied() -> tuple[AWSResponse, dict[str, Any]]:
+    response = AWSResponse("https://secretsmanager", 400, {}, None)
+    return response, {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}
+
+
+FAULTS = [
+    pytest.param(_throttled, "ThrottlingException", id="throttled"),
+    pytest.param(_down, "EndpointConnectionError", id="down"),
+    pytest.param(_hangs, "ReadTimeoutError", id="timeout"),
+    pytest.param(_denied, "AccessDeniedException", id="access-denied"),
+]
+MAX_AGE_S = 60.0
 
 
 @pytest.fixture
@@ -267,31 +283,127 @@ def test_an_invalid_document_keeps_the_last_good_one_serving_and_is_counted(
     assert _counted(ingest_lines)["ProvidersRefreshFailed"] == 1
 
 
-@pytest.mark.parametrize(
-    ("fault", "reason"),
-    [
-        (_throttled, "ThrottlingException"),
-        (_down, "EndpointConnectionError"),
-        (_hangs, "ReadTimeoutError"),
-    ],
-)
-def test_secrets_manager_failing_during_a_refresh_keeps_the_last_good_configuration(
+@pytest.mark.parametrize(("fault", "reason"), FAULTS)
+def test_a_copy_that_cannot_be_re_read_accepts_what_it_verifies_until_the_max_age(
     registry: Registry, ingest_lines: io.StringIO, fault: Callable[[], Any], reason: str
 ) -> None:
     registry.write({"acme": _acme({"value": NEW_SECRET})})
     assert registry.deliver("acme", NEW_SECRET) == 202
     registry.fail = fault
-    for _ in range(3):  # three refresh intervals of failures
-        registry.advance(REFRESH_S)
-        assert registry.deliver("acme", NEW_SECRET) == 202
-        assert registry.deliver("acme", NEW_SECRET) == 202
-    assert len(registry.calls) == 4  # one attempt per interval, none per delivery
-    assert [f["reason"] for f in _refresh_failures(ingest_lines)] == [reason] * 3
-    assert _counted(ingest_lines)["ProvidersRefreshFailed"] == 3
+    registry.advance(REFRESH_S)  # a re-read is due, and fails
+    assert registry.deliver("acme", NEW_SECRET) == 202
+    registry.advance(MAX_AGE_S - REFRESH_S - 0.5)
+    assert registry.deliver("acme", NEW_SECRET) == 202  # just under the bound: still accepted
+    failures = [f["reason"] for f in _refresh_failures(ingest_lines)]
+    assert failures == [reason] * len(failures)
+    assert 2 <= len(failures) <= 6  # every failed read counted, retried with a backoff
+    assert _counted(ingest_lines)["ProvidersRefreshFailed"] == len(failures)
+    registry.advance(0.5)  # the copy is MAX_AGE_S old: it no longer accepts anything
+    reply = registry.harness.deliver("acme", *_signed(registry, NEW_SECRET))
+    assert (reply.status, reply.raw["headers"]["Retry-After"]) == (503, "5")
     registry.fail = None
     registry.write({})
     registry.advance(REFRESH_S)
     assert registry.deliver("acme", NEW_SECRET) == 404  # recovered: the newest document
+
+
+@pytest.mark.parametrize(("fault", "reason"), FAULTS)
+def test_a_stale_copy_answers_503_for_what_it_would_refuse(
+    registry: Registry,
+    ingest_lines: io.StringIO,
+    conn: psycopg.Connection[Any],
+    fault: Callable[[], Any],
+    reason: str,
+) -> None:
+    """A provider added and a secret rotated in after the last good read: a 404 or 401 would
+    lose the event (GitHub does not redeliver; Slack and Shopify disable failing endpoints),
+    a 503 is retried until the registry can be read again."""
+    registry.write({"acme": _acme({"value": OLD_SECRET})})
+    assert registry.deliver("acme", OLD_SECRET) == 202
+    registry.fail = fault
+    registry.write({"acme": _acme({"value": NEW_SECRET}), "beta": _acme({"value": NEW_SECRET})})
+    registry.advance(REFRESH_S)
+    assert registry.deliver("beta", NEW_SECRET) == 503  # added since: not a 404
+    assert registry.deliver("acme", NEW_SECRET) == 503  # rotated in since: not a 401
+    assert registry.deliver("acme", OLD_SECRET) == 202  # what the copy verifies is accepted
+    assert row_count(conn) == 2
+    unavailable = [
+        json.loads(t) for t in ingest_lines.getvalue().splitlines() if '"unavailable"' in t
+    ]
+    assert [u["reason"] for u in unavailable] == ["providers_registry"] * 2
+    assert all("cannot be re-read" in u["detail"] for u in unavailable)
+    # One cause, one page: the failed reads are counted (providers-refresh-failed), the 503s
+    # they cause are not counted again as an unreadable secret.
+    counted = _counted(ingest_lines)
+    assert "SecretUnavailable" not in counted
+    assert counted["ProvidersRefreshFailed"] >= 1
+    registry.fail = None
+    registry.advance(REFRESH_S)  # the backoff is over: read again, and both are served
+    assert registry.deliver("beta", NEW_SECRET) == 202
+    assert registry.deliver("acme", NEW_SECRET) == 202
+
+
+def test_a_fresh_copy_still_refuses_with_4xx(registry: Registry) -> None:
+    registry.write({"acme": _acme({"value": NEW_SECRET})})
+    assert registry.deliver("acme", OLD_SECRET) == 401
+    assert registry.deliver("nobody", NEW_SECRET) == 404
+
+
+@pytest.mark.parametrize(("fault", "reason"), FAULTS)
+def test_a_revoked_secret_and_a_removed_provider_stop_within_the_max_age(
+    registry: Registry, fault: Callable[[], Any], reason: str
+) -> None:
+    """`rotate --keep-old-for 0` of a leaked secret, and `remove`, while the registry cannot
+    be read: neither the leaked secret nor the removed provider verifies past the bound."""
+    registry.write({"acme": _acme({"value": OLD_SECRET}), "beta": _acme({"value": OLD_SECRET})})
+    assert registry.deliver("acme", OLD_SECRET) == 202
+    registry.write({"acme": _acme({"value": NEW_SECRET})})  # revoked, removed
+    registry.fail = fault
+    statuses = {"acme": [], "beta": []}
+    for _ in range(int(2 * MAX_AGE_S)):  # two minutes, a delivery of each a second
+        registry.advance(1.0)
+        for name, seen in statuses.items():
+            seen.append(registry.deliver(name, OLD_SECRET))
+    for name, seen in statuses.items():
+        accepted = [second for second, status in enumerate(seen, 1) if status == 202]
+        assert max(accepted) < MAX_AGE_S, name
+        assert set(seen[int(MAX_AGE_S) :]) == {503}, name
+
+
+@pytest.mark.parametrize(("fault", "reason"), FAULTS)
+def test_a_failed_cold_read_is_retried_after_a_short_backoff(
+    registry: Registry, fault: Callable[[], Any], reason: str
+) -> None:
+    registry.write({"acme": _acme({"value": NEW_SECRET})})
+    registry.fail = fault
+    assert registry.deliver("acme", NEW_SECRET) == 503
+    registry.fail = None  # Secrets Manager is back
+    registry.advance(0.9)
+    assert registry.deliver("acme", NEW_SECRET) == 503  # inside the first backoff: no call
+    assert len(registry.calls) == 1
+    registry.advance(0.1)  # at most a second after the failure, not a refresh interval
+    assert registry.deliver("acme", NEW_SECRET) == 202
+    assert len(registry.calls) == 2
+
+
+def test_the_retries_of_a_failing_registry_are_bounded(registry: Registry) -> None:
+    """Reads back off exponentially up to the refresh interval: a registry that stays
+    unreadable costs each execution environment a handful of calls, then two a minute."""
+    registry.write({"acme": _acme({"value": NEW_SECRET})})
+    assert registry.deliver("acme", NEW_SECRET) == 202
+    registry.fail = _throttled
+    for _ in range(6000):  # ten minutes, ten deliveries a second
+        registry.advance(0.1)
+        registry.harness.deliver("acme", b"{}", {})
+    # 1 good read, then failures at +30 s, +1, +2, +4, +8, +16 s, then one every 30 s.
+    assert len(registry.calls) <= 1 + 6 + (600 - 61) // 30 + 1
+    assert len(registry.calls) >= 1 + 6 + (600 - 61) // 30 - 1
+
+
+def _signed(registry: Registry, secret: str) -> tuple[bytes, dict[str, str]]:
+    signer = providers.parse_config({"providers": {"acme": _acme({"value": secret})}})["acme"]
+    body = json.dumps({"id": f"evt_{uuid.uuid4().hex[:12]}", "type": "t"}).encode()
+    return body, dict(providers.sign_delivery(signer, body, timestamp=registry.harness.now).headers)
 
 
 def test_without_a_last_good_configuration_an_unreadable_registry_is_a_retriable_503(
@@ -303,12 +415,13 @@ def test_without_a_last_good_configuration_an_unreadable_registry_is_a_retriable
     assert reply.raw["headers"]["Retry-After"] == "5"
     assert registry.harness.deliver("acme", b"{}", {}).status == 503  # no second call
     assert len(registry.calls) == 1
-    # Counted and alarmed as any unreadable secret is (secret-unavailable): with nothing kept
-    # serving, there is no refresh failure to report besides the 503s.
-    assert _counted(ingest_lines) == {"SecretUnavailable": 2}
+    # The failed read is counted (providers-refresh-failed, the cause's one alarm); the 503s
+    # carry their own reason and are not counted again as an unreadable secret.
+    assert _counted(ingest_lines) == {"ProvidersRefreshFailed": 1}
     parsed = [json.loads(t) for t in ingest_lines.getvalue().splitlines() if t.startswith("{")]
-    assert [line["detail"] for line in parsed] == [
-        "cannot read the providers registry: ThrottlingException"
+    answered = [line for line in parsed if line["message"] == "unavailable"]
+    assert [(line["reason"], line["detail"]) for line in answered] == [
+        ("providers_registry", "cannot read the providers registry: ThrottlingException")
     ] * 2
     registry.fail = None
     registry.write({"acme": _acme({"value": NEW_SECRET})})

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.infra_support import load_template, serverless_functions
-from webhook_inbox import provider_registry
+from webhook_inbox import provider_registry, settings
 
 TEMPLATE = load_template()
 RESOURCES = TEMPLATE["Resources"]
@@ -59,6 +59,9 @@ def test_ingest_reads_the_registry_and_refreshes_within_the_issues_minute() -> N
     variables = serverless_functions()["IngestFunction"]["Environment"]["Variables"]
     assert variables["PROVIDERS_REGISTRY_ARN"] == REGISTRY
     assert 0 < float(variables["PROVIDERS_REFRESH_S"]) <= 30
+    # The bound the commands and docs/providers.md promise: no copy older accepts a delivery.
+    assert float(variables["PROVIDERS_MAX_AGE_S"]) == settings.DEFAULT_PROVIDERS_MAX_AGE_S == 60
+    assert float(variables["PROVIDERS_REFRESH_S"]) <= float(variables["PROVIDERS_MAX_AGE_S"])
 
 
 def test_ingest_grows_only_by_get_secret_value_on_the_registry() -> None:
@@ -77,14 +80,27 @@ def test_ingest_grows_only_by_get_secret_value_on_the_registry() -> None:
     assert "kms:Decrypt" in key["Action"]
 
 
-def test_no_other_function_may_touch_the_registry_and_nothing_may_write_it() -> None:
+def test_only_ingest_and_the_sweeper_read_the_registry_and_nothing_may_write_it() -> None:
+    readers = set()
     for name, props in serverless_functions().items():
         for statement in _statements(props):
             actions = statement["Action"]
             actions = [actions] if isinstance(actions, str) else actions
             assert not any(a.startswith("secretsmanager:") and "Get" not in a for a in actions)
             if statement.get("Resource") == REGISTRY:
-                assert name == "IngestFunction", name
+                assert actions == ["secretsmanager:GetSecretValue"], name
+                readers.add(name)
+    assert readers == {"IngestFunction", "SweeperFunction"}
+
+
+def test_the_sweeper_reads_the_registry_every_run_whatever_the_traffic() -> None:
+    """So an unreadable registry and a provider without a live secret page at any traffic."""
+    variables = serverless_functions()["SweeperFunction"]["Environment"]["Variables"]
+    assert variables["PROVIDERS_REGISTRY_ARN"] == REGISTRY
+    assert variables["PROVIDERS_CONFIG"] == {"Ref": "ProvidersConfig"}
+    alarm = RESOURCES["ProvidersWithoutLiveSecretAlarm"]["Properties"]
+    assert "MAX(ProvidersWithoutLiveSecret)" in alarm["Metrics"][0]["Expression"]["Fn::Sub"]
+    assert alarm["TreatMissingData"] == "notBreaching"  # published only while it is not zero
 
 
 def test_a_failed_refresh_is_counted_and_alarmed() -> None:

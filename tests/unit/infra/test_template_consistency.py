@@ -94,6 +94,7 @@ METRIC_OWNERS = {
         "LeasesExpired", "Reenqueued", "OutboxPublished", "OutboxFailed", "OutboxDead",
         "BacklogCount", "OldestUnprocessedAgeSeconds", "OldestOutboxAgeSeconds",
         "DeadLetteredEvents", "EnqueueFailed", "DeadLettered", "SecretUnavailable",
+        "ProvidersRefreshFailed", "ProvidersWithoutLiveSecret",
     },
 }  # fmt: skip
 

@@ -39,8 +39,8 @@ def explain(status: int, outcome: Mapping[str, Any] | None, *, provider: str) ->
     elif kind == "rejected":
         return _rejection(reason, detail, provider)
     elif kind == "unavailable":
-        what = "the database" if reason == "store" else "a secret"
-        return f"{what} is unavailable: {detail} (the sender retries)"
+        what = {"store": "the database", "providers_registry": "the providers registry"}
+        return f"{what.get(reason or '', 'a secret')} is unavailable: {detail} (the sender retries)"
     else:
         return f"internal error: {detail or 'see the lines above'}"
     if outcome.get("enqueue_failed") or detail:
@@ -61,11 +61,19 @@ def _batch(outcome: Mapping[str, Any]) -> str:
     )
 
 
+# Rejections explained by their detail and a hint.
+_REJECTIONS = {
+    "stale": "stale: {detail} (signed too long ago, or the clocks differ)",
+    "size": "body too large: {detail} (MAX_BODY_BYTES)",
+    "no_live_secret": "no live secret: {detail}",
+}
+
+
 def _rejection(reason: str | None, detail: str, provider: str) -> str:
     if reason == "unknown_provider":
         return f"unknown provider {provider!r}: not one this dev serves (--providers)"
-    if reason == "stale":
-        return f"stale: {detail} (signed too long ago, or the clocks differ)"
+    if reason in _REJECTIONS:
+        return _REJECTIONS[reason].format(detail=detail)
     if reason == "signature":
         if any(words in detail for words in _MISMATCH_WORDS):
             return (
@@ -73,8 +81,6 @@ def _rejection(reason: str | None, detail: str, provider: str) -> str:
                 f"configured for {provider}?)"
             )
         return f"bad signature: {detail}"
-    if reason == "size":
-        return f"body too large: {detail} (MAX_BODY_BYTES)"
     return f"invalid payload: {detail}"
 
 

@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook_inbox.maintenance.registry_check import RegistryHealth
 from webhook_inbox.maintenance.report import SweepReport
+
+
+def emit_registry_metrics(health: RegistryHealth, metrics: Any) -> None:
+    """A failed read of the providers registry (the metric ingest's failed reads feed too) and
+    the providers with no live secret; nothing while the registry is healthy."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    if health.read_failed:
+        metrics.add_metric(name="ProvidersRefreshFailed", unit=MetricUnit.Count, value=1)
+    if health.without_live_secret:
+        count = len(health.without_live_secret)
+        metrics.add_metric(name="ProvidersWithoutLiveSecret", unit=MetricUnit.Count, value=count)
 
 
 def emit_metrics(report: SweepReport, metrics: Any) -> None:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from webhook_inbox.settings import DEFAULT_PROVIDERS_MAX_AGE_S, DEFAULT_PROVIDERS_REFRESH_S
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.actions import confirm
 from webhook_inbox_tools.cli.providers import edits, store
@@ -28,8 +29,9 @@ from webhook_inbox_tools.cli.providers.target import (
 )
 from webhook_inbox_tools.cli.providers.traffic import traffic
 
-# How soon a running ingest serves a change: its registry cache's refresh bound.
-REFRESH_BOUND_S = 60
+# How soon a change is live on a deployed stack: ingest re-reads the registry every 30 s, and
+# never accepts by a copy older than this (it answers 503 instead while it cannot re-read).
+REFRESH_BOUND_S = int(DEFAULT_PROVIDERS_MAX_AGE_S)
 Command = Callable[[argparse.Namespace], int]
 COUNT_SOURCES = {
     "database": "the inbox database",
@@ -91,7 +93,11 @@ def _report_write(target: Target, written: store.Written, what: str) -> None:
             "from now on"
         )
     print(what)
-    print(f"live within {REFRESH_BOUND_S} seconds (ingest refreshes its configuration)")
+    print(
+        f"live within {REFRESH_BOUND_S} seconds (ingest re-reads the registry every "
+        f"{DEFAULT_PROVIDERS_REFRESH_S:.0f} s and accepts by no copy older than "
+        f"{REFRESH_BOUND_S} s)"
+    )
     if written.raced:
         print(
             "warning: someone else changed the registry between this command's read and its "
@@ -188,6 +194,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     providers, source = _served(target, snapshot)
     now = datetime.now(UTC)
     providers = store.prune_expired(providers, now)
+    dead = set(store.without_live_secret(providers, now))
     report = traffic(args, target, sorted(providers))
     rows = []
     for name in sorted(providers):
@@ -196,6 +203,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             {
                 "name": name,
                 "scheme": provider.get("scheme"),
+                "live_secret": name not in dead,
                 "secrets": [edits.masked(s) for s in provider.get("secrets", [])],
                 "accepted_24h": counts.accepted,
                 "duplicates_24h": counts.duplicates,
@@ -209,7 +217,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "source": source,
                 "counts_from": report.source,
                 "providers": rows,
-                "notes": report.notes,
+                "notes": report.notes + _dead_notes(dead),
             }
         )
         return 0
@@ -220,7 +228,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             [
                 r["name"],
                 r["scheme"],
-                len(r["secrets"]),
+                len(r["secrets"]) if r["live_secret"] else "none live",
                 _ages(providers[r["name"]].get("secrets", []), now),
                 r["accepted_24h"],
                 r["duplicates_24h"],
@@ -231,9 +239,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         ],
     )
     print(f"counts over the last 24 hours, from {COUNT_SOURCES[report.source]}")
-    for note in report.notes:
+    for note in report.notes + _dead_notes(dead):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _dead_notes(names: set[str]) -> list[str]:
+    return [
+        f"provider {name} has no live secret (every one has expired): ingest refuses all its "
+        f"deliveries (401). Put a new one in with `webhook-inbox providers rotate {name} "
+        f"--secret-stdin`, or take it out with `webhook-inbox providers remove {name}`"
+        for name in sorted(names)
+    ]
 
 
 @aws_errors

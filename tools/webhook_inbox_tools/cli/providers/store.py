@@ -76,17 +76,31 @@ def history_entry(
 
 
 def prune_expired(providers: Providers, now: datetime) -> Providers:
-    """The providers without secrets whose ``expires_at`` has passed (ingest ignores them)."""
+    """The providers without secrets whose ``expires_at`` has passed (ingest ignores them).
+
+    A provider whose every secret has expired keeps them: pruned to none, it would make the
+    whole document invalid, and every write (of any provider) would be refused until someone
+    found it. Kept, it stays visible (``providers list`` flags it) and refuses every delivery
+    until it is rotated or removed."""
     kept: Providers = {}
     for name, provider in providers.items():
-        live = [s for s in provider.get("secrets", []) if not _expired(s, now)]
-        kept[name] = {**provider, "secrets": live}
+        live = [s for s in provider.get("secrets", []) if not expired(s, now)]
+        kept[name] = {**provider, "secrets": live} if live else provider
     return kept
 
 
-def _expired(secret: dict[str, Any], now: datetime) -> bool:
+def expired(secret: dict[str, Any], now: datetime) -> bool:
     expires = secret.get("expires_at")
     return expires is not None and parse_iso(expires) <= now
+
+
+def without_live_secret(providers: Providers, now: datetime) -> list[str]:
+    """The providers whose every secret has expired: ingest refuses all their deliveries."""
+    return sorted(
+        name
+        for name, provider in providers.items()
+        if all(expired(s, now) for s in provider.get("secrets", []))
+    )
 
 
 def imported_entries(target: Target, by: str, now: datetime) -> tuple[Providers, list[Any]]:

@@ -1,0 +1,74 @@
+"""The providers registry, read once per sweeper run, whatever the traffic.
+
+Ingest reads the registry only when deliveries arrive, so under light traffic a registry it
+cannot read would page nobody (the providers-refresh-failed alarm needs failures in 2 of 3
+minutes) and a provider left without a live secret would be noticed only when its sender gives
+up. The sweeper runs every minute: it reads the registry the way ingest does (the document
+validated whole) and reports
+
+* a failed read, as ``ProvidersRefreshFailed`` (the same metric ingest's lines feed, so the
+  same alarm pages, once, at any traffic), with the reason code in its line;
+* the providers whose every secret has expired (they refuse every delivery), as the
+  ``ProvidersWithoutLiveSecret`` gauge and their names in the line.
+
+Nothing is reported while all is well (a custom metric bills for every hour it receives a
+value). One GetSecretValue a run: 43,200 a month, counted in docs/costs.md's at-rest table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook_inbox import aws
+from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.provider_registry import INVALID_DOCUMENT, parse_document
+from webhook_inbox.providers import Registry
+
+
+@dataclass(frozen=True)
+class RegistryHealth:
+    """What one read of the registry found: the failed read's reason code, or the providers
+    that have no secret left that has not expired."""
+
+    read_failed: str | None = None
+    without_live_secret: tuple[str, ...] = ()
+
+    def as_log(self) -> dict[str, Any]:
+        """The fields for the run's line: none while all is well."""
+        fields: dict[str, Any] = {}
+        if self.read_failed:
+            fields["providers_refresh_failed"] = self.read_failed
+        if self.without_live_secret:
+            fields["providers_without_live_secret"] = list(self.without_live_secret)
+        return fields
+
+
+def check_registry(arn: str, fallback: Callable[[], Registry], now: float) -> RegistryHealth:
+    """Read the registry ``arn`` (``fallback``: the ``PROVIDERS_CONFIG`` providers it defers to
+    while not in use) and judge it at ``now`` (epoch seconds). No ``arn``: nothing to check."""
+    if not arn:
+        return RegistryHealth()
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        text = aws.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+        document = parse_document(text)
+    except (BotoCoreError, ClientError, KeyError) as exc:
+        return RegistryHealth(read_failed=aws.error_code(exc))
+    except ConfigurationError:
+        return RegistryHealth(read_failed=INVALID_DOCUMENT)
+    try:
+        registry = fallback() if document.registry is None else document.registry
+    except ConfigurationError:
+        # An invalid PROVIDERS_CONFIG is ingest's 500, which pages as ingest-errors.
+        return RegistryHealth()
+    dead = tuple(
+        sorted(
+            name
+            for name, provider in registry.providers.items()
+            if not any(ref.active(now) for ref in provider.secret_refs)
+        )
+    )
+    return RegistryHealth(without_live_secret=dead)
