@@ -229,3 +229,8 @@ def log_lines(
             estimate,
         ),
     ]
+
+
+def total(lines: list[Line]) -> float:
+    """A bill's monthly total."""
+    return sum(line.monthly for line in lines)

@@ -1,18 +1,19 @@
-"""The at-rest bill as docs/costs.md shows it (``python -m bench.cost_at_rest``): a table per
-parameter set, the goals, the totals with traffic, and every price with its source."""
+"""The at-rest bill as docs/costs.md shows it (``python -m bench.cost_at_rest`` measures, this
+renders): a table per parameter set, the goals, the totals with traffic, and every price with
+its source."""
 
 from __future__ import annotations
 
-import argparse
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench import at_rest_prices as p
-from bench.at_rest_prices import Line, Price
-from bench.cost_at_rest import COSTS_DOC, GOALS, VOLUMES, at_rest, deployment, total
+from bench.at_rest_prices import Line, Price, total
 
 BEGIN, END = "<!-- cost:at-rest -->", "<!-- /cost:at-rest -->"
+GOALS = {"default": 90.0, "small": 20.0}  # USD a month at rest, for each named set
+VOLUMES = (10_000, 1_000_000, 100_000_000)  # webhooks a month for the totals
 COMMAND = "python -m bench.cost_at_rest --write"
 TITLES = {
     "default": "`default`: what `sam deploy --guided` deploys with every default",
@@ -224,43 +225,16 @@ def _price_text(price: Price) -> str:
     return f"${price.usd:g} per {price.unit}"
 
 
-def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, SetBill]:
-    sets = {}
-    for name in names:
-        d = deployment(name, overrides)
-        level = str(d.parameters["SystemLogLevel"])
-        memory = {k: int(d.parameters[k]) for k in p.TRAFFIC_MEASURED_MEMORY}
-        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory)
-    return sets
-
-
-def write_doc(section: str) -> None:
-    text = COSTS_DOC.read_text()
+def write_doc(section: str, doc: Path) -> None:
+    text = doc.read_text()
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
         text = text.rstrip("\n") + "\n\n" + section
-    COSTS_DOC.write_text(text)
+    doc.write_text(text)
 
 
-def doc_section() -> str:
-    match = re.search(
-        re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", COSTS_DOC.read_text(), re.DOTALL
-    )
+def doc_section(doc: Path) -> str:
+    match = re.search(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", doc.read_text(), re.DOTALL)
     return match.group(0) if match else ""
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config-env", nargs="+", default=["default", "small"])
-    parser.add_argument("--parameter-overrides", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--write", action="store_true", help="rewrite docs/costs.md's section")
-    args = parser.parse_args(argv)
-    overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
-    if args.write and (overrides or args.config_env != ["default", "small"]):
-        parser.error("--write documents the default and small sets as samconfig.toml has them")
-    section = render(measure(args.config_env, overrides))
-    print(section)
-    if args.write:
-        write_doc(section)

@@ -59,7 +59,8 @@ from bench.common import (
 )
 from bench.ingest_throughput import stripe_body
 from tests.ingest_support import v2_event
-from webhook_inbox import inbox, providers, schemes
+from webhook_inbox.ingest import providers, schemes
+from webhook_inbox.store import inbox
 
 LAMBDA_MEMORY_MB = 128
 TARGET_RATIO = 0.5

@@ -51,7 +51,7 @@ CHARTS = DOCS / "benchmarks"
 @contextlib.contextmanager
 def bench_database(server: PostgresServer | None = None) -> Iterator[str]:
     """A freshly migrated database ($DATABASE_URL's server, else a throwaway pgserver)."""
-    from webhook_inbox.migrate import migrate
+    from webhook_inbox.store.migrate import migrate
 
     own = server is None
     server = server or PostgresServer()
@@ -72,7 +72,7 @@ def bench_database(server: PostgresServer | None = None) -> Iterator[str]:
 @contextlib.contextmanager
 def environment(**values: str) -> Iterator[None]:
     """Set environment variables for the block (the data layer reads DATABASE_URL)."""
-    from webhook_inbox import db
+    from webhook_inbox.store import db
 
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
@@ -229,7 +229,7 @@ class PerThreadConnections:
         self.opened: list[Conn] = []
 
     def __call__(self, application_name: str = "webhook-inbox") -> Conn:
-        from webhook_inbox import credentials, db
+        from webhook_inbox.store import credentials, db
 
         conn = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:

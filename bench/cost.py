@@ -357,7 +357,7 @@ def _child_events(spec: dict[str, Any], function: str) -> list[tuple[dict[str, A
     if function == "ingest":
         from bench.ingest_throughput import stripe_body
         from tests.ingest_support import v2_event
-        from webhook_inbox import providers
+        from webhook_inbox.ingest import providers
 
         stripe = providers.registry()["stripe"]
         now = int(time.time())
@@ -517,7 +517,7 @@ def _database_for(infra: dict[str, Any], tree: Path, name: str) -> str:
     url = infra["server"].create_database(name)
     script = (
         "import sys, psycopg; sys.path[:0] = sys.argv[2:4]\n"
-        "from webhook_inbox.migrate import migrate\n"
+        "from webhook_inbox.store.migrate import migrate\n"
         "with psycopg.connect(sys.argv[1]) as c:\n"
         "    migrate(c); migrate(c, package='webhook_inbox_app')\n"
     )

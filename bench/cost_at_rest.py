@@ -18,11 +18,9 @@ script (and fails tests/unit/infra/test_cost_at_rest.py). Prices: :mod:`bench.at
 
 from __future__ import annotations
 
-import shlex
+import argparse
 import sys
-import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,74 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench import at_rest_prices as p  # noqa: E402
 from bench.at_rest_prices import Line, Price, Unpriced  # noqa: E402
+from bench.at_rest_report import SetBill, render, write_doc  # noqa: E402
 from bench.idle_sweep import idle_sweep, scheduled_runs  # noqa: E402
-from tests import infra_support  # noqa: E402
+from bench.template_deployment import Deployment, deployment  # noqa: E402
 
-SAMCONFIG = ROOT / "samconfig.toml"
 COSTS_DOC = ROOT / "docs" / "costs.md"
-GOALS = {"default": 90.0, "small": 20.0}  # issue 26, USD a month at rest
-VOLUMES = (10_000, 1_000_000, 100_000_000)  # webhooks a month for the totals
-# Values for parameters without a default (an existing network), used only to count: two AZs.
-PLACEHOLDERS = {
-    "AWS::EC2::VPC::Id": "vpc-0example",
-    "List<AWS::EC2::Subnet::Id>": "subnet-0example1,subnet-0example2",
-}
-
-
-@dataclass
-class Deployment:
-    """The translated template's resources for one parameter set, intrinsics resolved."""
-
-    name: str
-    parameters: dict[str, Any]
-    template: dict[str, Any]
-    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.resolver = _Resolver(
-            self.parameters, infra_support.Placeholders(), self.template.get("Conditions", {})
-        )
-        for name, res in self.template["Resources"].items():
-            if "Condition" not in res or self.resolver.condition(res["Condition"]):
-                self.resources[name] = res
-
-    def props(self, name: str) -> dict[str, Any]:
-        resolved: dict[str, Any] = self.resolver.resolve(self.resources[name].get("Properties", {}))
-        return resolved
-
-    def of_type(self, kind: str) -> list[str]:
-        return [n for n, r in self.resources.items() if r["Type"] == kind]
-
-
-class _Resolver(infra_support.Resolver):
-    def __init__(self, parameters: Any, refs: Any, conditions: Mapping[str, Any]) -> None:
-        super().__init__(parameters, refs)
-        self.conditions = conditions
-
-    def condition(self, name: str) -> bool:
-        return bool(self.resolve(self.conditions[name]))
-
-
-# --- parameter sets ----------------------------------------------------------------------
-
-
-def config_env_overrides(env: str) -> dict[str, str]:
-    """samconfig.toml's ``[env.deploy.parameters] parameter_overrides`` (a list or one string)."""
-    config = tomllib.loads(SAMCONFIG.read_text())
-    if env not in config:
-        raise KeyError(f"samconfig.toml has no [{env}] environment")
-    raw = config[env].get("deploy", {}).get("parameters", {}).get("parameter_overrides", [])
-    items = raw if isinstance(raw, list) else shlex.split(raw)
-    return dict(item.split("=", 1) for item in items)
-
-
-def deployment(env: str, overrides: Mapping[str, str] | None = None) -> Deployment:
-    given = {**config_env_overrides(env), **(overrides or {})}
-    for name, spec in infra_support.load_template().get("Parameters", {}).items():
-        if "Default" not in spec and name not in given:
-            given[name] = PLACEHOLDERS[spec["Type"]]
-    parameters = infra_support.parameter_values(**given)
-    return Deployment(env, parameters, infra_support.translated_template())
 
 
 # --- pricing, one function per billed resource type --------------------------------------
@@ -305,11 +240,31 @@ def at_rest(d: Deployment) -> list[Line]:
     return lines + _alarms(d) + scheduled_runs(d, idle_sweep)
 
 
-def total(lines: list[Line]) -> float:
-    return sum(line.monthly for line in lines)
+def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, SetBill]:
+    """The at-rest bill of each named samconfig.toml environment."""
+    sets = {}
+    for name in names:
+        d = deployment(name, overrides)
+        level = str(d.parameters["SystemLogLevel"])
+        memory = {k: int(d.parameters[k]) for k in p.TRAFFIC_MEASURED_MEMORY}
+        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory)
+    return sets
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config-env", nargs="+", default=["default", "small"])
+    parser.add_argument("--parameter-overrides", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--write", action="store_true", help="rewrite docs/costs.md's section")
+    args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
+    if args.write and (overrides or args.config_env != ["default", "small"]):
+        parser.error("--write documents the default and small sets as samconfig.toml has them")
+    section = render(measure(args.config_env, overrides))
+    print(section)
+    if args.write:
+        write_doc(section, COSTS_DOC)
 
 
 if __name__ == "__main__":
-    from bench.at_rest_report import main
-
     main()

@@ -19,7 +19,7 @@ from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
 
 if TYPE_CHECKING:
-    from bench.cost_at_rest import Deployment
+    from bench.template_deployment import Deployment
 
 REQUEST_ID = "8f507cfc-5c5a-4a2d-9d2b-6c1a3f0e9b21"  # a request id is 36 characters
 PEAK_RSS_MB = 60  # the sweeper's peak RSS in the cost run of 2026-12-01 (docs/benchmarks.md)
@@ -85,7 +85,7 @@ def billed_ms(memory_mb: int) -> int:
 def sweep_steps() -> list[str]:
     """The batched steps ``Sweep.run`` takes, in order: what an idle run reports as completed."""
     from webhook_inbox.maintenance.context import BatchedStep
-    from webhook_inbox.sweeper import STEPS
+    from webhook_inbox.maintenance.sweeper import STEPS
 
     return [step.name for step in STEPS if issubclass(step, BatchedStep)]
 
@@ -110,9 +110,9 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
     from aws_lambda_powertools import Metrics
 
     from webhook_inbox import observability
-    from webhook_inbox.backlog_metrics import BACKLOG_STATUSES, Backlog
     from webhook_inbox.maintenance.metrics import emit_metrics
     from webhook_inbox.maintenance.report import SweepReport
+    from webhook_inbox.store.backlog_metrics import BACKLOG_STATUSES, Backlog
 
     variables = {
         "POWERTOOLS_METRICS_NAMESPACE": env.get("POWERTOOLS_METRICS_NAMESPACE", ""),

@@ -51,8 +51,10 @@ from bench.common import (
 )
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, inbox, ingest, providers
-from webhook_inbox.queries import query
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import db, inbox
+from webhook_inbox.store.queries import query
 
 PROVIDER = "stripe"
 TARGET_RATIO = 0.8

@@ -36,7 +36,7 @@ from bench.common import (
     table,
     write_section,
 )
-from webhook_inbox import db, outbox
+from webhook_inbox.store import db, outbox
 
 CLAIM_LIMIT = 50
 PUBLISH_CHUNK = 10

@@ -9,9 +9,9 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
 * ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
   (Powertools batch processing, logging and metrics included; output to /dev/null);
 * ``processor without the handler guard`` (baseline c): the same, with the fast pass's guard
-  (``webhook_inbox.handler_guard``: the batch's transaction id, asked once; a mark before each
-  handler; one check after the last; all sent without waiting) swapped for no-ops: the guard's
-  cost is their ratio;
+  (``webhook_inbox.processing.handler_guard``: the batch's transaction id, asked once; a mark
+  before each handler; one check after the last; all sent without waiting) swapped for no-ops: the
+  guard's cost is their ratio;
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
   transactions and the same waits (the lease as one autocommit statement, then one pipelined
   transaction: the guard's transaction id, then per event the guard's mark, the conditional
@@ -58,8 +58,10 @@ from bench.common import (
 from bench.common import write_section as write_results_section
 from bench.processing_transactions import BATCH, store_batches
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, handler_guard, processing
-from webhook_inbox.queries import query
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.processing import handler_guard
+from webhook_inbox.store import db
+from webhook_inbox.store.queries import query
 
 TARGET_ROUND_TRIPS = 3
 EVENT_TYPE = "customer.created"
@@ -172,7 +174,8 @@ class _NoMarks:
 
 @contextmanager
 def without_handler_guard() -> Iterator[None]:
-    """The fast pass as before issue 24: no transaction id asked, no marks around its handlers."""
+    """The fast pass without the handler guard: no transaction id asked, no marks around its
+    handlers."""
     saved = (handler_guard.ask_batch_transaction, handler_guard.PipelineMarks)
     handler_guard.ask_batch_transaction = lambda conn: None  # type: ignore[assignment,return-value]
     handler_guard.PipelineMarks = _NoMarks  # type: ignore[assignment,misc]
@@ -318,7 +321,7 @@ def report(
             "",
             f"Statements the processor sends per batch: {mix}.",
             "",
-            "Handler guard (issue 24): processor ÷ processor without the guard, per round:"
+            "Handler guard: processor ÷ processor without the guard, per round:"
             f" median {median(paired):.2f}x, range {paired[0]:.2f}x to {paired[-1]:.2f}x over"
             f" {len(paired)} rounds.",
             "",

@@ -34,11 +34,13 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "webhook-inbox-bench")
 import psycopg  # noqa: E402
 
 from tests.support import PostgresServer, unique_db_name  # noqa: E402
-from webhook_inbox import db, handlers, inbox, processing  # noqa: E402
 from webhook_inbox.errors import EventError, RetryableEventError  # noqa: E402
-from webhook_inbox.inbox import LeasedEvent  # noqa: E402
-from webhook_inbox.migrate import migrate  # noqa: E402
+from webhook_inbox.processing import batch as processing  # noqa: E402
+from webhook_inbox.processing import handlers  # noqa: E402
 from webhook_inbox.settings import ProcessorSettings  # noqa: E402
+from webhook_inbox.store import db, inbox  # noqa: E402
+from webhook_inbox.store.inbox import LeasedEvent  # noqa: E402
+from webhook_inbox.store.migrate import migrate  # noqa: E402
 
 BATCH = 10
 Conn = psycopg.Connection[Any]

@@ -59,7 +59,7 @@ def body_of(event_id: str, size: int) -> dict[str, Any]:
 def store(url: str, size: int, tag: str) -> list[int]:
     import psycopg
 
-    from webhook_inbox import inbox
+    from webhook_inbox.store import inbox
 
     ids = []
     with psycopg.connect(url) as conn:

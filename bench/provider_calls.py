@@ -32,15 +32,10 @@ from typing import Any
 from bench.common import bench_database, patched, quiet_output, silence_logger, table
 from tests.ingest_support import v2_event
 from tests.support import load_function
-from webhook_inbox import (
-    db,
-    ingest,
-    managed_secrets,
-    provider_registry,
-    provider_source,
-    providers,
-    settings,
-)
+from webhook_inbox import settings
+from webhook_inbox.ingest import managed_secrets, provider_registry, provider_source, providers
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.store import db
 
 LABELS = {"before": "before (PROVIDERS_CONFIG, secret_arn)", "after": "after (the registry)"}
 STRIPE_SECRET = "whsec_bench_provider_calls"  # noqa: S105 - a bench's made-up signing secret

@@ -17,8 +17,8 @@ import os
 import statistics
 
 from bench import cost
-from bench.cost_at_rest import deployment
 from bench.idle_sweep import idle_sweep
+from bench.template_deployment import deployment
 
 MEMORY_SIZES = (128, 256, 512, 1024, 1769)
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.common import bench_database, machine_details, machine_line  # noqa: E402
-from webhook_inbox.queries import query  # noqa: E402
+from webhook_inbox.store.queries import query  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "sweeper_plans.md"
 BATCH = 100

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from tests.support import TEMPLATE_DB, FakeLambdaContext, PostgresServer, unique_db_name
-from webhook_inbox import config, handlers
+from webhook_inbox import config
+from webhook_inbox.processing import handlers
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
 # The fault layer's fixtures (a proxy in front of PostgreSQL or moto), for every suite.
@@ -55,7 +56,7 @@ handlers.install(APPLICATION_HANDLERS)
 @pytest.fixture(scope="session")
 def template_database(pg_server: PostgresServer) -> str:
     """A database with every migration applied, cloned for each test."""
-    from webhook_inbox.migrate import migrate
+    from webhook_inbox.store.migrate import migrate
 
     url = pg_server.create_database(TEMPLATE_DB)
     with psycopg.connect(url) as conn:
@@ -69,7 +70,7 @@ def database_url(
     pg_server: PostgresServer, template_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
     """A fresh, migrated database for this test; DATABASE_URL points at it."""
-    from webhook_inbox import db
+    from webhook_inbox.store import db
 
     name = unique_db_name()
     url = pg_server.create_database(name, template=template_database)

@@ -483,7 +483,7 @@ def _imported_modules(path: Path) -> set[str]:
             else:
                 base = node.module or ""
             found.add(base)
-            # `from webhook_inbox import db` imports the submodule webhook_inbox.db
+            # `from webhook_inbox import db` imports the submodule webhook_inbox.store.db
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
 

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.support import EVENTS_DIR
 
 if TYPE_CHECKING:
-    from webhook_inbox.providers import Provider
+    from webhook_inbox.ingest.providers import Provider
 
 SAMPLE_CONFIG_PATH = EVENTS_DIR / "providers.local.json"
 
@@ -136,7 +136,7 @@ SHAPES: dict[str, Callable[..., dict[str, Any]]] = {
 def rebuilt_url(shape: str, provider: str, query: str = "") -> str:
     """The URL ingest rebuilds from an event of ``shape``: what a URL-signed sender must have
     called for its signature to verify without ``public_url``."""
-    from webhook_inbox import ingest
+    from webhook_inbox.ingest import pipeline as ingest
 
     return ingest.decode_event(SHAPES[shape](provider, b"", {}, query=query), 1)[1].url
 
@@ -153,7 +153,7 @@ def signed_event(
     """An event of ``shape`` carrying ``body`` as ``provider`` sends it to the URL that event
     rebuilds to (``public_url`` instead, when the provider has one), with the query string of
     the URL it signed (Twilio adds ``bodySHA256`` to it)."""
-    from webhook_inbox.providers import sign_delivery
+    from webhook_inbox.ingest.providers import sign_delivery
 
     url = rebuilt_url(shape, provider.name, query)
     signed = sign_delivery(provider, body, url=url, **signing)
@@ -197,7 +197,7 @@ def shaped_sample_body(provider: str, n: str, note: str) -> bytes | None:
 
 
 def write_fixtures() -> None:
-    from webhook_inbox.providers import load_config_text, sign_delivery
+    from webhook_inbox.ingest.providers import load_config_text, sign_delivery
 
     acme = load_config_text(sample_config_text())["acme"]
     for filename, (shape, event_id) in FIXTURES.items():

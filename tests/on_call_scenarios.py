@@ -1,4 +1,4 @@
-"""The on-call classes of infra/RUNBOOK.md as timelines (tests/integration/test_on_call.py).
+"""The on-call classes of infra/RUNBOOK.md as timelines (tests/integration/infra/test_on_call.py).
 
 A class is a 30-minute timeline over healthy traffic: the real functions' lines for each minute
 (recorded once by the test's fixture), Lambda's own metrics and lines where the failure is

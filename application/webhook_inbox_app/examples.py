@@ -27,10 +27,9 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox.domain import emit, optional_field, required_field
 from webhook_inbox.errors import PermanentEventError
-from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.queries import SqlFile
+from webhook_inbox.processing.domain import LeasedEvent, emit, optional_field, required_field
+from webhook_inbox.store.queries import SqlFile
 
 SUPPORTED_EXAMPLE_SCHEMA_VERSIONS = frozenset({1})
 

@@ -1,12 +1,12 @@
 """Which handler runs for which (provider, event type): the processor installs this map.
 
 An event whose (provider, type) is not a key here is marked ``ignored``. A handler is a function
-``(conn, event) -> None`` (see :mod:`webhook_inbox.domain` for the helpers it may use).
+``(conn, event) -> None`` (see :mod:`webhook_inbox.processing.domain` for the helpers it may use).
 """
 
 from __future__ import annotations
 
-from webhook_inbox.domain import Handler
+from webhook_inbox.processing.domain import Handler
 from webhook_inbox_app import examples
 
 HANDLERS: dict[tuple[str, str], Handler] = {

@@ -1,10 +1,10 @@
 """RDS's export log groups under the stack's key and retention: the custom resource behind
-``DatabaseLogGroups`` (see :mod:`webhook_inbox.log_groups` for why the stack adopts them).
+``DatabaseLogGroups`` (see :mod:`webhook_inbox.deploy.log_groups` for why the stack adopts them).
 
 Create and Update adopt the groups named in the properties; Delete leaves them (their retention
 expires them). Runs outside the VPC: it calls only CloudWatch Logs and answers CloudFormation's
 pre-signed S3 URL, and needs neither the database nor an endpoint. CloudFormation is always
-answered (:mod:`webhook_inbox.custom_resource`).
+answered (:mod:`webhook_inbox.deploy.custom_resource`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook_inbox import aws, custom_resource, log_groups
+from webhook_inbox import aws
+from webhook_inbox.deploy import custom_resource, log_groups
 
 aws.use(aws.LOG_GROUPS)
 

@@ -1,11 +1,11 @@
 """Deletion protection for the created database: the custom resource behind
-``DatabaseProtection`` (see :mod:`webhook_inbox.database_protection` for why it is switched on
-last, and off again only while a failed first create rolls back).
+``DatabaseProtection`` (see :mod:`webhook_inbox.deploy.database_protection` for why it is
+switched on last, and off again only while a failed first create rolls back).
 
 Create and Update switch protection on; Delete releases it only during a create's rollback.
 Runs outside the VPC: it calls RDS and CloudFormation and answers CloudFormation's pre-signed
 S3 URL, and never the database itself. CloudFormation is always answered
-(:mod:`webhook_inbox.custom_resource`).
+(:mod:`webhook_inbox.deploy.custom_resource`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook_inbox import aws, custom_resource, database_protection
+from webhook_inbox import aws
+from webhook_inbox.deploy import custom_resource, database_protection
 
 aws.use(aws.PROTECTION)
 

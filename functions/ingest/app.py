@@ -1,7 +1,7 @@
 """Ingest Lambda: ``POST /webhooks/{provider}`` from API Gateway REST (v1), HTTP API (v2) or a
-Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest``; this module only
-sets the AWS budget and writes the delivery's log line (metric filters in template.yaml count it),
-and the line for a failed re-read of the providers registry.
+Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest.pipeline``; this
+module only sets the AWS budget and writes the delivery's log line (metric filters in template.yaml
+count it), and the line for a failed re-read of the providers registry.
 
 Kept lean for cold starts: no Tracer, Parameters or pydantic; boto3 is imported on the first
 delivery that needs it (the providers registry's first read, a new event to enqueue), not at
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook_inbox import aws, config, ingest, observability, provider_source
+from webhook_inbox import aws, config, observability
+from webhook_inbox.ingest import pipeline, provider_source
 from webhook_inbox.settings import IngestSettings
 
 logger = observability.lean_logger()
@@ -43,7 +44,7 @@ def reset_clients() -> None:
 SLOW_DELIVERY_MS = 1000.0
 
 
-def observe(outcome: ingest.Outcome, context: Any) -> None:
+def observe(outcome: pipeline.Outcome, context: Any) -> None:
     """One line per delivery, its message the outcome (accepted, duplicate, rejected,
     handshake, unavailable, error); the template's metric filters count these lines.
 
@@ -91,6 +92,6 @@ def observe(outcome: ingest.Outcome, context: Any) -> None:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    outcome = ingest.handle(event, sqs_client=sqs_client, settings=settings)
+    outcome = pipeline.handle(event, sqs_client=sqs_client, settings=settings)
     observe(outcome, context)
     return outcome.response()

@@ -2,7 +2,7 @@
 
 Create and Update apply every pending migration with the same runner as
 ``webhook-inbox migrate``; Delete does nothing (deleting the stack never drops your data).
-CloudFormation is always answered, see :mod:`webhook_inbox.custom_resource`.
+CloudFormation is always answered, see :mod:`webhook_inbox.deploy.custom_resource`.
 
 The run has a deadline a little before the custom resource's watchdog: every statement's
 timeout ends by then, so the runner fails (and rolls back) by itself and CloudFormation hears
@@ -20,8 +20,10 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import aws, credentials, custom_resource, db
-from webhook_inbox.migrate import Limits, applied_versions, migrate
+from webhook_inbox import aws
+from webhook_inbox.deploy import custom_resource
+from webhook_inbox.store import credentials, db
+from webhook_inbox.store.migrate import Limits, applied_versions, migrate
 
 logging.getLogger().setLevel(logging.INFO)
 aws.use(aws.MIGRATIONS)

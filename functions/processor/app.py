@@ -1,7 +1,7 @@
 """Processor Lambda: SQS batches of inbox ids → leased, transactional, idempotent handling.
 
-Thin on purpose: the batch is processed by ``webhook_inbox.processing`` (its rows leased at most
-ten at a time, each in one autocommit statement; a chunk's handlers and marks commit in one
+Thin on purpose: the batch is processed by ``webhook_inbox.processing.batch`` (its rows leased at
+most ten at a time, each in one autocommit statement; a chunk's handlers and marks commit in one
 transaction, a suspect row's in its own), which returns the records SQS must deliver again; this
 module turns them into the partial batch response (``{"batchItemFailures": [...]}``, needs
 ``ReportBatchItemFailures``).
@@ -15,17 +15,18 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, config, handlers, observability, processing
+from webhook_inbox import aws, config, observability
 from webhook_inbox.errors import SecretUnavailable
-from webhook_inbox.passes import EventResult
+from webhook_inbox.processing import batch, handlers
+from webhook_inbox.processing.passes import EventResult
 from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.wakeups import parse_body
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
 aws.use(aws.PROCESSOR)
 handlers.install(APPLICATION_HANDLERS)  # the application's handlers (ApplicationLayer)
-logger = processing.logger
-metrics = processing.metrics
+logger = batch.logger
+metrics = batch.metrics
 
 
 # Built on first use and kept for the execution environment (not at import, so tests can set
@@ -77,7 +78,7 @@ def observe(result: EventResult) -> list[Any] | None:
     return None
 
 
-def process(messages: list[processing.QueueMessage], context: Any) -> processing.BatchOutcome:
+def process(messages: list[batch.QueueMessage], context: Any) -> batch.BatchOutcome:
     """The batch's outcome; an unreadable database secret hands the whole batch back.
 
     That is not the invocation's failure (which ``ProcessorErrors`` would page for): SQS
@@ -85,7 +86,7 @@ def process(messages: list[processing.QueueMessage], context: Any) -> processing
     reason ``secret``) and its ``SecretUnavailable`` count page once, through that alarm.
     """
     try:
-        return processing.process_messages(
+        return batch.process_messages(
             messages,
             owner=f"{context.function_name}:{context.aws_request_id}",
             remaining_ms=context.get_remaining_time_in_millis,
@@ -98,7 +99,7 @@ def process(messages: list[processing.QueueMessage], context: Any) -> processing
             extra={"reason": "secret", "detail": str(exc), "request_id": context.aws_request_id},
         )
         # A body that is no wake-up was acknowledged (and counted) already: not handed back.
-        return processing.BatchOutcome(
+        return batch.BatchOutcome(
             [m.message_id for m in messages if parse_body(m.body) is not None], []
         )
 
@@ -106,7 +107,7 @@ def process(messages: list[processing.QueueMessage], context: Any) -> processing
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     started = time.perf_counter()
     messages = [
-        processing.QueueMessage(message_id=record["messageId"], body=record.get("body", ""))
+        batch.QueueMessage(message_id=record["messageId"], body=record.get("body", ""))
         for record in event.get("Records", [])
     ]
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}

@@ -1,8 +1,8 @@
 """Sweeper Lambda entry point, run by an EventBridge schedule every minute.
 
 Thin on purpose: build the run from the environment, run it, report it. The run and the order of
-its steps live in ``webhook_inbox.sweeper``; each step, its batching and the time budget in
-``webhook_inbox.maintenance``.
+its steps live in ``webhook_inbox.maintenance.sweeper``; each step, its batching and the time
+budget in ``webhook_inbox.maintenance``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, config, db, observability, providers, publishers
+from webhook_inbox import aws, config, observability
 from webhook_inbox.errors import SecretUnavailable, StoreError
-from webhook_inbox.maintenance import registry_check
+from webhook_inbox.maintenance import publishers, registry_check
 from webhook_inbox.maintenance.metrics import emit_metrics, emit_registry_metrics
-from webhook_inbox.publishers import Publisher
+from webhook_inbox.maintenance.publishers import Publisher
+from webhook_inbox.maintenance.sweeper import Sweep
 from webhook_inbox.settings import SweeperSettings
-from webhook_inbox.sweeper import Sweep
+from webhook_inbox.store import db
 
 aws.use(aws.SWEEPER)
 logger = observability.lean_logger()
@@ -45,13 +46,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Settings and clients first: a configuration error fails the run before it connects.
     configured, sqs, outbox_publisher = settings(), sqs_client(), publisher()
     # The providers registry before the database, so an outage of either reports the other.
-    registry = registry_check.check_registry(
-        configured.providers_registry_arn,
-        lambda: providers.registry_for(
-            configured.providers_config, configured.providers_config_file
-        ),
-        time.time(),
-    )
+    registry = registry_check.check_registry(configured, time.time())
     emit_registry_metrics(registry, metrics)
     invocation = {"request_id": context.aws_request_id, **registry.as_log()}
     try:

@@ -22,7 +22,7 @@ from tests.e2e.dev_support import (
     wait_until,
 )
 from tests.support import ROOT
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 

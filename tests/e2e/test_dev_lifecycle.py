@@ -35,7 +35,7 @@ from tests.e2e.dev_support import (
 )
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
-from webhook_inbox import provider_registry, providers
+from webhook_inbox.ingest import provider_registry, providers
 from webhook_inbox_tools.dev.env_file import running_dev_environment
 from webhook_inbox_tools.dev.reaper import stop_postgres
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.dev_support import DevProcess, post
 from tests.support import ROOT
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 

@@ -22,7 +22,7 @@ import pytest
 from tests.e2e.dev_support import DevProcess, post, wait_until
 from tests.e2e.test_dev_lifecycle import STOP_WITHIN_S
 from tests.support import ROOT
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 RELOADED_ERROR = "handled by the reloaded code"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.faults.proxy import FaultProxy, pg_upstream, via_proxy
 from tests.support import PostgresServer
-from webhook_inbox import db
+from webhook_inbox.store import db
 
 
 @pytest.fixture

@@ -28,7 +28,10 @@ from bench.cost import _stripe_id
 from bench.ingest_throughput import stripe_body
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox import db, ingest, processing, providers
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.store import db
 
 # Bytes per stored event (its deliveries, a tenth of a batch, the sweep spread over the mix).
 INGEST_BYTES_PER_WEBHOOK = 198  # 22 lines of ~177 B for 20 events

@@ -14,7 +14,7 @@ import pytest
 
 from bench import ingest_throughput, processing_throughput
 from bench.common import ROOT
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 # Round trips per delivery: exactly one, new or duplicate (the claim stamps enqueued_at itself;
 # only a failed SendMessage costs a second statement, to clear the stamp).

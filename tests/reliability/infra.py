@@ -75,7 +75,7 @@ class DedicatedPostgres:
         return make_conninfo(**params)
 
     def create_migrated_database(self, name: str) -> str:
-        from webhook_inbox.migrate import migrate
+        from webhook_inbox.store.migrate import migrate
 
         with psycopg.connect(self.admin_url, autocommit=True) as admin:
             admin.execute(

@@ -449,7 +449,7 @@ class Sender:
         *,
         spread_over_s: float = 0.0,
     ) -> None:
-        from webhook_inbox.providers import load_config_text
+        from webhook_inbox.ingest.providers import load_config_text
 
         self.registry = load_config_text(json.dumps(SOAK_PROVIDERS))
         self.ports = ports
@@ -493,7 +493,7 @@ class Sender:
         heapq.heappush(self._queue, (due, next(self._seq), delivery))
 
     def _post(self, event: PlannedEvent) -> tuple[int, str | None]:
-        from webhook_inbox.providers import sign_delivery
+        from webhook_inbox.ingest.providers import sign_delivery
 
         headers = sign_delivery(
             self.registry[event.provider],

@@ -82,7 +82,7 @@ class Control:
 
 def watch_repeatable_statements(control: Control) -> None:
     """Record each statement repeated on a fresh connection because the kept one had died."""
-    from webhook_inbox import db
+    from webhook_inbox.store import db
 
     original = db.run_repeatable
 
@@ -261,7 +261,7 @@ def run_processor(control: Control) -> None:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from webhook_inbox import processing
+    from webhook_inbox.processing import batch as processing
 
     # Compressed time: leases outlive an invocation by a margin of seconds, not half a minute,
     # so a SIGKILLed worker's rows come free within the soak.
@@ -326,7 +326,7 @@ def run_processor(control: Control) -> None:
 def record_sweeper_sends(control: Control) -> None:
     """Record every row the sweeper claims for a (re-)send, with the time: how soon a lost
     wake-up was sent again (``sends-<pid>.log``: ``<time> <row id>,<row id>…``)."""
-    from webhook_inbox import inbox
+    from webhook_inbox.store import inbox
 
     claim = inbox.claim_due_for_enqueue
 

@@ -23,7 +23,9 @@ from tests.ingest_support import v2_event
 from tests.reliability.infra import DedicatedPostgres
 from tests.reliability.soak import SOAK_PROVIDERS
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, processing, providers
+from webhook_inbox.ingest import providers
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.store import db
 
 OUTAGE_SECONDS = 10.0
 CONNECT_TIMEOUT_S = 1

@@ -32,8 +32,10 @@ from moto import mock_aws
 from tests.ingest_support import SHAPES, rebuilt_url, sample_config_text, shaped_sample_body
 from tests.reliability.soak import STANDARD_WEBHOOKS_SECRET
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import bodies, db, ingest, providers
 from webhook_inbox.errors import InvalidPayload
+from webhook_inbox.ingest import bodies, providers
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.store import db
 
 
 def fuzz_config() -> dict[str, Any]:

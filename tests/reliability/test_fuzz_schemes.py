@@ -1,4 +1,4 @@
-"""Fuzzing every signature scheme's parser (``webhook_inbox.schemes``) directly.
+"""Fuzzing every signature scheme's parser (``webhook_inbox.ingest.schemes``) directly.
 
 Garbage and near-valid headers: verification raises only ``AuthenticationFailed`` (the 401
 path), never another exception, and never accepts a signature whose digest was altered.
@@ -19,10 +19,10 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from tests.ingest_support import sample_config_text
-from webhook_inbox import schemes
 from webhook_inbox.errors import AuthenticationFailed, InvalidPayload
-from webhook_inbox.schemes import Delivery
-from webhook_inbox.schemes.twitch import rfc3339_nanos
+from webhook_inbox.ingest import schemes
+from webhook_inbox.ingest.schemes import Delivery
+from webhook_inbox.ingest.schemes.twitch import rfc3339_nanos
 
 SAMPLE_KEYS = {
     name: spec["secrets"][0]["value"]

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tests.support import ROOT
-from webhook_inbox import schemes
+from webhook_inbox.ingest import schemes
 
 PACKAGE = ROOT / "layers" / "shared" / "webhook_inbox"
 SENSITIVE = re.compile(r"signature|digest|(^|_)mac($|_)|hmac|expected|presented|secret", re.I)
@@ -130,14 +130,14 @@ def _verifiers_that_skip_the_approved_helpers(trees: list[ast.Module]) -> list[s
 
 
 def _scheme_trees() -> list[ast.Module]:
-    return [ast.parse(path.read_text()) for path in sorted((PACKAGE / "schemes").glob("*.py"))]
+    return [ast.parse(path.read_text()) for path in sorted((PACKAGE / "ingest" / "schemes").glob("*.py"))]
 
 
 def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() -> None:
-    base = _functions(ast.parse((PACKAGE / "schemes" / "base.py").read_text()))
+    base = _functions(ast.parse((PACKAGE / "ingest" / "schemes" / "base.py").read_text()))
     assert "hmac.compare_digest" in _calls(base["match_index"])
     assert "match_index" in _calls(base["any_match"])
-    public = _functions(ast.parse((PACKAGE / "schemes" / "public_keys.py").read_text()))
+    public = _functions(ast.parse((PACKAGE / "ingest" / "schemes" / "public_keys.py").read_text()))
     assert "loaded.verify" in _calls(public["verified_index"])
     handled = {
         ast.unparse(handler.type)

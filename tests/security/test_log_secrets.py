@@ -26,8 +26,12 @@ from psycopg.conninfo import make_conninfo
 from tests.ingest_support import rebuilt_url, sample_config_text, shaped_sample_body, v2_event
 from tests.reliability.infra import DB_PASSWORD_MARKER
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import db, handlers, ingest, processing, providers
 from webhook_inbox.errors import StoreUnavailable
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.processing import handlers
+from webhook_inbox.store import db
 
 MARKER = "PAYLOAD-MARKER-7c1d-card-4242"
 SAMPLE = json.loads(sample_config_text())

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from tests.infra_support import PACKAGE_DIR, ROOT
-from webhook_inbox.queries import parse
+from webhook_inbox.store.queries import parse
 
 DESIGN = ROOT / "docs" / "design.md"
 _ROW = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
@@ -92,9 +92,7 @@ def test_each_call_chain_exists_step_by_step() -> None:
             name = qualname.split(".")[-1]
             assert any(name in _named_in(c) for c in callers), f"{path}: who calls {qualname}?"
         sql_file, statement = _TICKED.findall(statement_text)[0].rsplit(":", 1)
-        sql_path = (
-            ROOT / sql_file if sql_file.startswith("tools/") else PACKAGE_DIR / "sql" / sql_file
-        )
+        sql_path = ROOT / sql_file if sql_file.startswith("tools/") else PACKAGE_DIR / sql_file
         assert statement in parse(sql_path.read_text("utf-8")), f"{path}: no {statement}"
         last = bodies[-1]
         assert statement in {c.value for c in ast.walk(last) if isinstance(c, ast.Constant)}, (

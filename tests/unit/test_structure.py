@@ -58,7 +58,7 @@ def test_the_entry_points_run_no_sql_of_their_own() -> None:
 
 
 def test_one_sql_file_per_data_module_and_nothing_else() -> None:
-    assert sorted(p.name for p in (PACKAGE_DIR / "sql").glob("*.sql")) == sorted(
+    assert sorted(p.name for p in (PACKAGE_DIR / "store" / "sql").glob("*.sql")) == sorted(
         [*DATA_MODULES.values(), *TRANSACTION_GUARD.values()]
     )
 
@@ -70,7 +70,7 @@ def test_the_handler_guard_touches_no_table() -> None:
 
 
 def _statements(sql_file: str) -> str:
-    lines = (PACKAGE_DIR / "sql" / sql_file).read_text().splitlines()
+    lines = (PACKAGE_DIR / "store" / "sql" / sql_file).read_text().splitlines()
     return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
 
 
@@ -103,7 +103,7 @@ def _statement_names(sql_file: Path) -> set[str]:
 def test_the_state_machine_page_names_every_statement_and_only_real_ones() -> None:
     page = (ROOT / "docs" / "state-machine.md").read_text()
     runtime = set().union(
-        *(_statement_names(PACKAGE_DIR / "sql" / f) for f in DATA_MODULES.values())
+        *(_statement_names(PACKAGE_DIR / "store" / "sql" / f) for f in DATA_MODULES.values())
     )
     tools = _statement_names(
         ROOT / "tools" / "webhook_inbox_tools" / "sql" / "operator_actions.sql"
@@ -119,3 +119,34 @@ def test_the_state_machine_page_names_every_statement_and_only_real_ones() -> No
     }
     assert {"claim_events", "reset_event_for_replay", "add_message"} <= in_tables  # parsed
     assert sorted(in_tables - runtime - tools) == []
+
+
+def _bench_imports() -> dict[str, set[str]]:
+    """Each bench/ module and the bench/ modules it imports (lazy and type-only ones too)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "bench":
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench."):
+                found.add((node.module or "").split(".")[1])
+        graph[path.stem] = found & {p.stem for p in (ROOT / "bench").glob("*.py")}
+    return graph
+
+
+def test_the_benchmarks_import_without_cycles() -> None:
+    graph = _bench_imports()
+    assert len(graph) >= 10
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, " -> ".join((*path, module))
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())

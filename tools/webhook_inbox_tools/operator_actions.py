@@ -20,9 +20,10 @@ from typing import Any
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from webhook_inbox import aws, inbox, outbox
-from webhook_inbox.queries import SqlFile
-from webhook_inbox.store_errors import translated
+from webhook_inbox import aws
+from webhook_inbox.store import inbox, outbox
+from webhook_inbox.store.queries import SqlFile
+from webhook_inbox.store.store_errors import translated
 
 OUTBOX_STATUSES = ("pending", "published", "dead")
 # Enough to page through any listing in a few round trips without holding large results.

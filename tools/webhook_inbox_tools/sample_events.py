@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from webhook_inbox import providers
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.ingest import providers
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
 _PLACEHOLDER = re.compile(r"\{([a-z_0-9]+(?:#[0-9]+)?)\}")

@@ -1,4 +1,4 @@
-"""The environment: the only module that reads it (``tests/unit/test_config.py``).
+"""The environment: the only module that reads it (``tests/unit/base/test_config.py``).
 
 A function's settings are a frozen dataclass whose fields name their variables
 (:func:`setting`); every one of them lives in :mod:`webhook_inbox.settings`. :func:`current`

@@ -2,8 +2,8 @@
 
 Every error the library raises derives from :class:`WebhookInboxError`. Driver errors (psycopg)
 are translated into this hierarchy in exactly one place,
-:func:`webhook_inbox.store_errors.translate`, and the hierarchy is mapped to HTTP answers / SQS
-outcomes in exactly one place per entry point.
+:func:`webhook_inbox.store.store_errors.translate`, and the hierarchy is mapped to HTTP answers /
+SQS outcomes in exactly one place per entry point.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How every function logs: lean JSON lines, and where metrics come from.
 
 CloudWatch Logs bills every byte a function writes (standard class, $0.50 per GB in us-east-1),
-which made logs the largest cost per webhook after the per-request charges (issue 18). So:
+which made logs the largest cost per webhook after the per-request charges. So:
 
 - :func:`lean_logger` is Powertools' Logger without the keys that repeat what CloudWatch already
   knows (code location, the X-Ray id of untraced functions, the service) and with an RFC 3339

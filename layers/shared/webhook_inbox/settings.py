@@ -53,7 +53,7 @@ class RetrySettings:
 @dataclass(frozen=True, kw_only=True)
 class ProvidersSettings:
     """The providers ingest verifies, inline (JSON or TOML) or in a file; the tools read the same
-    (:func:`webhook_inbox.providers.registry`)."""
+    (:func:`webhook_inbox.ingest.providers.registry`)."""
 
     providers_config: str = setting("PROVIDERS_CONFIG", "")
     providers_config_file: str = setting("PROVIDERS_CONFIG_FILE", "")
@@ -69,7 +69,7 @@ class RegistrySettings(ProvidersSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class IngestSettings(QueueSettings, RegistrySettings):
-    """The ingest function's, passed to :func:`webhook_inbox.ingest.handle`."""
+    """The ingest function's, passed to :func:`webhook_inbox.ingest.pipeline.handle`."""
 
     max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
     # Ingest's copy of the registry (provider_source): re-read once it is this many seconds
@@ -145,7 +145,7 @@ class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings):
 @dataclass(frozen=True, kw_only=True)
 class DatabaseSettings:
     """Where the database is, how to sign in, and the bounded waits of every connection: every
-    function that connects reads these (:func:`webhook_inbox.db.settings`)."""
+    function that connects reads these (:func:`webhook_inbox.store.db.settings`)."""
 
     url: str = setting("DATABASE_URL", "")
     secret_arn: str = setting("DATABASE_SECRET_ARN", "")

@@ -19,7 +19,8 @@ import pytest
 from moto import mock_aws
 
 from tests.support import ROOT, load_function
-from webhook_inbox import inbox, providers
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import inbox
 from webhook_inbox_tools.cli import main
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "webhook-inbox"
@@ -172,7 +173,7 @@ def ingest_env(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Any, Any, str]]:
     """The real ingest function with the sample providers, this test's database and a moto queue."""
-    from webhook_inbox import ingest
+    from webhook_inbox.ingest import pipeline as ingest
 
     monkeypatch.setenv("PROVIDERS_CONFIG_FILE", str(ROOT / "events" / "providers.local.json"))
     monkeypatch.delenv("PROVIDERS_CONFIG", raising=False)

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from tests.integration.cli.conftest import seed_event, seed_outbox, table_snapshot
-from webhook_inbox.queries import query
+from webhook_inbox.store.queries import query
 from webhook_inbox_tools.cli.app import build_parser
 
 

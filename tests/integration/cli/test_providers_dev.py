@@ -19,8 +19,8 @@ import pytest
 from tests.faults.fixtures import MotoEndpoint
 from tests.integration.cli.conftest import seed_event
 from tests.support import ROOT
-from webhook_inbox import providers
-from webhook_inbox.provider_registry import INITIAL_TEXT
+from webhook_inbox.ingest import providers
+from webhook_inbox.ingest.provider_registry import INITIAL_TEXT
 from webhook_inbox_tools.cli import main, signing
 from webhook_inbox_tools.dev.env_file import DEFAULT_ENV_FILE, write_env_file
 

@@ -20,8 +20,8 @@ from moto import mock_aws
 
 from tests.ingest_support import signed_event
 from tests.support import ROOT, FakeLambdaContext, load_function
-from webhook_inbox import provider_source, providers
-from webhook_inbox.provider_registry import INITIAL_TEXT
+from webhook_inbox.ingest import provider_source, providers
+from webhook_inbox.ingest.provider_registry import INITIAL_TEXT
 from webhook_inbox_tools.cli import main
 
 REGION = "us-east-1"

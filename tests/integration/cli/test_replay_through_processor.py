@@ -14,7 +14,8 @@ import pytest
 from moto import mock_aws
 
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import inbox, processing
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.store import inbox
 from webhook_inbox_tools.dev.lambda_runtime import failed_message_ids, sqs_event
 
 

@@ -16,7 +16,7 @@ from sendgrid.helpers.eventwebhook import EventWebhook
 
 from tests.integration.cli.conftest import run_console_script
 from tests.support import ROOT
-from webhook_inbox.schemes import Discord, SendGrid
+from webhook_inbox.ingest.schemes import Discord, SendGrid
 from webhook_inbox_tools.cli import main
 
 SAMPLE = ROOT / "events" / "providers.local.json"

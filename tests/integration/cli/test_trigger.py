@@ -20,7 +20,7 @@ import pytest
 
 from tests.integration.cli.conftest import CONSOLE_SCRIPT, run_console_script
 from tests.support import ROOT
-from webhook_inbox import providers, schemes
+from webhook_inbox.ingest import providers, schemes
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.dev.env_file import write_env_file
 

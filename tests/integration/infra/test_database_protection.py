@@ -20,7 +20,8 @@ from moto import mock_aws
 
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox import aws, database_protection
+from webhook_inbox import aws
+from webhook_inbox.deploy import database_protection
 
 REGION = "us-east-1"
 INSTANCE = "webhook-inbox-database-abc"

@@ -2,7 +2,7 @@
 
 The function's environment is the template's (Globals + its own Variables, resolved for an
 existing-database deployment), with the resources it names stood in by moto and the database
-by this test's PostgreSQL (DATABASE_URL wins over DATABASE_SECRET_ARN in webhook_inbox.db).
+by this test's PostgreSQL (DATABASE_URL wins over DATABASE_SECRET_ARN in webhook_inbox.store.db).
 An ``events/env.json`` in SAM's ``--env-vars`` format is applied on top, as SAM applies it, and
 the sample ``events/providers.local.json`` stands in for the ProvidersConfig parameter.
 Fixtures are matched to functions by file name; a fixture that matches none fails the test.
@@ -24,7 +24,7 @@ from moto import mock_aws
 from tests.infra_support import Resolver, load_template, parameter_defaults, serverless_functions
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import EVENTS_DIR, FakeLambdaContext, load_function
-from webhook_inbox import provider_registry
+from webhook_inbox.ingest import provider_registry
 
 SAM_ENV_FILE = "env.json"
 SAMPLE_PROVIDERS = "providers.local.json"  # a PROVIDERS_CONFIG document, not an event

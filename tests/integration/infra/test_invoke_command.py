@@ -180,11 +180,15 @@ def services(
     env_vars.write_text(
         json.dumps(
             {
-                "Parameters": {"PROCESSING_QUEUE_URL": queue_url, "OUTBOX_EVENT_BUS_NAME": bus},
+                "Parameters": {
+                    "PROCESSING_QUEUE_URL": queue_url,
+                    "OUTBOX_EVENT_BUS_NAME": bus,
+                    # No providers registry (ingest and the sweeper read it): PROVIDERS_CONFIG
+                    # serves, as on a stack not using it.
+                    "PROVIDERS_REGISTRY_ARN": "",
+                },
                 "IngestFunction": {
                     "PROVIDERS_CONFIG": (EVENTS_DIR / SAMPLE_PROVIDERS).read_text(),
-                    # No providers registry: PROVIDERS_CONFIG serves, as on a stack not using it.
-                    "PROVIDERS_REGISTRY_ARN": "",
                 },
             }
         )

@@ -47,7 +47,7 @@ from tests.integration.infra.test_invoke_command import (
 )
 from tests.support import EVENTS_DIR
 from tests.unit.infra.test_template_consistency import LOCAL_ONLY_ENV
-from webhook_inbox import credentials
+from webhook_inbox.store import credentials
 from webhook_inbox_tools.dev.reaper import stop_postgres
 
 __all__ = ["made_build"]  # a fixture the build fixture below asks for by name

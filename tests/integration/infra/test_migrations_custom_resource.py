@@ -12,9 +12,11 @@ import pytest
 
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox import config, custom_resource, db
-from webhook_inbox import migrate as migrate_module
-from webhook_inbox.migrate import available_migrations
+from webhook_inbox import config
+from webhook_inbox.deploy import custom_resource
+from webhook_inbox.store import db
+from webhook_inbox.store import migrate as migrate_module
+from webhook_inbox.store.migrate import available_migrations
 
 UNREACHABLE_DB = "postgresql://migrator:s3cr3t-pw@127.0.0.1:1/nothing?connect_timeout=2"
 

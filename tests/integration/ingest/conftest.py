@@ -17,7 +17,9 @@ from moto import mock_aws
 
 from tests.ingest_support import SHAPES, sample_config_text
 from tests.support import FakeLambdaContext, load_function
-from webhook_inbox import credentials, db, ingest, providers
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import credentials, db
 
 # Extra providers the tests need beside the shipped sample ones.
 ROTATING_SECRETS = ("whsec_new_rotation_secret", "whsec_old_rotation_secret")

@@ -17,10 +17,12 @@ import pytest
 
 from tests.faults.proxy import FaultProxy
 from tests.integration.ingest.conftest import IngestHarness
-from webhook_inbox import handlers, inbox, processing
-from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.processing import QueueMessage
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.processing import handlers
+from webhook_inbox.processing.batch import QueueMessage
 from webhook_inbox.settings import ProcessorSettings
+from webhook_inbox.store import inbox
+from webhook_inbox.store.inbox import LeasedEvent
 
 STATEMENT_TIMEOUT_MS = 1500  # ingest's answer deadline in the fault test: 1.5 s + 1 s
 

@@ -20,10 +20,11 @@ import psycopg
 import pytest
 
 from tests.integration.ingest.conftest import IngestHarness, row_count
-from webhook_inbox import handlers, processing
-from webhook_inbox.inbox import LeasedEvent
-from webhook_inbox.processing import QueueMessage
+from webhook_inbox.processing import batch as processing
+from webhook_inbox.processing import handlers
+from webhook_inbox.processing.batch import QueueMessage
 from webhook_inbox.settings import ProcessorSettings
+from webhook_inbox.store.inbox import LeasedEvent
 
 LOCK_TIMEOUT_MS = 1000  # the functions' lock timeout in this test (production default: 2000)
 # The later event's handler keeps the batch (and the early row's lock) open until the duplicate

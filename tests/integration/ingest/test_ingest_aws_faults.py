@@ -36,7 +36,10 @@ from tests.integration.ingest.conftest import (
     row_count,
     secret_of,
 )
-from webhook_inbox import aws, db, ingest, providers
+from webhook_inbox import aws
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import db
 
 # Lambda kills ingest at its timeout (template: 8 s); every answer must come well before.
 INGEST_TIMEOUT_S = 8.0

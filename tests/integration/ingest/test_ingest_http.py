@@ -29,8 +29,10 @@ from tests.integration.ingest.conftest import (
     secret_of,
 )
 from tests.support import load_event
-from webhook_inbox import db, inbox, ingest, providers
 from webhook_inbox.errors import StoreUnavailable
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import db, inbox
 
 SHAPE_VARIANTS = [(shape, b64) for shape in SHAPES for b64 in (False, True)]
 

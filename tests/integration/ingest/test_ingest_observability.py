@@ -67,7 +67,7 @@ def test_no_payload_or_secret_reaches_logs_or_metrics(
         old = harness.sign("acme-timestamped", stale, timestamp=harness.now - 10_000)
         statuses.append(harness.deliver("acme-timestamped", stale, old).status)  # stale
     monkeypatch.setenv("DATABASE_URL", "postgresql://x@127.0.0.1:9/x")
-    from webhook_inbox import db
+    from webhook_inbox.store import db
 
     db.reset_for_tests()
     body = json.dumps({"id": "evt_down", "type": "t", "card": MARKER}).encode()

@@ -20,7 +20,8 @@ import pytest
 from tests.ingest_support import SHAPES
 from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count
 from tests.support import FakeLambdaContext
-from webhook_inbox import ingest, providers
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import providers
 
 SHAPE_VARIANTS = [(shape, b64) for shape in SHAPES for b64 in (False, True)]
 # SendGrid's published vector (sendgrid-python test/unit/test_eventwebhook.py).

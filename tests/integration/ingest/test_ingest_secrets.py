@@ -11,7 +11,7 @@ import pytest
 import stripe
 
 from tests.integration.ingest.conftest import IngestHarness, row_count
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 
 @pytest.fixture

@@ -66,7 +66,7 @@ def test_documented_deliveries_are_accepted_through_every_event_shape(
 def test_a_retry_with_a_fresh_timestamp_and_delivery_id_is_a_duplicate(
     harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from webhook_inbox import ingest
+    from webhook_inbox.ingest import pipeline as ingest
 
     issue_id = str(uuid.uuid4())
     first, first_headers = documented(issue(harness.now, issue_id))

@@ -23,8 +23,9 @@ from tests.integration.ingest.senders import (
     events,
     flip,
 )
-from tests.unit.test_scheme_mailgun import KAT_BODY, KAT_KEY, KAT_TIMESTAMP, KAT_TOKEN
-from webhook_inbox import db, ingest
+from tests.unit.ingest.test_scheme_mailgun import KAT_BODY, KAT_KEY, KAT_TIMESTAMP, KAT_TOKEN
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.store import db
 
 
 def documented(

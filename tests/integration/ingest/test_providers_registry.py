@@ -24,8 +24,10 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 
 from tests.infra_support import metric_filters
 from tests.integration.ingest.conftest import IngestHarness, row_count
-from webhook_inbox import aws, ingest, provider_registry, provider_source, providers
-from webhook_inbox.provider_registry import RegistryDocument
+from webhook_inbox import aws
+from webhook_inbox.ingest import pipeline as ingest
+from webhook_inbox.ingest import provider_registry, provider_source, providers
+from webhook_inbox.ingest.provider_registry import RegistryDocument
 
 REFRESH_S = 30.0
 ACME_OPTIONS = {"signature_header": "X-Acme-Signature"}

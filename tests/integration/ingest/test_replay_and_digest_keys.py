@@ -22,10 +22,11 @@ import pytest
 
 from tests.ingest_support import SHAPES
 from tests.integration.ingest.conftest import IngestHarness, row_count
-from tests.integration.processor.helpers import failures, invoke, sqs_event_for
+from tests.integration.processing.helpers import failures, invoke, sqs_event_for
 from tests.support import load_function
-from webhook_inbox import handlers, inbox
-from webhook_inbox.domain import Handler
+from webhook_inbox.processing import handlers
+from webhook_inbox.processing.domain import Handler
+from webhook_inbox.store import inbox
 
 ID_MUTATIONS = {
     "id+{timestamp}": lambda i, t: i + "{timestamp}",

@@ -24,7 +24,7 @@ from tests.integration.ingest.senders import (
     events,
     flip,
 )
-from tests.unit.test_scheme_twitch import (
+from tests.unit.ingest.test_scheme_twitch import (
     KAT_BODY,
     KAT_ID,
     KAT_NOW,
@@ -32,7 +32,7 @@ from tests.unit.test_scheme_twitch import (
     KAT_SIGNATURE,
     KAT_TIMESTAMP,
 )
-from webhook_inbox import ingest
+from webhook_inbox.ingest import pipeline as ingest
 
 ACCEPTED = Answer(202, "application/json", '{"status":"accepted"}')  # any 2xx acknowledges
 SUBSCRIPTION = {

@@ -17,7 +17,7 @@ import pytest
 
 from tests.ingest_support import SHAPES, rebuilt_url, signed_event
 from tests.integration.ingest.conftest import IngestHarness, Reply, providers_config, row_count
-from webhook_inbox import providers
+from webhook_inbox.ingest import providers
 
 TWIML = "<Response/>"
 CUSTOM_DOMAIN = "https://hooks.example.com/base/webhooks"

@@ -1,4 +1,4 @@
-"""The model tests/integration/test_on_call.py judges the alarms with (tests/alarm_model.py):
+"""The model tests/integration/infra/test_on_call.py judges the alarms with (tests/alarm_model.py):
 Lambda's JSON log-level filter as AWS documents it, alarm evaluation, Logs Insights filters."""
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ import pytest
 from bench import at_rest_prices as p
 from bench import at_rest_report as report
 from bench import cost_at_rest as cost
+from bench.at_rest_prices import total
 from bench.idle_sweep import idle_sweep, sweep_steps
+from bench.template_deployment import deployment
 from tests import infra_support
 
 SETS = ("default", "small")
@@ -19,7 +21,7 @@ SETS = ("default", "small")
 
 @pytest.fixture(scope="module")
 def measured() -> dict[str, report.SetBill]:
-    return report.measure(SETS)
+    return cost.measure(SETS)
 
 
 def test_every_resource_type_in_the_translated_template_is_priced_or_known_free() -> None:
@@ -29,7 +31,7 @@ def test_every_resource_type_in_the_translated_template_is_priced_or_known_free(
 
 
 def test_a_billed_resource_without_a_price_stops_the_count() -> None:
-    d = cost.deployment("default")
+    d = deployment("default")
     d.resources = copy.deepcopy(d.resources)
     d.resources["Cache"] = {"Type": "AWS::ElastiCache::CacheCluster", "Properties": {}}
     with pytest.raises(p.Unpriced, match="AWS::ElastiCache::CacheCluster"):
@@ -37,7 +39,7 @@ def test_a_billed_resource_without_a_price_stops_the_count() -> None:
 
 
 def test_a_database_class_without_a_price_is_refused_not_guessed() -> None:
-    d = cost.deployment("default", {"DatabaseInstanceClass": "db.r7g.large"})
+    d = deployment("default", {"DatabaseInstanceClass": "db.r7g.large"})
     with pytest.raises(p.Unpriced, match=r"db\.r7g\.large"):
         cost.at_rest(d)
 
@@ -47,8 +49,8 @@ def test_the_free_list_holds_nothing_this_script_prices() -> None:
 
 
 def test_every_database_line_follows_the_parameters() -> None:
-    single = cost.at_rest(cost.deployment("default", {"DatabaseMultiAz": "false"}))
-    multi = cost.at_rest(cost.deployment("default", {"DatabaseMultiAz": "true"}))
+    single = cost.at_rest(deployment("default", {"DatabaseMultiAz": "false"}))
+    multi = cost.at_rest(deployment("default", {"DatabaseMultiAz": "true"}))
     by_name = {line.resource: line.monthly for line in multi}
     assert by_name["RDS db.t4g.small, Multi-AZ"] == pytest.approx(2 * 0.032 * 730)
     assert by_name["RDS gp3 storage, 20 GB, Multi-AZ"] == pytest.approx(2 * 20 * 0.115)
@@ -60,14 +62,14 @@ def test_every_database_line_follows_the_parameters() -> None:
 
 
 def test_rds_proxy_bills_its_two_vcpu_minimum() -> None:
-    lines = cost.at_rest(cost.deployment("default", {"DatabaseInstanceClass": "db.t4g.micro"}))
+    lines = cost.at_rest(deployment("default", {"DatabaseInstanceClass": "db.t4g.micro"}))
     proxy = [line for line in lines if line.resource.startswith("RDS Proxy")]
     # A db.t4g.micro has 2 vCPUs, the minimum anyway: 2 x $0.015 x 730 h.
     assert [line.monthly for line in proxy] in ([], [pytest.approx(21.90)])
 
 
 def test_interface_endpoints_are_billed_per_az_in_an_existing_vpc() -> None:
-    d = cost.deployment(
+    d = deployment(
         "default",
         {
             "VpcId": "vpc-0example",
@@ -98,7 +100,7 @@ def test_alarm_kinds_follow_the_pricing_pages() -> None:
 def test_every_alarm_of_the_template_is_counted(
     measured: dict[str, report.SetBill],
 ) -> None:
-    alarms = len(cost.deployment("default").of_type("AWS::CloudWatch::Alarm"))
+    alarms = len(deployment("default").of_type("AWS::CloudWatch::Alarm"))
     lines = measured["default"].lines
     counted = sum(
         int(m.group(1))
@@ -111,7 +113,7 @@ def test_every_alarm_of_the_template_is_counted(
 def test_an_idle_sweep_publishes_no_custom_metric() -> None:
     # Rendered by the sweeper's own emit_metrics: at rest every counter and gauge is zero, and
     # zeros are not published, so the idle stack pays for none of them (before: fourteen).
-    run = idle_sweep(cost.deployment("default"), "SweeperFunction")
+    run = idle_sweep(deployment("default"), "SweeperFunction")
     assert run.custom_metrics == set()
     assert sweep_steps()  # the summary line lists the steps Sweep.run really loops over
 
@@ -127,7 +129,7 @@ def test_the_sweeper_runs_43200_times_a_month(
 def test_docs_costs_md_shows_the_scripts_output(
     measured: dict[str, report.SetBill],
 ) -> None:
-    assert report.doc_section() == report.render(measured), (
+    assert report.doc_section(cost.COSTS_DOC) == report.render(measured), (
         "docs/costs.md is stale: run `python -m bench.cost_at_rest --write`"
     )
 
@@ -136,17 +138,17 @@ def test_docs_costs_md_shows_the_scripts_output(
 def test_each_goal_is_met_or_the_docs_say_by_how_much_it_is_missed(
     name: str, measured: dict[str, report.SetBill]
 ) -> None:
-    monthly = cost.total(measured[name].lines)
-    doc = report.doc_section()
+    monthly = total(measured[name].lines)
+    doc = report.doc_section(cost.COSTS_DOC)
     assert f"${monthly:.2f} a month" in doc
-    if monthly > cost.GOALS[name]:
-        assert f"missed by ${monthly - cost.GOALS[name]:.2f}" in doc
+    if monthly > report.GOALS[name]:
+        assert f"missed by ${monthly - report.GOALS[name]:.2f}" in doc
     else:
-        assert monthly <= cost.GOALS[name]
+        assert monthly <= report.GOALS[name]
 
 
 def _with_filter(group: str, pattern: str, **transformation: str) -> cost.Deployment:
-    d = cost.deployment("default")
+    d = deployment("default")
     d.resources = dict(d.resources)
     d.resources["ExtraMetricFilter"] = {
         "Type": "AWS::Logs::MetricFilter",
@@ -221,7 +223,7 @@ def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
         (line,) = [x for x in cost.at_rest(d) if x.resource.startswith("SQS empty receives")]
         return line.quantity
 
-    d = cost.deployment("default")
+    d = deployment("default")
     # Five pollers a 20 s long poll each, every minute of a 30-day month.
     assert receives(d) == 5 * 3 * 43_200
     (mapping,) = d.of_type("AWS::Lambda::EventSourceMapping")

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from tests.infra_support import load_template, serverless_functions
-from webhook_inbox import provider_registry, settings
+from webhook_inbox import settings
+from webhook_inbox.ingest import provider_registry
 
 TEMPLATE = load_template()
 RESOURCES = TEMPLATE["Resources"]

@@ -105,7 +105,7 @@ def closure(name: str) -> list[Path]:
 
 
 def reaches_the_database(name: str) -> bool:
-    return imports_module(closure(name), "webhook_inbox.db")
+    return imports_module(closure(name), "webhook_inbox.store.db")
 
 
 def imports_powertools(name: str) -> bool:

@@ -213,7 +213,7 @@ def test_a_secret_under_its_own_key_can_be_decrypted_by_every_function() -> None
     r = resolver(PrivateRouteTableIds="rtb-1", DatabaseSecretKmsKeyArn=key, **EXISTING_DB)
     assert rule_failures(r) == []
     for name, props in serverless_functions().items():
-        if not imports_module(module_closure(function_entry(props)[0]), "webhook_inbox.db"):
+        if not imports_module(module_closure(function_entry(props)[0]), "webhook_inbox.store.db"):
             continue  # never reads the database secret
         statements = [s for s in r.resolve(props["Policies"][0]["Statement"]) if s]
         decrypts = [s for s in statements if s["Action"] == "kms:Decrypt" and s["Resource"] == key]

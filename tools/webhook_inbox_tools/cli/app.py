@@ -14,14 +14,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from webhook_inbox import config, db
+from webhook_inbox import config
 from webhook_inbox.errors import (
     ConfigurationError,
     StoreError,
     StoreUnavailable,
     WebhookInboxError,
 )
-from webhook_inbox.migrate import available_migrations, migrate
+from webhook_inbox.store import db
+from webhook_inbox.store.migrate import available_migrations, migrate
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command

@@ -9,9 +9,9 @@ from typing import Any
 from psycopg import Connection, ProgrammingError
 from psycopg.conninfo import conninfo_to_dict
 
-from webhook_inbox import credentials, db
 from webhook_inbox.errors import ConfigurationError, StoreUnavailable
-from webhook_inbox.migrate import applied_versions, available_migrations
+from webhook_inbox.store import credentials, db
+from webhook_inbox.store.migrate import applied_versions, available_migrations
 from webhook_inbox_tools.cli.params import mask_conninfo
 
 HOW_TO_SET = (

@@ -11,8 +11,9 @@ import tomllib
 from pathlib import Path
 from types import FrameType
 
-from webhook_inbox import config, providers
+from webhook_inbox import config
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.ingest import providers
 from webhook_inbox.settings import DatabaseSettings, ProvidersSettings
 from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry, providers_in_environment

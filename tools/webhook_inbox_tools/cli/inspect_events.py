@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import inbox
+from webhook_inbox.store import inbox
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from webhook_inbox import aws, config, providers, schemes
+from webhook_inbox import aws, config
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.ingest import providers, schemes
 from webhook_inbox.settings import ProvidersSettings
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2

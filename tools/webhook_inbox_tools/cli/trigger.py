@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from webhook_inbox import config, providers
+from webhook_inbox import config
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.ingest import providers
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.cli.params import positive_int
 from webhook_inbox_tools.cli.signing import (

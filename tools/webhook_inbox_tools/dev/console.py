@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 
-from webhook_inbox import db
 from webhook_inbox.errors import WebhookInboxError
-from webhook_inbox.queries import SqlFile
+from webhook_inbox.store import db
+from webhook_inbox.store.queries import SqlFile
 from webhook_inbox_tools.dev.workers import say
 
 _statement = SqlFile("dev", package="webhook_inbox_tools").statement

@@ -23,8 +23,8 @@ from urllib.parse import quote
 
 from psycopg import sql
 
-from webhook_inbox import db
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.store import db
 
 USER = "postgres"  # the superuser pgserver's initdb creates
 START_TIMEOUT_S = 30

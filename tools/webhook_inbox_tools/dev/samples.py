@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook_inbox import providers
-from webhook_inbox.domain import Handler
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.ingest import providers
+from webhook_inbox.processing.domain import Handler
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.cli.signing import curl_command, destination
 from webhook_inbox_tools.dev.env_file import cli_name

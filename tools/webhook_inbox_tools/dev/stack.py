@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook_inbox import db, provider_registry
 from webhook_inbox.errors import ConfigurationError, WebhookInboxError
-from webhook_inbox.migrate import migrate
+from webhook_inbox.ingest import provider_registry
+from webhook_inbox.store import db
+from webhook_inbox.store.migrate import migrate
 from webhook_inbox_tools.dev import postgres_tcp
 from webhook_inbox_tools.dev.console import Console
 from webhook_inbox_tools.dev.gateway import IngestGateway

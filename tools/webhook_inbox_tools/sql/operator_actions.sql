@@ -1,5 +1,5 @@
 -- Statements behind the operator CLI (listings, replay, outbox retry). Named blocks, loaded by
--- webhook_inbox.queries. Optional filters are NULL when unused: psycopg sends unnamed statements,
+-- webhook_inbox.store.queries. Optional filters are NULL when unused: psycopg sends unnamed statements,
 -- which PostgreSQL plans with the actual values, so "NULL IS NULL OR …" folds away.
 
 -- name: list_events

@@ -1,4 +1,4 @@
--- Statements behind `webhook-inbox providers list`. Named blocks, loaded by webhook_inbox.queries.
+-- Statements behind `webhook-inbox providers list`. Named blocks, loaded by webhook_inbox.store.queries.
 
 -- name: provider_traffic
 -- Per provider over the window: events first received (accepted), repeat deliveries of events

@@ -1,9 +1,13 @@
-"""The sweeper's maintenance jobs, one module per job, run in order by
-:class:`webhook_inbox.sweeper.Sweep`.
+"""Maintenance: the sweeper's run (:mod:`.sweeper`) and its jobs, one module per job, run in
+order by :class:`webhook_inbox.maintenance.sweeper.Sweep`.
 
 Each job is a step that sees only the run's :class:`~webhook_inbox.maintenance.context.SweepContext`
 (connection, settings, clients, time budget, report), so a job can be read, changed and tested
-without the others: :mod:`.lease_expiry`, :mod:`.reenqueue`, :mod:`.outbox_publishing`,
-:mod:`.backlog_measurement`, :mod:`.retention`; :mod:`.report` and :mod:`.metrics` are what the
-run tells the operator.
+without the others: :mod:`.lease_expiry`, :mod:`.reenqueue`, :mod:`.outbox_publishing` (through
+:mod:`.outbox_drain` and :mod:`.publishers`), :mod:`.backlog_measurement`, :mod:`.retention`;
+:mod:`.registry_check` reads the providers registry once a run; :mod:`.report` and
+:mod:`.metrics` are what the run tells the operator.
 """
+
+# No other stage imports maintenance (tests/unit/test_structure.py enforces it).
+__all__: list[str] = []

@@ -1,4 +1,5 @@
-"""The backlog measurement: the numbers the alarms watch (:mod:`webhook_inbox.backlog_metrics`).
+"""The backlog measurement: the numbers the alarms watch
+(:mod:`webhook_inbox.store.backlog_metrics`).
 
 One indexed query, not batched: it runs if the smaller ``measure_reserve_ms`` is left, using part
 of the safety margin the batched steps keep, so a run short of time still gives the alarms their
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from webhook_inbox import backlog_metrics
 from webhook_inbox.maintenance.context import SweepContext
+from webhook_inbox.store import backlog_metrics
 
 
 class BacklogMeasurement:

@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Protocol
 
 from psycopg import Connection
 
+from webhook_inbox.maintenance.publishers import Publisher
 from webhook_inbox.maintenance.report import SweepReport
-from webhook_inbox.publishers import Publisher
 from webhook_inbox.settings import SweeperSettings
 
 

@@ -6,8 +6,8 @@ First, so that the re-enqueue step that follows sends these rows in the same run
 
 from __future__ import annotations
 
-from webhook_inbox import inbox
 from webhook_inbox.maintenance.context import BatchedStep
+from webhook_inbox.store import inbox
 
 
 class LeaseExpiry(BatchedStep):

@@ -1,5 +1,6 @@
 """The outbox step: pending messages → EventBridge / SNS, batch by batch
-(:func:`webhook_inbox.outbox_drain.drain_batch` claims, publishes and records each batch).
+(:func:`webhook_inbox.maintenance.outbox_drain.drain_batch` claims, publishes and records each
+batch).
 
 Its claims are leased for the run's remaining time plus a margin, so a crashed run's messages
 come back soon after it would have ended, and never while it may still publish them.
@@ -8,7 +9,7 @@ come back soon after it would have ended, and never while it may still publish t
 from __future__ import annotations
 
 from webhook_inbox.maintenance.context import BatchedStep
-from webhook_inbox.outbox_drain import RetryPolicy, drain_batch
+from webhook_inbox.maintenance.outbox_drain import RetryPolicy, drain_batch
 
 
 class OutboxPublishing(BatchedStep):

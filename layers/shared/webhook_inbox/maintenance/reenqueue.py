@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from webhook_inbox import aws, inbox
+from webhook_inbox import aws
 from webhook_inbox.maintenance.context import BatchedStep, SweepContext
-from webhook_inbox.publishers import aws_error_text
+from webhook_inbox.maintenance.publishers import aws_error_text
+from webhook_inbox.store import inbox
 
 
 class Reenqueue(BatchedStep):

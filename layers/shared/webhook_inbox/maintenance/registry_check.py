@@ -17,14 +17,14 @@ value). One GetSecretValue a run: 43,200 a month, counted in docs/costs.md's at-
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from webhook_inbox import aws
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox.provider_registry import INVALID_DOCUMENT, parse_document
-from webhook_inbox.providers import Registry
+from webhook_inbox.ingest.provider_registry import INVALID_DOCUMENT, parse_document
+from webhook_inbox.ingest.providers import registry_for
+from webhook_inbox.settings import RegistrySettings
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,10 @@ class RegistryHealth:
         return fields
 
 
-def check_registry(arn: str, fallback: Callable[[], Registry], now: float) -> RegistryHealth:
-    """Read the registry ``arn`` (``fallback``: the ``PROVIDERS_CONFIG`` providers it defers to
-    while not in use) and judge it at ``now`` (epoch seconds). No ``arn``: nothing to check."""
+def check_registry(configured: RegistrySettings, now: float) -> RegistryHealth:
+    """Read the registry the settings name (or, while it is not in use, the ``PROVIDERS_CONFIG``
+    it defers to) and judge it at ``now`` (epoch seconds). No registry: nothing to check."""
+    arn = configured.providers_registry_arn
     if not arn:
         return RegistryHealth()
     from botocore.exceptions import BotoCoreError, ClientError
@@ -60,7 +61,9 @@ def check_registry(arn: str, fallback: Callable[[], Registry], now: float) -> Re
     except ConfigurationError:
         return RegistryHealth(read_failed=INVALID_DOCUMENT)
     try:
-        registry = fallback() if document.registry is None else document.registry
+        registry = document.registry
+        if registry is None:  # not in use yet: PROVIDERS_CONFIG serves
+            registry = registry_for(configured.providers_config, configured.providers_config_file)
     except ConfigurationError:
         # An invalid PROVIDERS_CONFIG is ingest's 500, which pages as ingest-errors.
         return RegistryHealth()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from webhook_inbox.backlog_metrics import Backlog
+from webhook_inbox.store.backlog_metrics import Backlog
 
 MAX_REPORTED_ERRORS = 5
 

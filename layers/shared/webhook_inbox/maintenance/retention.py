@@ -6,8 +6,8 @@ Two steps, run in this order: the purge, then the deletion.
 
 from __future__ import annotations
 
-from webhook_inbox import inbox, outbox
 from webhook_inbox.maintenance.context import BatchedStep
+from webhook_inbox.store import inbox, outbox
 
 
 class PayloadPurge(BatchedStep):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox.providers import registry_for
+from webhook_inbox.ingest.providers import registry_for
 from webhook_inbox_tools.cli.preflight.common import (
     FAIL,
     OK,

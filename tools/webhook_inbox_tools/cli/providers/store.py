@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox.provider_registry import (
+from webhook_inbox.ingest.provider_registry import (
     RegistryDocument,
     dump_document,
     parse_document,

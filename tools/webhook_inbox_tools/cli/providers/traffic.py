@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from webhook_inbox import db
-from webhook_inbox.queries import SqlFile
+from webhook_inbox.store import db
+from webhook_inbox.store.queries import SqlFile
 from webhook_inbox_tools.cli.providers.target import Target
 
 WINDOW = timedelta(hours=24)
@@ -82,8 +82,8 @@ def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> Traff
 
 
 def _from_database(url: str, names: list[str]) -> TrafficReport:
-    from webhook_inbox import db
     from webhook_inbox.errors import StoreError
+    from webhook_inbox.store import db
 
     report = TrafficReport("database")
     since = datetime.now(UTC) - WINDOW

@@ -1,0 +1,216 @@
+"""Catch a handler that ends or rewinds the batch's transaction, right after it returns.
+
+``conn.transaction()`` makes psycopg refuse a handler's ``commit()`` and ``rollback()``, but the
+same thing sent as SQL goes through: ``ROLLBACK`` silently undoes the batch-mates handled
+before, ``COMMIT`` commits them without their marks, ``… AND CHAIN`` does either and opens a
+fresh transaction, ``RELEASE``/``ROLLBACK TO`` a savepoint the handler did not create rewinds
+or flattens the structure the passes rely on, and ``PREPARE TRANSACTION`` hands the batch's
+work and its locks to a prepared transaction. Whatever ran after that would be marked
+``processed`` without the writes it made before.
+
+In the careful pass every handler runs inside a savepoint of ours, with a transaction-local
+mark set inside it (``sql/handler_guard.sql``). Right after the handler, these facts tell what
+it did (:func:`guarded` raises :class:`TransactionTaken`):
+
+* the session is idle (``conn.info.transaction_status``): it ended the transaction;
+  ``pg_xact_status`` of the batch's transaction id says committed, rolled back or prepared;
+* the transaction id changed: it ended the transaction ``AND CHAIN``;
+* the mark is gone but the transaction is the same: it rolled back to our savepoint;
+* releasing (or rolling back to) our savepoint fails: it destroyed it (``RELEASE``).
+
+The fast pass (pipeline mode, nothing waited for) cannot ask as it goes, and needs no savepoint
+(it never rolls one event back alone): :class:`PipelineMarks` appends each handler's token to a
+transaction-local list before the handler runs, and one statement after the last handler fails
+unless the list is whole, which aborts the pipeline before the batch's marks. The pass then
+gives up, and the careful pass finds the handler.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from webhook_inbox.errors import TransactionControlError
+from webhook_inbox.store.queries import SqlFile
+from webhook_inbox.store.store_errors import translate, translated
+
+_REFUSED_CALL = re.compile(r"Explicit (commit|rollback)\(\) forbidden within a Transaction context")
+
+
+class TransactionTaken(Exception):
+    """A handler ended or rewound the batch's transaction: the careful pass must abandon it."""
+
+    def __init__(self, error: TransactionControlError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+_statement = SqlFile("handler_guard").statement
+
+
+def _taken(what: str) -> TransactionTaken:
+    return TransactionTaken(TransactionControlError(f"handler {what}"))
+
+
+# --- the fast pass: statements sent in pipeline mode, never waited for ---------------------
+
+
+def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """Ask for the batch's transaction id without waiting; :func:`settle_asked` reads it."""
+    return conn.execute(_statement("batch_transaction"))
+
+
+def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> None:
+    """After the fast pass gave up: roll back its transaction if a handler prepared it (its
+    locks would block the careful pass). Nothing to do if the answer never came (the pass
+    failed before its first wait, so no handler statement ran)."""
+    try:
+        row = asked.fetchone()
+    except psycopg.Error:
+        return
+    if row is not None:
+        settle(conn, str(row[0]))
+
+
+class PipelineMarks:
+    """The fast pass's marks: before each handler its token is appended to a transaction-local
+    list; :meth:`finish` fails the pipeline, before the batch's marks, unless the list is whole.
+    No savepoint: nothing in the fast pass is rolled back alone, so a handler that only RELEASEs
+    a savepoint harms no one there."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._expected = ""
+
+    def before_handler(self, token: str) -> None:
+        self._conn.execute(_statement("mark_handler"), {"token": token})
+        self._expected += f"{token},"
+
+    def finish(self) -> None:
+        if self._expected:
+            self._conn.execute(_statement("check_handler_marks"), {"expected": self._expected})
+
+
+# --- the careful pass: every question answered as it is asked ------------------------------
+
+
+@translated
+def batch_transaction(conn: psycopg.Connection[Any]) -> str:
+    """The id of the transaction just begun (assigned now), for :func:`guarded`."""
+    (xid,) = conn.execute(_statement("batch_transaction")).fetchone() or ("",)
+    return str(xid)
+
+
+# What a failing RELEASE / ROLLBACK TO of our savepoint means, after the facts were read or not.
+_RELEASED = "released a savepoint it did not create (RELEASE)"
+_DESTROYED = "destroyed the savepoint around it (RELEASE, ROLLBACK TO, or AND CHAIN after an error)"
+
+
+@contextmanager
+def guarded(conn: psycopg.Connection[Any], token: str, xid: str) -> Iterator[Callable[[], None]]:
+    """Run a handler in our savepoint; yields the check to call right after the handler.
+
+    Raises :class:`TransactionTaken` when the handler ended or rewound the transaction (also if
+    it then raised); otherwise the savepoint is released, or rolled back if the block raised.
+    """
+
+    def check() -> None:
+        _check(conn, token, xid)
+
+    with translate():
+        conn.execute(_statement("open_handler_savepoint"))
+        conn.execute(_statement("mark_handler_savepoint"), {"token": token})
+    try:
+        yield check
+    except TransactionTaken:
+        raise
+    except Exception:
+        # Checked: the same transaction, the mark intact; else only the savepoint can tell.
+        checked = _check(conn, token, xid)
+        _end_savepoint(
+            conn,
+            "rollback_to_handler_savepoint",
+            "release_handler_savepoint",
+            destroyed=_RELEASED if checked else _DESTROYED,
+        )
+        raise
+    _end_savepoint(conn, "release_handler_savepoint", destroyed=_RELEASED)
+
+
+def _check(conn: psycopg.Connection[Any], token: str, xid: str) -> bool:
+    """Raise TransactionTaken if the facts show the handler took the transaction; False when
+    they cannot be read (a statement failed and the transaction is aborted)."""
+    status = conn.info.transaction_status
+    if status == TransactionStatus.IDLE:
+        raise _taken(_how_it_ended(conn, xid))
+    if status != TransactionStatus.INTRANS:
+        return False
+    with translate():
+        row = conn.execute(
+            _statement("handler_guard_facts"), {"token": token, "xid": xid}
+        ).fetchone()
+    savepoint_intact, same_transaction, ended_as = row or (False, False, None)
+    if not same_transaction:
+        chained = "COMMIT AND CHAIN" if ended_as == "committed" else "ROLLBACK AND CHAIN"
+        raise _taken(f"ended the transaction and began another ({chained})")
+    if not savepoint_intact:
+        raise _taken("rolled back to a savepoint it did not create (ROLLBACK TO)")
+    return True
+
+
+def _how_it_ended(conn: psycopg.Connection[Any], xid: str) -> str:
+    status = batch_status(conn, xid)
+    if status == "committed":
+        return "ended the transaction, which committed (COMMIT or END)"
+    if status == "in progress":
+        return "prepared the transaction (PREPARE TRANSACTION)"
+    return "ended the transaction, which rolled back (ROLLBACK or ABORT, or a refused PREPARE)"
+
+
+def _end_savepoint(conn: psycopg.Connection[Any], *names: str, destroyed: str) -> None:
+    with translate():
+        try:
+            for name in names:
+                conn.execute(_statement(name))
+        except pg_errors.InvalidSavepointSpecification:
+            raise _taken(destroyed) from None
+
+
+@translated
+def batch_status(conn: psycopg.Connection[Any], xid: str) -> str:
+    """``committed``, ``aborted`` or ``in progress`` (prepared, or still open) for ``xid``."""
+    row = conn.execute(_statement("batch_status"), {"xid": xid}).fetchone()
+    return str(row[0]) if row else "aborted"
+
+
+@translated
+def settle(conn: psycopg.Connection[Any], xid: str) -> bool:
+    """After the batch's transaction was abandoned: whether its work committed. A transaction a
+    handler prepared is rolled back here, so its locks do not outlive the batch."""
+    status = batch_status(conn, xid)
+    if status == "in progress":
+        row = conn.execute(_statement("prepared_batch"), {"xid": xid}).fetchone()
+        if row is not None:
+            conn.execute(_statement("rollback_prepared_batch").format(gid=sql.Literal(row[0])))
+    return status == "committed"
+
+
+def refused_call(exc: BaseException) -> TransactionControlError | None:
+    """The error to record when psycopg refused a handler's ``commit()`` / ``rollback()``."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, psycopg.ProgrammingError):
+            found = _REFUSED_CALL.search(str(seen))
+            if found:
+                return TransactionControlError(
+                    f"handler called conn.{found[1]}() in the batch's transaction (refused)"
+                )
+        seen = seen.__cause__
+    return None

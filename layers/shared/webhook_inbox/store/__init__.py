@@ -1,0 +1,16 @@
+"""The store: the process's database connection and credentials, one data module per table
+(:mod:`.inbox`, :mod:`.outbox`, each running the named statements of its file in ``sql/``), the
+one mapping of psycopg's errors (:mod:`.store_errors`), the backlog counts and the migrations.
+Every stage uses it; it uses only the shared base."""
+
+# What the stages and entry points may import (tests/unit/test_structure.py enforces it).
+__all__ = [
+    "backlog_metrics",
+    "credentials",
+    "db",
+    "inbox",
+    "migrate",
+    "outbox",
+    "queries",
+    "store_errors",
+]

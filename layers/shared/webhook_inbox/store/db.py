@@ -1,0 +1,215 @@
+"""The process-wide database connection, how it is opened, and where to connect.
+
+One connection per process (one per Lambda execution environment), opened lazily and
+re-opened after a failure. ``prepare_threshold=None`` keeps psycopg from creating server-side
+prepared statements, which would pin sessions behind RDS Proxy.
+
+A connection kept across invocations can be dead without knowing it: RDS Proxy closes idle
+clients (``IdleClientTimeout``), and failovers and restarts close everything while the Lambda is
+frozen. The local ``closed``/``broken`` flags only learn of it when a statement fails, so the
+statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
+fresh connection, both attempts inside one :func:`webhook_inbox.deadlines.deadline`.
+
+Where and how to connect is :class:`~webhook_inbox.settings.DatabaseSettings`, read once per
+execution environment (:func:`settings`); the tools reset the settings before every command and
+the tests before every case (:func:`webhook_inbox.config.reset`, also run by
+:func:`reset_for_tests`), so either may point this module at another database between two.
+The sign-in itself (``DATABASE_URL`` or the secret, and the re-read after a refused login) is
+:mod:`webhook_inbox.store.credentials`; driver errors become ours in
+:mod:`webhook_inbox.store.store_errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from webhook_inbox import config, deadlines
+from webhook_inbox.errors import ConfigurationError, StoreCredentialsRejected, StoreUnavailable
+from webhook_inbox.settings import DatabaseSettings
+from webhook_inbox.store import credentials
+from webhook_inbox.store.store_errors import translate
+
+R = TypeVar("R")
+
+
+def settings() -> DatabaseSettings:
+    """This execution environment's database settings, read once (:func:`config.current`)."""
+    return config.current(DatabaseSettings)
+
+
+def session_timeouts_ms() -> tuple[int, int]:
+    """(statement_timeout, lock_timeout) in milliseconds, from the settings."""
+    configured = settings()
+    return configured.statement_timeout_ms, configured.lock_timeout_ms
+
+
+def _send_startup_options(conninfo: str, mode: str) -> bool:
+    """Whether timeouts can travel as startup ``options``.
+
+    RDS Proxy refuses any connection that carries ``options`` ("RDS Proxy currently doesn't
+    support command-line options"), and a SET would pin the session. Behind the proxy the
+    timeouts are role defaults instead (:func:`set_role_timeouts`, run by ``migrate``).
+    """
+    mode = mode.lower()
+    if mode in {"on", "true", "1"}:
+        return True
+    if mode in {"off", "false", "0"}:
+        return False
+    host = str(conninfo_to_dict(conninfo).get("host") or "")
+    return ".proxy-" not in host
+
+
+def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
+    """Open a connection with bounded connect, statement and lock timeouts."""
+    configured = settings()
+    statement_ms, lock_ms = configured.statement_timeout_ms, configured.lock_timeout_ms
+    extra: dict[str, Any] = {}
+    with translate():
+        if _send_startup_options(conninfo, configured.startup_options):
+            extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+        return psycopg.connect(
+            conninfo,
+            connect_timeout=configured.connect_timeout_s,
+            prepare_threshold=None,
+            application_name=application_name,
+            # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);
+            # statement_timeout cannot help when the server is unreachable.
+            tcp_user_timeout=statement_ms + 2000,
+            keepalives=1,
+            keepalives_idle=30,
+            **extra,
+        )
+
+
+def set_role_timeouts(
+    conn: psycopg.Connection[Any],
+    *,
+    statement_ms: int | None = None,
+    lock_ms: int | None = None,
+) -> None:
+    """Make the timeouts (default: this process's settings) the connecting role's defaults.
+
+    For use behind RDS Proxy, which refuses per-connection options. Any role may set its own
+    defaults; they apply to sessions opened afterwards.
+    """
+    configured_statement_ms, configured_lock_ms = session_timeouts_ms()
+    statement_ms = configured_statement_ms if statement_ms is None else statement_ms
+    lock_ms = configured_lock_ms if lock_ms is None else lock_ms
+    if statement_ms <= 0 or lock_ms <= 0:
+        raise ConfigurationError("role timeouts must be positive")
+    with translate():
+        conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER SET statement_timeout = {}").format(
+                sql.Literal(statement_ms)
+            )
+        )
+        conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER SET lock_timeout = {}").format(sql.Literal(lock_ms))
+        )
+
+
+def answer_deadline_s() -> float:
+    """How long one statement may go unanswered: the server's statement timeout, plus a second
+    for the server to report it."""
+    statement_ms, _ = session_timeouts_ms()
+    return statement_ms / 1000 + 1.0
+
+
+# --- the process-wide connection ---------------------------------------------------------
+
+_connection: psycopg.Connection[Any] | None = None
+# Whether _connection has already answered a statement: only such a connection can have gone
+# stale while the function was frozen (one that never worked is a fresh connection's failure).
+_proven = False
+
+
+def current_connection() -> psycopg.Connection[Any] | None:
+    """The process's connection as it is now, without opening one (what a deadline cuts)."""
+    return _connection
+
+
+def get_connection(application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
+    """The process's connection: opened on first use, re-opened if it was closed or broke."""
+    global _connection, _proven  # one connection per execution environment, by design
+    conn = _connection
+    if conn is not None and not conn.closed and not conn.broken:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            with translate():
+                conn.rollback()
+        return conn
+    _connection, _proven = _open(application_name), False
+    return _connection
+
+
+def _open(application_name: str) -> psycopg.Connection[Any]:
+    """A new connection; a refused login re-reads a rotated secret and tries once more."""
+    try:
+        return connect(credentials.database_conninfo(settings()), application_name=application_name)
+    except StoreCredentialsRejected:
+        if not credentials.reread_secret_after_refusal(settings()):
+            raise
+    return connect(credentials.database_conninfo(settings()), application_name=application_name)
+
+
+def run_repeatable(
+    work: Callable[[psycopg.Connection[Any]], R], *, application_name: str = "webhook-inbox"
+) -> tuple[R, bool]:
+    """Run ``work`` (one autocommit statement that is safe to repeat) on the process connection.
+
+    If it fails because a connection kept from an earlier call turned out dead, run it once more
+    on a fresh connection. Returns ``(result, retried)``. A retried statement may have run twice:
+    when the connection dropped after the server received it, the first run may have committed.
+
+    Never retried: a failure on a connection that has not answered a statement yet (the
+    database itself is in trouble, and a retry would double the wait), a failure that left the
+    connection usable (a timeout, a constraint), a connection cut by its deadline (the
+    database did not answer), and any statement inside a transaction (what the transaction did
+    before is lost with the connection, so repeating the last statement would not redo it).
+    Both attempts together have :func:`answer_deadline_s`.
+    """
+    global _proven  # noqa: PLW0603 - see _proven
+    # Both attempts together get one statement's answer deadline (deadlines.deadline).
+    with deadlines.deadline(answer_deadline_s(), current_connection):
+        conn = get_connection(application_name)
+        kept = _proven
+        repeatable = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if repeatable:
+            conn.autocommit = True
+        try:
+            result = work(conn)
+        except StoreUnavailable:
+            if not (kept and repeatable and conn.broken) or deadlines.deadline_passed():
+                raise
+        else:
+            _proven = True
+            return result, False
+        discard_connection()
+        fresh = get_connection(application_name)
+        fresh.autocommit = True
+        result = work(fresh)
+        _proven = True
+        return result, True
+
+
+def discard_connection() -> None:
+    """Drop the process's connection after a failure so the next call opens a fresh one."""
+    global _connection
+    conn, _connection = _connection, None
+    if conn is not None:
+        # Closing a broken connection may itself fail; it is gone either way.
+        with suppress(psycopg.Error):
+            conn.close()
+
+
+def reset_for_tests() -> None:
+    """Forget the cached connection, secrets and settings: the one reset of everything
+    database-related (tests switch databases between cases)."""
+    discard_connection()
+    credentials.forget_secrets()
+    config.reset()

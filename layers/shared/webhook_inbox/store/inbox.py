@@ -1,0 +1,399 @@
+"""Data layer for the inbox (webhook_events): plain functions over a psycopg connection.
+
+The only module that runs SQL on webhook_events, and every statement it runs is in
+``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
+statement, hence one round trip, but for two: ``mark_done`` sends two before reading either,
+and ``claim_events`` reads the stored rows and claims the rest when its lock wait runs out.
+None commits: the caller owns the transaction (docs/design.md says which each path uses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import Connection
+from psycopg.pq import TransactionStatus
+from psycopg.rows import class_row, dict_row
+from psycopg.types.json import Jsonb
+
+from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
+from webhook_inbox.store.inbox_rows import (
+    ClaimResult,
+    LeasedEvent,
+    Leases,
+    NewEvent,
+    StatusBacklog,
+    StatusSummary,
+)
+from webhook_inbox.store.queries import SqlFile
+from webhook_inbox.store.store_errors import translated
+
+# The row types live in inbox_rows (plain data); callers import them from here.
+__all__ = ["ClaimResult", "LeasedEvent", "Leases", "NewEvent", "StatusBacklog", "StatusSummary"]
+
+STATUSES = ("received", "processing", "processed", "failed", "dead_letter", "ignored")
+TERMINAL_STATUSES = frozenset({"processed", "dead_letter", "ignored"})
+# The error kind expire_leases records: the attempt ended without an outcome (a crash, a kill).
+LEASE_EXPIRED = "lease_expired"
+
+
+_statement = SqlFile("inbox").statement
+
+
+# How long a claim waits for the row lock it needs to count a duplicate. Another duplicate's
+# count holds it for a commit (milliseconds); a processor's batch may hold it for seconds.
+CLAIM_LOCK_WAIT_MS = 500
+# A duplicate of a row still waiting re-sends its wake-up when the row's stamp is older than this
+# (claim_events): shorter than ingest's answer deadline, so the retry of a 503 whose claim
+# committed always finds it old enough (docs/design.md, "A retry after a 503 ...").
+REWAKE_AFTER_S = 2.0
+
+
+def claim_events(
+    conn: Connection[Any],
+    *,
+    provider: str,
+    events: Sequence[NewEvent],
+    body_sha256: bytes,
+    enqueuing: bool = False,
+) -> list[ClaimResult]:
+    """Store each authentic event of one delivery once; a duplicate only bumps its delivery
+    count. One result per distinct key (a key given twice in ``events`` counts once).
+
+    ``enqueuing``: the caller sends the wake-ups right after this commits, so new rows record
+    ``enqueued_at`` now, and so do duplicates of rows still waiting whose stamp is older than
+    ``REWAKE_AFTER_S`` (``rewake``: their earlier wake-up may never have been sent); the caller
+    must :func:`clear_enqueued` the rows it could not send.
+
+    On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
+    lock: a row locked that long exists (the conflict found it; a plain read confirms it is
+    committed), so the duplicate is answered from it, uncounted (``counted`` false). The
+    statement's new rows rolled back with it, so the keys not stored yet are claimed again.
+    """
+    first_of_key: dict[str, NewEvent] = {}
+    for event in events:
+        first_of_key.setdefault(event.event_id, event)
+    try:
+        return _claim(conn, provider, list(first_of_key.values()), body_sha256, enqueuing)
+    except StoreLockTimeout:
+        stored = _stored_claims(conn, provider, list(first_of_key))
+    missing = [e for key, e in first_of_key.items() if key not in {c.event_id for c in stored}]
+    if not missing:
+        return stored
+    # A missing key's conflict was an insert of the same key, still uncommitted: if it still
+    # is, the lock timeout propagates (503, the sender retries).
+    return stored + _claim(conn, provider, missing, body_sha256, enqueuing)
+
+
+def claim_event(
+    conn: Connection[Any],
+    *,
+    provider: str,
+    event_id: str,
+    event_type: str,
+    body_sha256: bytes,
+    payload: Any,
+    delivery_id: str | None = None,
+    enqueuing: bool = False,
+) -> ClaimResult:
+    """:func:`claim_events` for a delivery that carries one event."""
+    (claim,) = claim_events(
+        conn,
+        provider=provider,
+        events=[NewEvent(event_id, event_type, payload, delivery_id)],
+        body_sha256=body_sha256,
+        enqueuing=enqueuing,
+    )
+    return claim
+
+
+@translated
+def _claim(
+    conn: Connection[Any],
+    provider: str,
+    events: Sequence[NewEvent],
+    body_sha256: bytes,
+    enqueuing: bool,
+) -> list[ClaimResult]:
+    # In autocommit the statement is its own transaction, so the lock wait applies to it alone;
+    # inside a caller's transaction it would outlast the claim, and the session's applies.
+    alone = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(
+            _statement("claim_events"),
+            {
+                "provider": provider,
+                "event_ids": [e.event_id for e in events],
+                "delivery_ids": [e.delivery_id for e in events],
+                "event_types": [e.event_type for e in events],
+                "payloads": [Jsonb(e.payload) for e in events],
+                "body_sha256": body_sha256,
+                "enqueuing": enqueuing,
+                "rewake_after_s": REWAKE_AFTER_S,
+                "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
+            },
+        )
+        rows = cur.fetchall()
+    if len(rows) != len(events):  # cannot happen: DO UPDATE … RETURNING yields every row
+        raise StoreError(f"claim returned {len(rows)} rows for {len(events)} events")
+    return rows
+
+
+@translated
+def _stored_claims(
+    conn: Connection[Any], provider: str, event_ids: Sequence[str]
+) -> list[ClaimResult]:
+    with conn.cursor(row_factory=class_row(ClaimResult)) as cur:
+        cur.execute(
+            _statement("stored_claims"), {"provider": provider, "event_ids": list(event_ids)}
+        )
+        return cur.fetchall()
+
+
+@translated
+def mark_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
+    conn.execute(_statement("mark_enqueued"), {"ids": list(ids)})
+
+
+@translated
+def clear_enqueued(conn: Connection[Any], ids: Sequence[int]) -> None:
+    """The wake-up for ``ids`` was not sent: the next sweep sends it."""
+    conn.execute(_statement("clear_enqueued"), {"ids": list(ids)})
+
+
+@translated
+def lease_events(
+    conn: Connection[Any],
+    ids: Sequence[int],
+    *,
+    owner: str,
+    lease_seconds: float,
+    max_attempts: int | None = None,
+) -> list[LeasedEvent]:
+    """The rows :func:`take_leases` leased among ``ids`` (dead-lettered ones left out)."""
+    return take_leases(
+        conn, ids, owner=owner, lease_seconds=lease_seconds, max_attempts=max_attempts
+    ).leased
+
+
+@translated
+def take_leases(
+    conn: Connection[Any],
+    ids: Sequence[int],
+    *,
+    owner: str,
+    lease_seconds: float,
+    max_attempts: int | None = None,
+) -> Leases:
+    """Lease the claimable rows among ``ids``; the others are terminal, leased or not yet due.
+
+    A row taken over from an expired lease with ``max_attempts`` spent is dead-lettered as
+    ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and returned apart, so the
+    caller can report it like any other dead letter.
+    """
+    if lease_seconds <= 0:
+        raise ValueError("a lease must be positive")
+    params = {"ids": list(ids), "owner": owner, "lease_seconds": lease_seconds}
+    with conn.cursor(row_factory=dict_row) as cur:  # by name: RETURNING's order is free
+        rows = cur.execute(
+            _statement("lease_events"), {**params, "max_attempts": max_attempts}
+        ).fetchall()
+    leases = Leases()
+    for row in rows:
+        status = row.pop("status")
+        bucket = leases.leased if status == "processing" else leases.dead_lettered
+        bucket.append(LeasedEvent(**row))
+    return leases
+
+
+def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
+    """Run a lease-guarded transition; raise LeaseLost when the worker no longer owns the row."""
+    row = conn.execute(_statement(name), params).fetchone()
+    if row is None:
+        raise LeaseLost(f"event row {params['id']} is no longer leased by {params['owner']}")
+    return row[0]
+
+
+@translated
+def mark_processed(conn: Connection[Any], event_row_id: int, *, owner: str) -> timedelta:
+    """Mark one row processed; returns the received → processed latency."""
+    latency_of, _ = mark_done(conn, processed=[event_row_id], ignored=[], owner=owner)
+    if event_row_id not in latency_of:
+        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
+    return latency_of[event_row_id]
+
+
+@translated
+def mark_done(
+    conn: Connection[Any],
+    *,
+    processed: Sequence[int],
+    ignored: Sequence[int],
+    owner: str,
+    disposition: str = "",
+) -> tuple[dict[int, timedelta], set[int]]:
+    """Mark rows processed and rows ignored (still leased to ``owner``); return what was marked.
+
+    Both statements are sent before either answer is read: in pipeline mode (the fast pass)
+    that is one wait. A row missing from the answer lost its lease.
+    """
+    processed_cur = ignored_cur = None
+    if processed:
+        processed_cur = conn.execute(
+            _statement("mark_processed"), {"ids": list(processed), "owner": owner}
+        )
+    if ignored:
+        ignored_cur = conn.execute(
+            _statement("mark_ignored"),
+            {"ids": list(ignored), "owner": owner, "disposition": disposition},
+        )
+    latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
+    marked_ignored = {int(r[0]) for r in ignored_cur.fetchall()} if ignored_cur else set()
+    return latency_of, marked_ignored
+
+
+@translated
+def mark_failed(
+    conn: Connection[Any],
+    event_row_id: int,
+    *,
+    owner: str,
+    delay_seconds: float,
+    error_kind: str,
+    error: str,
+) -> datetime:
+    """Mark failed and due again after ``delay_seconds``; returns the new ``available_at``."""
+    available_at: datetime = _guarded(
+        conn,
+        "mark_failed",
+        {
+            "id": event_row_id,
+            "owner": owner,
+            "delay_seconds": delay_seconds,
+            "error_kind": error_kind[:64],
+            "error": error,
+        },
+    )
+    return available_at
+
+
+@translated
+def mark_dead_letter(
+    conn: Connection[Any], event_row_id: int, *, owner: str, error_kind: str, error: str
+) -> None:
+    _guarded(
+        conn,
+        "mark_dead_letter",
+        {"id": event_row_id, "owner": owner, "error_kind": error_kind[:64], "error": error},
+    )
+
+
+@translated
+def mark_ignored(conn: Connection[Any], event_row_id: int, *, owner: str, disposition: str) -> None:
+    _, marked = mark_done(
+        conn, processed=[], ignored=[event_row_id], owner=owner, disposition=disposition
+    )
+    if event_row_id not in marked:
+        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
+
+
+@translated
+def release_leases(conn: Connection[Any], ids: Sequence[int], *, owner: str) -> None:
+    """Hand back leases never used (no time left): the attempt they counted is given back."""
+    conn.execute(_statement("release_leases"), {"ids": list(ids), "owner": owner})
+
+
+@translated
+def statuses_of(conn: Connection[Any], ids: Sequence[int]) -> dict[int, tuple[str, bool]]:
+    """``{id: (status, claimable)}`` for the rows that exist; claimable is the lease's condition."""
+    rows = conn.execute(_statement("statuses_of"), {"ids": list(ids)}).fetchall()
+    return {int(row_id): (str(status), bool(claimable)) for row_id, status, claimable in rows}
+
+
+@translated
+def expire_leases(conn: Connection[Any], *, max_attempts: int, limit: int) -> list[tuple[int, str]]:
+    """Turn expired leases into failed (due now) or dead_letter rows; returns (id, new status)."""
+    rows = conn.execute(
+        _statement("expire_leases"), {"max_attempts": max_attempts, "limit": limit}
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+@translated
+def claim_due_for_enqueue(
+    conn: Connection[Any], *, limit: int, stale_seconds: float, stale_limit: int | None = None
+) -> list[tuple[int, str, bool]]:
+    """Stamp ``enqueued_at`` on rows that must be sent to the processing queue; return them as
+    ``(id, status, stale)``, never-sent rows first: stale rows were sent before, over
+    ``stale_seconds`` ago, and are still waiting.
+
+    At most ``limit`` never-sent rows and ``stale_limit`` (default: ``limit``) stale rows. Run it
+    in its own (autocommit) transaction, then send, then :func:`clear_enqueued` the never-sent
+    rows and :func:`backdate_enqueued` the stale rows whose send failed.
+    """
+    rows = conn.execute(
+        _statement("claim_due_for_enqueue"),
+        {
+            "limit": limit,
+            "stale_seconds": stale_seconds,
+            "stale_limit": limit if stale_limit is None else stale_limit,
+        },
+    ).fetchall()
+    return [(int(r[0]), str(r[1]), bool(r[2])) for r in rows]
+
+
+@translated
+def backdate_enqueued(conn: Connection[Any], ids: Sequence[int], *, stale_seconds: float) -> None:
+    """The re-wake of these stale rows was not sent: the next sweep re-wakes them again."""
+    conn.execute(
+        _statement("backdate_enqueued"), {"ids": list(ids), "stale_seconds": stale_seconds}
+    )
+
+
+@translated
+def status_summary(conn: Connection[Any]) -> dict[str, StatusSummary]:
+    """Count and oldest received_at for every status (zero for absent ones)."""
+    with conn.cursor(row_factory=class_row(StatusSummary)) as cur:
+        found = {row.status: row for row in cur.execute(_statement("status_summary"))}
+    return {s: found.get(s, StatusSummary(s, 0, None)) for s in STATUSES}
+
+
+@translated
+def event_backlog(conn: Connection[Any]) -> dict[str, StatusBacklog]:
+    """The backlog of each of received, processing, failed and dead_letter that has rows (the
+    terminal statuses are history, not backlog)."""
+    with conn.cursor(row_factory=class_row(StatusBacklog)) as cur:
+        return {row.status: row for row in cur.execute(_statement("event_backlog"))}
+
+
+def _retention(conn: Connection[Any], name: str, *, days: int, limit: int) -> int:
+    if days < 1 or limit < 1:
+        raise ValueError("retention days and batch limit must be positive")
+    return conn.execute(_statement(name), {"days": days, "limit": limit}).rowcount
+
+
+@translated
+def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
+    """Null the payload of processed/ignored rows last changed before the cutoff; row count.
+
+    Bounded (at most ``limit`` rows, SKIP LOCKED) so the caller can stop between batches.
+    """
+    return _retention(conn, "purge_payloads", days=older_than_days, limit=limit)
+
+
+@translated
+def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
+    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff."""
+    return _retention(conn, "delete_expired_events", days=older_than_days, limit=limit)
+
+
+@translated
+def get_event(conn: Connection[Any], provider: str, event_id: str) -> dict[str, Any] | None:
+    cur = conn.execute(_statement("get_event"), {"provider": provider, "event_id": event_id})
+    row = cur.fetchone()
+    if row is None:
+        return None
+    columns = [c.name for c in cur.description or ()]
+    return dict(zip(columns, row, strict=True))

@@ -1,0 +1,82 @@
+-- The processor's guard around each handler (webhook_inbox/processing/handler_guard.py, nothing else): a
+-- transaction-local mark per handler (and, in the careful pass, a savepoint of ours around it)
+-- that tells afterwards whether the handler ended or rewound the batch's transaction. No
+-- statement here touches a table or takes a row lock. Why each fact is needed: docs/design.md,
+-- "A handler cannot end the batch".
+
+-- name: mark_handler
+-- The fast pass, right before each handler (pipeline mode: nobody waits for the answer): append
+-- the handler's token to a transaction-local list. The list goes with the transaction when a
+-- handler ends it (COMMIT, ROLLBACK, END, ABORT, AND CHAIN, PREPARE), and loses the tokens set
+-- after a savepoint that a handler rolls back to (an earlier handler's, left open); a handler's
+-- rollback to a savepoint of its own keeps every token. A plain SELECT: the cheapest statement
+-- that can carry it (bench/processing_throughput.py).
+SELECT set_config('webhook_inbox.processing.handlers',
+                  coalesce(current_setting('webhook_inbox.processing.handlers', true), '') || %(token)s || ',',
+                  true)
+
+-- name: check_handler_marks
+-- The fast pass, after the last handler and before the batch's marks: fails unless the list is
+-- exactly the tokens the pass appended. Nobody waits for the answer, so the check must fail the
+-- statement; a plain SELECT raises on demand only with a bad cast (22P02), whose text is
+-- computed (a constant would be cast, and fail, at plan time). The WHERE has no column, so it
+-- is checked once, before anything is returned. The error aborts the rest of the pipeline, the
+-- marks included, and rolls back the implicit transaction a handler's COMMIT or ROLLBACK left
+-- the session in.
+SELECT 1
+ WHERE (CASE WHEN coalesce(current_setting('webhook_inbox.processing.handlers', true), '') = %(expected)s
+             THEN '1'
+             ELSE 'webhook_inbox: a handler ended or rewound the transaction (marks: '
+                  || coalesce(current_setting('webhook_inbox.processing.handlers', true), 'none') || ')'
+        END)::int = 1
+
+-- name: batch_transaction
+-- The batch transaction's id, assigned now (the batch writes its marks anyway): a handler that
+-- ends the transaction, even AND CHAIN, leaves the session in another one, and pg_xact_status()
+-- of this id then says whether its work was committed, rolled back or prepared. The fast pass
+-- asks without waiting and reads it only when it gives up (a prepared batch to roll back).
+SELECT pg_current_xact_id()::text
+
+-- name: open_handler_savepoint
+-- The careful pass: everything the handler does after this can be rolled back without touching
+-- its batch-mates.
+-- A handler that RELEASEs it, or rolls back past it (ROLLBACK TO an older savepoint, or the end
+-- of the transaction, AND CHAIN included), destroys it: release_handler_savepoint then fails.
+SAVEPOINT webhook_inbox_handler
+
+-- name: mark_handler_savepoint
+-- The careful pass: set inside the savepoint, transaction-local: a ROLLBACK TO the savepoint
+-- (which keeps the savepoint itself) or the end of the transaction takes the setting back.
+SELECT set_config('webhook_inbox.handler', %(token)s, true)
+
+-- name: handler_guard_facts
+-- The careful pass, right after the handler: is the mark still there, is this still the batch's
+-- transaction, and what became of the batch's transaction.
+SELECT current_setting('webhook_inbox.handler', true) IS NOT DISTINCT FROM %(token)s
+           AS savepoint_intact,
+       pg_current_xact_id_if_assigned() IS NOT DISTINCT FROM %(xid)s::xid8 AS same_transaction,
+       pg_xact_status(%(xid)s::xid8) AS batch_status
+
+-- name: batch_status
+-- After a handler ended the transaction (the session is idle, this runs on its own): whether the
+-- batch's work was committed, rolled back, or prepared ('in progress': PREPARE TRANSACTION).
+SELECT pg_xact_status(%(xid)s::xid8)
+
+-- name: prepared_batch
+-- The name under which a handler prepared the batch's transaction (PREPARE TRANSACTION), if it
+-- still exists: it holds the row locks of everything the batch wrote until someone rolls it back.
+SELECT gid FROM pg_prepared_xacts WHERE transaction = %(xid)s::xid8::xid
+
+-- name: release_handler_savepoint
+-- Fails (3B001) when the handler destroyed the savepoint (RELEASE, or an end it then hid behind
+-- an error).
+RELEASE SAVEPOINT webhook_inbox_handler
+
+-- name: rollback_to_handler_savepoint
+-- Undo the handler's work only; the savepoint is released next.
+ROLLBACK TO SAVEPOINT webhook_inbox_handler
+
+-- name: rollback_prepared_batch
+-- Undo a batch transaction a handler prepared (its name, from prepared_batch, as a literal:
+-- the command takes no parameters). Only the role that prepared it, or a superuser, may.
+ROLLBACK PREPARED {gid}

@@ -1,0 +1,276 @@
+-- The runtime's statements on webhook_events (the inbox), run by webhook_inbox/store/inbox.py alone.
+-- The operator's listings and replay (tools/webhook_inbox_tools/sql/operator_actions.sql) are
+-- the only other SQL on the table.
+-- Named blocks, loaded by webhook_inbox.store.queries. Transitions: docs/state-machine.md.
+
+-- name: claim_events
+-- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
+-- new and duplicate alike. DO UPDATE (not DO NOTHING) so that a duplicate returns the stored
+-- row even when the first insert committed after our snapshot; xmax = 0 only on a freshly
+-- inserted tuple. Rows are inserted in key order, so two concurrent deliveries of overlapping
+-- batches take their row locks in the same order and cannot deadlock; the caller passes each
+-- key once (a second copy in one statement would be an error). A caller about to send the
+-- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
+-- clears it (clear_enqueued), and if it crashes in between, the sweeper's stale rule re-sends.
+-- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
+-- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
+-- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
+-- reads the rows without a lock (stored_claims).
+-- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
+-- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
+-- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
+-- (the answer came back past ingest's deadline) wakes the row at once; the fresh stamp makes a
+-- storm of retries send at most one message per row per rewake_after_s. RETURNING sees the new
+-- row, and now() is this transaction's start, so enqueued_at = now() on a duplicate means this
+-- statement stamped it (the claim runs alone, in autocommit).
+WITH lock_wait AS MATERIALIZED (
+    SELECT set_config('lock_timeout',
+                      coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+)
+INSERT INTO webhook_events AS e
+    (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
+SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
+       CASE WHEN %(enqueuing)s THEN now() END
+  FROM lock_wait,
+       unnest(%(event_ids)s::text[], %(delivery_ids)s::text[], %(event_types)s::text[],
+              %(payloads)s::jsonb[]) AS c (event_id, delivery_id, event_type, payload)
+ ORDER BY c.event_id
+ON CONFLICT (provider, event_id) DO UPDATE
+    SET delivery_count = e.delivery_count + 1,
+        last_delivery_at = now(),
+        enqueued_at = CASE
+            WHEN %(enqueuing)s
+             AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+             AND (e.enqueued_at IS NULL
+                  OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+            THEN now() ELSE e.enqueued_at END
+RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new,
+          (e.xmax <> 0 AND %(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
+
+-- name: stored_claims
+-- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
+-- without waiting (deliveries not counted).
+SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted, false AS rewake
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
+
+-- name: mark_enqueued
+-- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
+-- retry wake-ups, an operator's replay). Only rows still waiting: a row a processor failed in
+-- the meantime had its stamp cleared and must stay due for the sweeper.
+UPDATE webhook_events
+   SET enqueued_at = now()
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed')
+
+-- name: clear_enqueued
+-- The wake-up for these rows was not sent after all: make them due for the next sweep.
+UPDATE webhook_events
+   SET enqueued_at = NULL
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed')
+
+-- name: lease_events
+-- Lease every claimable row among the given ids in one statement. Claimable: received; failed
+-- and due; processing with an expired lease. Rows locked by a concurrent lease are skipped
+-- (SKIP LOCKED in the subquery, which PostgreSQL never pulls up into the join, so each row is
+-- locked once, in id order).
+-- error_kind is the previous attempt's: 'lease_expired' makes the processor run the row alone.
+-- A row taken over from an expired lease (SQS redelivered it before a sweep expired the lease)
+-- is recorded exactly as expire_leases would have recorded it (SET reads the row as it was
+-- before the update): once its attempts are spent (max_attempts; NULL: no limit) it becomes
+-- dead_letter, attempts unchanged, instead of being leased. It comes back with that status so
+-- the caller leaves it out: only the 'processing' rows of the answer are leased.
+UPDATE webhook_events AS e
+   SET status = CASE WHEN c.spent THEN 'dead_letter' ELSE 'processing' END,
+       lease_owner = CASE WHEN c.spent THEN NULL ELSE %(owner)s END,
+       lease_expires_at = CASE WHEN c.spent THEN NULL
+                               ELSE now() + make_interval(secs => %(lease_seconds)s) END,
+       attempts = CASE WHEN c.spent THEN e.attempts ELSE e.attempts + 1 END,
+       available_at = CASE WHEN c.spent THEN now() ELSE e.available_at END,
+       enqueued_at = CASE WHEN c.spent THEN NULL ELSE e.enqueued_at END,
+       updated_at = now(),
+       error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
+       last_error = CASE WHEN e.status = 'processing'
+                         THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+                         ELSE e.last_error END
+  FROM (SELECT id, coalesce(status = 'processing' AND attempts >= %(max_attempts)s::int, false) AS spent
+          FROM webhook_events
+         WHERE id = ANY(%(ids)s)
+           AND (status = 'received'
+                OR (status = 'failed' AND available_at <= now())
+                OR (status = 'processing' AND lease_expires_at <= now()))
+         ORDER BY id
+           FOR UPDATE SKIP LOCKED) AS c
+ WHERE e.id = c.id
+RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
+          e.attempts, e.received_at, e.lease_expires_at, e.error_kind
+
+-- name: mark_processed
+-- Guarded by the lease: an id missing from the answer expired and another worker took it, so
+-- the caller must roll back its domain work. One statement for a batch (the fast pass) and for
+-- a single row (the careful pass passes one id).
+UPDATE webhook_events
+   SET status = 'processed', processed_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id, processed_at - received_at AS latency
+
+-- name: mark_failed
+UPDATE webhook_events
+   SET status = 'failed', available_at = now() + make_interval(secs => %(delay_seconds)s),
+       updated_at = now(), lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL,
+       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING available_at
+
+-- name: mark_dead_letter
+UPDATE webhook_events
+   SET status = 'dead_letter', updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id
+
+-- name: mark_ignored
+-- No handler for the event's type; guarded like mark_processed, for a batch or one row.
+UPDATE webhook_events
+   SET status = 'ignored', processed_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING id
+
+-- name: expire_leases
+-- Expired leases become failed (due at once: the lease already was the delay) or, once the
+-- attempts are spent, dead_letter. SKIP LOCKED keeps overlapping sweepers apart.
+UPDATE webhook_events AS e
+   SET status = CASE WHEN e.attempts >= %(max_attempts)s THEN 'dead_letter' ELSE 'failed' END,
+       available_at = now(), updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+       enqueued_at = NULL, error_kind = 'lease_expired',
+       last_error = 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+ WHERE e.id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status = 'processing' AND lease_expires_at <= now()
+         ORDER BY lease_expires_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+RETURNING e.id, e.status
+
+-- name: claim_due_for_enqueue
+-- Rows the processing queue should see (again): received or failed, due, and either never sent
+-- for this attempt (enqueued_at is cleared whenever a row becomes failed), or sent over
+-- stale_seconds ago and still waiting. Claimed by stamping enqueued_at in this one statement,
+-- which commits before the caller sends: an overlapping sweeper skips the rows (SKIP LOCKED, then
+-- the fresh stamp), and no row lock is held while SQS delivers the message to a processor. The
+-- caller clears the stamp of never-sent rows it failed to send (clear_enqueued), and backdates
+-- that of stale rows (backdate_enqueued).
+-- A stale row may have lost its message (a crash between stamp and send, a purge, the DLQ) or
+-- may just be waiting in a long queue; nothing tells which, so every one is re-woken, at most
+-- once per stale_seconds (the new stamp), and the caller packs many of them into one message.
+-- Two index-ordered reads (0004), never the rows stamped recently: at most limit rows never sent
+-- (webhook_events_unsent_idx), and at most stale_limit rows sent long ago
+-- (webhook_events_sent_idx), oldest first. Each read touches about as many index entries as it
+-- returns.
+WITH unsent AS (
+    SELECT id, false AS stale
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
+       AND available_at <= now()
+     ORDER BY available_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), stale AS (
+    SELECT id, true AS stale
+      FROM webhook_events
+     WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+       AND greatest(enqueued_at, available_at) <= now() - make_interval(secs => %(stale_seconds)s)
+     ORDER BY greatest(enqueued_at, available_at)
+     LIMIT %(stale_limit)s
+       FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT * FROM unsent UNION ALL SELECT * FROM stale
+), stamped AS (
+    UPDATE webhook_events
+       SET enqueued_at = now()
+     WHERE id = ANY(ARRAY(SELECT id FROM due))
+    RETURNING id, status
+)
+SELECT stamped.id, stamped.status, due.stale
+  FROM stamped JOIN due USING (id)
+ ORDER BY due.stale, stamped.id
+
+-- name: backdate_enqueued
+-- A re-wake of stale rows was not sent after all: their stamp goes back to stale_seconds ago, so
+-- the next sweep re-wakes them again (packed), rather than sending each alone as never sent.
+UPDATE webhook_events
+   SET enqueued_at = now() - make_interval(secs => %(stale_seconds)s)
+ WHERE id = ANY(%(ids)s) AND status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+
+-- name: status_summary
+-- Counts and oldest received_at per status (served by webhook_events_status_received_idx).
+SELECT status, count(*) AS count, min(received_at) AS oldest_received_at
+  FROM webhook_events
+ GROUP BY status
+
+-- name: get_event
+SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
+       available_at, lease_owner, lease_expires_at, enqueued_at, received_at, last_delivery_at,
+       updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = %(event_id)s
+
+-- name: statuses_of
+-- Why ids were not leased (terminal, leased elsewhere, not yet due) — or that they do not exist.
+-- claimable: the lease's own condition; such a row was skipped only because it was locked.
+SELECT id, status,
+       (status = 'received'
+        OR (status = 'failed' AND available_at <= now())
+        OR (status = 'processing' AND lease_expires_at <= now())) AS claimable
+  FROM webhook_events
+ WHERE id = ANY(%(ids)s)
+
+-- name: release_leases
+-- Leased rows this invocation had no time to start: handed back as they were before the lease
+-- (attempts not spent, received again if never tried, else failed and due now), so running out
+-- of time never walks an event towards dead_letter.
+UPDATE webhook_events
+   SET status = CASE WHEN attempts <= 1 THEN 'received' ELSE 'failed' END,
+       attempts = attempts - 1, available_at = now(), updated_at = now(),
+       lease_owner = NULL, lease_expires_at = NULL
+ WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+
+-- name: event_backlog
+-- Only the non-terminal statuses and dead_letter: counting processed rows would scan the bulk of
+-- the table every minute. Served by webhook_events_status_received_idx (status, received_at).
+-- Ages are computed by the database clock, the same clock that wrote received_at.
+SELECT status,
+       count(*) AS count,
+       extract(epoch FROM now() - min(received_at))::float8 AS oldest_age_seconds
+  FROM webhook_events
+ WHERE status IN ('received', 'processing', 'failed', 'dead_letter')
+ GROUP BY status
+
+-- name: purge_payloads
+-- Drop the payload of processed / ignored rows older than the payload retention. dead_letter rows
+-- keep theirs: a replay needs it. updated_at is left alone so that the key-retention clock keeps
+-- running from the row's last transition; payload_purged_at records the purge. Rows another
+-- transaction holds (a replay, an overlapping sweeper) are skipped, never waited for.
+UPDATE webhook_events AS e
+   SET payload = NULL, payload_purged_at = now()
+ WHERE e.id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status IN ('processed', 'ignored') AND payload IS NOT NULL
+           AND updated_at < now() - make_interval(days => %(days)s)
+         ORDER BY updated_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))
+
+-- name: delete_expired_events
+-- After the key retention a terminal row goes, deduplication key and all. outbox_messages and
+-- operator_actions reference it ON DELETE SET NULL (both columns are indexed), so the delete
+-- touches only the rows that actually pointed at it.
+DELETE FROM webhook_events
+ WHERE id = ANY(ARRAY(
+        SELECT id FROM webhook_events
+         WHERE status IN ('processed', 'ignored', 'dead_letter')
+           AND updated_at < now() - make_interval(days => %(days)s)
+         ORDER BY updated_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED))

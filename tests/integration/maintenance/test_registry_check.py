@@ -1,0 +1,200 @@
+"""The sweeper reads the providers registry once a run, whatever the traffic: the real handler,
+moto's Secrets Manager made to fail (throttled, hanging, access denied, deleted) and a real
+PostgreSQL. A failure is the ``ProvidersRefreshFailed`` metric (the alarm ingest's failed reads
+feed), a provider without a live secret the ``ProvidersWithoutLiveSecret`` gauge; a healthy
+registry adds nothing to the run's line or its metrics."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+from tests.integration.maintenance.conftest import Aws, RecordingEvents
+from tests.integration.maintenance.test_handler import (
+    _emf_everywhere,
+    _emf_metrics,
+    _formatted_logs,
+)
+from tests.support import FakeLambdaContext, load_event, load_function
+from webhook_inbox import aws, config
+from webhook_inbox.ingest import provider_registry
+from webhook_inbox.ingest.provider_registry import RegistryDocument
+from webhook_inbox.maintenance.publishers import EventBridgePublisher
+
+OPTIONS = {"signature_header": "X-Acme-Signature"}
+LIVE = {
+    "scheme": "hmac-sha256",
+    "options": OPTIONS,
+    "secrets": [{"value": "acme-secret-0123456789"}],
+}
+EXPIRED = {
+    "scheme": "hmac-sha256",
+    "options": OPTIONS,
+    "secrets": [{"value": "gone-secret-0123456789", "expires_at": "2020-01-01T00:00:00Z"}],
+}
+
+
+def _throttled() -> tuple[AWSResponse, dict[str, Any]]:
+    response = AWSResponse("https://secretsmanager", 400, {}, None)
+    return response, {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+
+
+def _denied() -> tuple[AWSResponse, dict[str, Any]]:
+    response = AWSResponse("https://secretsmanager", 400, {}, None)
+    return response, {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}
+
+
+def _hangs() -> None:
+    raise ReadTimeoutError(endpoint_url="https://secretsmanager.us-east-1.amazonaws.com")
+
+
+class Registry:
+    """The registry secret in moto; ``fail`` replaces the sweeper's next reads of it."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.client = boto3.client("secretsmanager", region_name="us-east-1")
+        self.arn = self.client.create_secret(
+            Name=f"ProvidersRegistry-{uuid.uuid4().hex[:8]}",
+            SecretString=provider_registry.INITIAL_TEXT,
+        )["ARN"]
+        self.fail: Callable[[], Any] | None = None
+        monkeypatch.setenv("PROVIDERS_REGISTRY_ARN", self.arn)
+        monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps({"providers": {"acme": LIVE}}))
+        config.reset()
+        aws.reset()
+        aws.client("secretsmanager").meta.events.register(
+            "before-call.secrets-manager.GetSecretValue", self._inject
+        )
+
+    def _inject(self, params: Any, **_: Any) -> Any:
+        if json.loads(params["body"]).get("SecretId") == self.arn and self.fail:
+            return self.fail()
+        return None
+
+    def write(self, providers: dict[str, Any] | None) -> None:
+        text = provider_registry.dump_document(RegistryDocument(providers, []))
+        self.client.put_secret_value(SecretId=self.arn, SecretString=text)
+
+
+@pytest.fixture
+def registry(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Registry:
+    return Registry(monkeypatch)
+
+
+@pytest.fixture
+def sweeper_app(database_url: str, registry: Registry, events: RecordingEvents) -> ModuleType:
+    app = load_function("sweeper")
+    app.publisher = lambda: EventBridgePublisher(events, event_bus_name="default")
+    return app
+
+
+def _sweep(
+    app: ModuleType, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """One scheduled run: its last line, and the registry's metrics it published."""
+    capsys.readouterr()
+    caplog.clear()
+    app.handler(load_event("schedule"), FakeLambdaContext())
+    line = _formatted_logs(app, caplog)[-1]
+    emitted = _emf_metrics(_emf_everywhere(capsys.readouterr().out, app, caplog))
+    wanted = {"ProvidersRefreshFailed", "ProvidersWithoutLiveSecret"}
+    return line, {name: value for name, value, _ in emitted if name in wanted}
+
+
+def test_a_healthy_registry_adds_nothing_to_the_run(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for providers in (None, {"acme": LIVE}):  # ProvidersConfig serving, then the registry
+        registry.write(providers)
+        line, metrics = _sweep(sweeper_app, capsys, caplog)
+        assert line["message"] == "sweep finished"
+        assert metrics == {}
+        assert not {"providers_refresh_failed", "providers_without_live_secret"} & set(line)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        pytest.param(_throttled, "ThrottlingException", id="throttled"),
+        pytest.param(_hangs, "ReadTimeoutError", id="timeout"),
+        pytest.param(_denied, "AccessDeniedException", id="access-denied"),
+    ],
+)
+def test_an_unreadable_registry_is_reported_every_run_and_the_sweep_still_runs(  # noqa: PLR0917
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    fault: Callable[[], Any],
+    reason: str,
+) -> None:
+    registry.fail = fault
+    for _ in range(2):  # no delivery at all: each run reports it on its own
+        line, metrics = _sweep(sweeper_app, capsys, caplog)
+        assert line["message"] == "sweep finished"
+        assert line["providers_refresh_failed"] == reason
+        assert metrics == {"ProvidersRefreshFailed": 1.0}
+
+
+def test_an_invalid_document_is_reported_by_its_reason_code_only(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry.client.put_secret_value(
+        SecretId=registry.arn,
+        SecretString=json.dumps({"format": 1, "providers": {"acme": {}}, "history": []}),
+    )
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert line["providers_refresh_failed"] == "invalid_document"
+    assert metrics == {"ProvidersRefreshFailed": 1.0}
+    assert "acme" not in json.dumps(line)  # the reason, never the document
+
+
+def test_providers_with_no_live_secret_are_named_and_counted(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry.write({"acme": LIVE, "beta": EXPIRED, "gamma": EXPIRED})
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert line["providers_without_live_secret"] == ["beta", "gamma"]
+    assert metrics == {"ProvidersWithoutLiveSecret": 2.0}
+    assert "gone-secret" not in json.dumps(line)
+
+
+def test_the_registry_is_reported_when_the_database_is_down_too(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook_inbox.errors import StoreUnavailable
+    from webhook_inbox.store import db
+
+    registry.fail = _throttled
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1")
+    db.reset_for_tests()
+    capsys.readouterr()
+    with pytest.raises(StoreUnavailable):
+        sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+    line = _formatted_logs(sweeper_app, caplog)[-1]
+    assert line["message"] == "sweep not started: database unavailable"
+    assert line["providers_refresh_failed"] == "ThrottlingException"
+    emitted = _emf_metrics(_emf_everywhere(capsys.readouterr().out, sweeper_app, caplog))
+    assert ("ProvidersRefreshFailed", 1.0) in [(name, value) for name, value, _ in emitted]
+    db.reset_for_tests()

@@ -1,0 +1,191 @@
+"""Step 4: payloads go after PAYLOAD_RETENTION_DAYS, keys after KEY_RETENTION_DAYS."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.maintenance.conftest import (
+    Aws,
+    RecordingEvents,
+    claim,
+    insert_received,
+    make_sweep,
+    make_terminal,
+)
+from webhook_inbox.store import inbox
+
+
+def _payload_state(conn: psycopg.Connection[Any], row_id: int) -> tuple[bool, bool]:
+    row = conn.execute(
+        "SELECT payload IS NOT NULL, payload_purged_at IS NOT NULL FROM webhook_events"
+        " WHERE id = %s",
+        (row_id,),
+    ).fetchone()
+    assert row is not None
+    return bool(row[0]), bool(row[1])
+
+
+def _exists(conn: psycopg.Connection[Any], row_id: int) -> bool:
+    row = conn.execute("SELECT 1 FROM webhook_events WHERE id = %s", (row_id,)).fetchone()
+    return row is not None
+
+
+def _redeliver(conn: psycopg.Connection[Any], event_id: str) -> inbox.ClaimResult:
+    payload = {"id": event_id}
+    return inbox.claim_event(
+        conn,
+        provider="stripe",
+        event_id=event_id,
+        event_type="customer.created",
+        body_sha256=hashlib.sha256(json.dumps(payload).encode()).digest(),
+        payload=payload,
+    )
+
+
+def test_payloads_of_old_terminal_rows_go_and_a_late_duplicate_is_still_recognised(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    old_processed = claim(conn, "evt_old", payload={"card": "4242-secret"})
+    old_ignored = claim(conn, "evt_old_ignored")
+    old_dead = claim(conn, "evt_old_dead")
+    recent = claim(conn, "evt_recent")
+    old_failed = claim(conn, "evt_old_failed")
+    make_terminal(conn, old_processed, "processed", days_ago=31)
+    make_terminal(conn, old_ignored, "ignored", days_ago=31)
+    make_terminal(conn, old_dead, "dead_letter", days_ago=31)
+    make_terminal(conn, recent, "processed", days_ago=29)
+    conn.execute(
+        "UPDATE webhook_events SET status = 'failed', updated_at = now() - interval '31 days'"
+        " WHERE id = %s",
+        (old_failed,),
+    )
+    updated_before = conn.execute(
+        "SELECT updated_at FROM webhook_events WHERE id = %s", (old_processed,)
+    ).fetchone()
+
+    report = make_sweep(conn, aws, events, payload_retention_days=30).run()
+
+    assert report.payloads_purged == 2
+    assert _payload_state(conn, old_processed) == (False, True)
+    assert _payload_state(conn, old_ignored) == (False, True)
+    assert _payload_state(conn, old_dead) == (True, False)  # a replay still needs it
+    assert _payload_state(conn, recent) == (True, False)
+    assert _payload_state(conn, old_failed) == (True, False)  # not finished: never purged
+    # The key-retention clock still runs from the last transition, not from the purge.
+    assert (
+        conn.execute(
+            "SELECT updated_at FROM webhook_events WHERE id = %s", (old_processed,)
+        ).fetchone()
+        == updated_before
+    )
+
+    late = _redeliver(conn, "evt_old")
+    assert (late.is_new, late.id, late.status, late.delivery_count) == (
+        False,
+        old_processed,
+        "processed",
+        2,
+    )
+
+
+def test_old_keys_and_published_outbox_rows_go_after_the_key_retention(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    expired = claim(conn, "evt_expired")
+    expired_dead = claim(conn, "evt_expired_dead")
+    kept = claim(conn, "evt_kept")
+    stuck = claim(conn, "evt_stuck")  # received long ago, never finished: not terminal
+    make_terminal(conn, expired, "processed", days_ago=91)
+    make_terminal(conn, expired_dead, "dead_letter", days_ago=91)
+    make_terminal(conn, kept, "processed", days_ago=89)
+    conn.execute(
+        "UPDATE webhook_events SET updated_at = now() - interval '91 days', enqueued_at = now()"
+        " WHERE id = %s",
+        (stuck,),
+    )
+    conn.execute(
+        "INSERT INTO outbox_messages (topic, deduplication_key, payload, source_event_id, status,"
+        " published_at, created_at) VALUES"
+        " ('t', 'old-published', '{}', %(e)s, 'published', now(), now() - interval '91 days'),"
+        " ('t', 'new-published', '{}', %(e)s, 'published', now(), now() - interval '10 days'),"
+        " ('t', 'old-dead', '{}', NULL, 'dead', NULL, now() - interval '91 days')",
+        {"e": expired},
+    )
+    conn.execute(
+        "INSERT INTO operator_actions (action, operator, reason, event_row_id)"
+        " VALUES ('replay', 'ops', 'test', %s)",
+        (expired,),
+    )
+
+    report = make_sweep(conn, aws, events, payload_retention_days=30, key_retention_days=90).run()
+
+    assert (report.events_deleted, report.outbox_deleted) == (2, 1)
+    assert not _exists(conn, expired)
+    assert not _exists(conn, expired_dead)
+    assert _exists(conn, kept)
+    assert _exists(conn, stuck)
+    outbox_left = conn.execute(
+        "SELECT deduplication_key, source_event_id FROM outbox_messages ORDER BY id"
+    ).fetchall()
+    assert outbox_left == [("new-published", None), ("old-dead", None)]
+    action = conn.execute("SELECT event_row_id FROM operator_actions").fetchone()
+    assert action == (None,)
+    # Past the key retention a redelivery is new again: which is why the default (90 days)
+    # outlasts every provider's retry and redelivery window.
+    assert _redeliver(conn, "evt_expired").is_new
+
+
+def test_retention_works_in_bounded_batches(
+    conn: psycopg.Connection[Any],
+    aws: Aws,
+    events: RecordingEvents,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = insert_received(conn, 1_200)
+    conn.execute(
+        "UPDATE webhook_events SET status = 'processed', processed_at = now(),"
+        " updated_at = now() - interval '40 days' WHERE id = ANY(%s)",
+        (ids,),
+    )
+    batches: list[int] = []
+    original = inbox.purge_payloads
+
+    def recording(*args: Any, **kwargs: Any) -> int:
+        purged = original(*args, **kwargs)
+        batches.append(purged)
+        return purged
+
+    monkeypatch.setattr(inbox, "purge_payloads", recording)
+
+    report = make_sweep(conn, aws, events, retention_batch=500).run()
+
+    assert batches == [500, 500, 200]
+    assert report.payloads_purged == 1_200
+
+
+def test_retention_skips_a_row_locked_elsewhere_instead_of_waiting(
+    conn: psycopg.Connection[Any], database_url: str, aws: Aws, events: RecordingEvents
+) -> None:
+    locked, free = claim(conn, "evt_locked"), claim(conn, "evt_free")
+    make_terminal(conn, locked, "processed", days_ago=31)
+    make_terminal(conn, free, "processed", days_ago=31)
+
+    # A sweep that waited for the lock would fail at this lock timeout (the lock is released
+    # only after it returns): judged by what it did, not by a wall clock a busy machine bends.
+    conn.execute("SET lock_timeout = '10s'")
+    with psycopg.connect(database_url) as other:  # e.g. an operator replaying it right now
+        other.execute("SELECT 1 FROM webhook_events WHERE id = %s FOR UPDATE", (locked,))
+        report = make_sweep(conn, aws, events).run()
+        other.rollback()
+
+    assert report.payloads_purged == 1
+    assert _payload_state(conn, free) == (False, True)
+    assert _payload_state(conn, locked) == (True, False)
+
+    assert make_sweep(conn, aws, events).run().payloads_purged == 1
+    assert _payload_state(conn, locked) == (False, True)
