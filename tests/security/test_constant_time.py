@@ -130,7 +130,10 @@ def _verifiers_that_skip_the_approved_helpers(trees: list[ast.Module]) -> list[s
 
 
 def _scheme_trees() -> list[ast.Module]:
-    return [ast.parse(path.read_text()) for path in sorted((PACKAGE / "ingest" / "schemes").glob("*.py"))]
+    return [
+        ast.parse(path.read_text())
+        for path in sorted((PACKAGE / "ingest" / "schemes").glob("*.py"))
+    ]
 
 
 def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() -> None:
