@@ -34,6 +34,9 @@ class EventSample:
     body: Any  # the template: placeholders still in its strings
     id_template: str | None
     endpoint: str | None  # Discord: the endpoint kind that sends this type
+    # The payload field that orders two events about the same object (dotted path), where the
+    # sender has one: what `check-handlers` bumps to make an older and a newer event.
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,9 @@ def catalog(scheme: str) -> Catalog | None:
         return None
     document = json.loads(path.read_text("utf-8"))
     events = {
-        name: EventSample(name, entry["body"], entry.get("id"), entry.get("endpoint"))
+        name: EventSample(
+            name, entry["body"], entry.get("id"), entry.get("endpoint"), entry.get("version")
+        )
         for name, entry in document["events"].items()
     }
     return Catalog(document["scheme"], document["default"], events)
