@@ -96,6 +96,39 @@ def find_events(
     return [by_id[e] for e in dict.fromkeys(event_ids) if e in by_id]
 
 
+@dataclass(frozen=True)
+class FoundEvent:
+    """What an id an operator typed names: the event's key (its own, or the one stored under
+    that provider delivery id), or why none (``problem``)."""
+
+    event_id: str | None
+    by_delivery_id: bool = False
+    problem: str = ""
+    candidates: tuple[str, ...] = ()  # the events a delivery id names, when it names several
+
+
+def resolve_event_id(conn: Connection[Any], provider: str, some_id: str) -> FoundEvent:
+    """``some_id`` as an event's key, else as the provider's delivery id (GitHub and Shopify
+    show their delivery id while the row is keyed by a digest of the type and body)."""
+    if find_events(conn, provider, [some_id]):
+        return FoundEvent(some_id)
+    matches = event_ids_by_delivery_id(conn, provider, some_id)
+    if len(matches) == 1:
+        return FoundEvent(matches[0], by_delivery_id=True)
+    if matches:
+        return FoundEvent(
+            None,
+            problem=f"delivery id {some_id!r} names {len(matches)} events from {provider!r}; "
+            "name one by its event id",
+            candidates=tuple(matches),
+        )
+    return FoundEvent(
+        None,
+        problem=f"no event {some_id!r} from provider {provider!r} "
+        "(neither an event id nor a delivery id)",
+    )
+
+
 # More than one event per delivery id happens only when a captured delivery is replayed under
 # another type header; a handful is plenty to show the operator what to choose from.
 _DELIVERY_ID_MATCHES = 10

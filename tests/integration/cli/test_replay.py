@@ -254,3 +254,36 @@ def test_payload_purged_rows_are_refused(
     assert result.code == 1
     assert "purged" in result.out
     assert _row(conn, row_id)["status"] == "processed"
+
+
+def test_replay_takes_the_delivery_id_the_provider_shows(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """GitHub's row is keyed by a digest of type and body: the delivery id that `trigger`,
+    `events list` and GitHub's own page show replays it too."""
+    key = "9f2c" * 16
+    row_id = seed_event(conn, key, provider="github", event_type="push", status="dead_letter")
+    conn.execute("UPDATE webhook_events SET delivery_id = 'd-7' WHERE id = %s", (row_id,))
+
+    result = cli("replay", "github", "d-7", "--reason", "by the id GitHub shows", "--json")
+
+    assert result.code == 0, result.err
+    assert _row(conn, row_id)["status"] == "received"
+    assert f"delivery id d-7 is event {key}" in result.out + result.err
+
+
+def test_replay_by_a_delivery_id_naming_two_events_replays_neither_and_lists_them(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    rows = []
+    for key, event_type in (("a" * 64, "push"), ("b" * 64, "issues")):
+        rows.append(seed_event(conn, key, provider="github", event_type=event_type))
+        conn.execute("UPDATE webhook_events SET delivery_id = 'd-1' WHERE id = %s", (rows[-1],))
+
+    result = cli("replay", "github", "d-1", "--reason", "ambiguous")
+
+    assert result.code != 0
+    assert "names 2 events" in result.out + result.err
+    assert f"webhook-inbox replay github {'a' * 64}" in result.out + result.err
+    assert all(_row(conn, r)["status"] == "received" for r in rows)  # untouched
+    assert _actions(conn) == []

@@ -137,6 +137,10 @@ def test_every_provider_kind_of_the_sample_config_triggers_a_verified_event(
     assert f"[{event_type}]" in done.stdout
     assert "202 Accepted" in done.stdout
     assert {(p, t) for p, t, _ in state.received} == {(name, event_type)}
+    # The id it prints is the key the event is stored under (a digest for GitHub, Shopify and
+    # a generic sender without id_path), so `events show` and `replay` take it.
+    stored = state.received[0][2]
+    assert f"[{event_type}] {stored} -> 202" in done.stdout
 
 
 def test_overrides_reach_the_body(receiver: tuple[Receiver, str], tmp_path: Path) -> None:

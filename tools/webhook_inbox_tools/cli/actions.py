@@ -109,17 +109,26 @@ def _replay_targets(
     """The rows to replay, outcomes for ids that do not exist, and notes for the operator."""
     notes: list[str] = []
     if args.targets:
-        provider, *event_ids = args.targets
-        rows = operator_actions.find_events(conn, provider, event_ids)
-        found = {r["event_id"] for r in rows}
-        missing = [
-            operator_actions.ActionOutcome(
-                None, f"{provider}/{e}", None, "not_found", "no such event"
-            )
-            for e in dict.fromkeys(event_ids)
-            if e not in found
-        ]
-        return rows, missing, notes
+        provider, *some_ids = args.targets
+        keys, missing = [], []
+        for some_id in dict.fromkeys(some_ids):
+            found = operator_actions.resolve_event_id(conn, provider, some_id)
+            if found.event_id is None:
+                choices = [f"\n  webhook-inbox replay {provider} {e}" for e in found.candidates]
+                missing.append(
+                    operator_actions.ActionOutcome(
+                        None,
+                        f"{provider}/{some_id}",
+                        None,
+                        "not_found",
+                        found.problem + "".join(choices),
+                    )
+                )
+                continue
+            if found.by_delivery_id:
+                notes.append(f"delivery id {some_id} is event {found.event_id}")
+            keys.append(found.event_id)
+        return operator_actions.find_events(conn, provider, keys), missing, notes
     rows = []
     cursor = None
     where = event_filter(args)

@@ -152,33 +152,17 @@ _SHOWN_FIELDS = (
 
 
 def _find_event(conn: Connection[Any], provider: str, some_id: str) -> dict[str, Any] | None:
-    """The event whose key is ``some_id``, else the one whose provider delivery id it is.
-
-    GitHub and Shopify show their delivery id (X-GitHub-Delivery, X-Shopify-Webhook-Id), while
-    the row is keyed by a digest of the type and body: both names must find it.
-    """
-    event = inbox.get_event(conn, provider, some_id)
-    if event is not None:
-        return event
-    matches = operator_actions.event_ids_by_delivery_id(conn, provider, some_id)
-    if len(matches) > 1:
-        print(
-            f"error: delivery id {some_id!r} names {len(matches)} events from {provider!r}; "
-            "show one by its event id:",
-            file=sys.stderr,
-        )
-        for event_id in matches:
+    """The event whose key is ``some_id``, else the one whose provider delivery id it is
+    (operator_actions.resolve_event_id: the same lookup `replay` makes)."""
+    found = operator_actions.resolve_event_id(conn, provider, some_id)
+    if found.event_id is None:
+        print(f"error: {found.problem}", file=sys.stderr)
+        for event_id in found.candidates:
             print(f"  webhook-inbox events show {provider} {event_id}", file=sys.stderr)
         return None
-    if not matches:
-        print(
-            f"error: no event {some_id!r} from provider {provider!r} "
-            "(neither an event id nor a delivery id)",
-            file=sys.stderr,
-        )
-        return None
-    print(f"found by delivery id {some_id!r}", file=sys.stderr)
-    return inbox.get_event(conn, provider, matches[0])
+    if found.by_delivery_id:
+        print(f"found by delivery id {some_id!r}", file=sys.stderr)
+    return inbox.get_event(conn, provider, found.event_id)
 
 
 def cmd_events_show(args: argparse.Namespace) -> int:

@@ -151,6 +151,7 @@ def send_one(
         url=target,
     )  # fmt: skip
     url = destination(provider, target, signed)
+    event_id = stored_event_id(provider, signed.headers, signed.body, url, now) or built.event_id
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked by the caller
         url, data=signed.body, headers=signed.headers, method="POST"
     )
@@ -162,9 +163,32 @@ def send_one(
         status, answer = exc.code, exc.read()
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return Answer(built.event_id, 0, "", _ms(started), str(reason))
+        return Answer(event_id, 0, "", _ms(started), str(reason))
     text = answer.decode("utf-8", errors="replace")
-    return Answer(built.event_id, status, text, _ms(started))
+    return Answer(event_id, status, text, _ms(started))
+
+
+def stored_event_id(
+    provider: providers.Provider, headers: dict[str, str], body: bytes, url: str, now: int
+) -> str | None:
+    """The key ingest stores this delivery's (first) event under: what `events show` and
+    `replay` take. Worked out as ingest does, from what the provider signed — for GitHub and
+    Shopify a digest of the type and body, for a generic sender without ``id_path`` too."""
+    from webhook_inbox.errors import WebhookInboxError
+    from webhook_inbox.ingest.schemes import Delivery, Reply
+
+    delivery = provider.as_called(
+        Delivery({k.lower(): v for k, v in headers.items()}, body, "POST", url)
+    )
+    try:
+        verified = provider.verify(delivery, now=now)
+        payload = provider.scheme.parse(delivery) if verified.payload is None else verified.payload
+        found = provider.scheme.identify(delivery, payload, verified)
+    except WebhookInboxError:
+        return None
+    if isinstance(found, Reply) or not found:
+        return None
+    return found[0].event_id
 
 
 def _ms(started: float) -> float:
