@@ -92,3 +92,24 @@ def test_the_documented_test_file_passes_as_a_user_runs_it(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+def test_the_built_in_forwarder_sends_every_event_of_a_pattern_unchanged(
+    webhook_inbox_lab: Any,
+) -> None:
+    """`("stripe", "*"): forward` — the verified event, unchanged, to the outbox, its topic
+    (EventBridge's detail-type) `<provider>.<type>` for rules to route by."""
+    from webhook_inbox_tools.handler_lab.check import providers_registry
+    from webhook_inbox_tools.handler_lab.inbox import Inbox
+
+    registry = providers_registry(str(ROOT / "events" / "providers.local.json"))
+    inbox = Inbox(webhook_inbox_lab, registry, "tests.handler_apps.forwarding:HANDLERS")
+    paid = inbox.deliver("stripe", "invoice.paid", overrides=["data.object.amount_paid=1234"])
+    created = inbox.deliver("stripe", "customer.created")
+    assert (paid.state, created.state) == ("processed", "processed")
+    ((message,), (other,)) = paid.outbox, created.outbox
+    assert (message["topic"], other["topic"]) == ("stripe.invoice.paid", "stripe.customer.created")
+    assert message["payload"]["data"]["object"]["amount_paid"] == 1234
+    assert message["payload"]["id"] == paid.event_id
+    ignored = inbox.deliver("example", "customer.created")  # no key for that provider
+    assert (ignored.state, ignored.outbox) == ("ignored", [])

@@ -49,7 +49,11 @@ _CONFIGURED_CODE = (
     ROOT / "tools" / "webhook_inbox_tools",
 )
 # Run by the Makefile with the system python before any virtualenv exists: standard library only.
-STANDALONE_READERS = {"tools/webhook_inbox_tools/find_python.py": "PYENV_ROOT, before a venv"}
+STANDALONE_READERS = {
+    "tools/webhook_inbox_tools/find_python.py": "PYENV_ROOT, before a venv",
+    "tools/webhook_inbox_tools/testing/plugin.py": "WEBHOOK_INBOX_TEST_SERVER, in the user's "
+    "pytest session (never DATABASE_URL)",
+}
 _ENVIRON_WRITES = {"update"}  # os.environ.update(...): a child process's environment
 
 

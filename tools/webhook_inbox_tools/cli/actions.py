@@ -129,7 +129,7 @@ def _replay_targets(
                 notes.append(f"delivery id {some_id} is event {found.event_id}")
             keys.append(found.event_id)
         return operator_actions.find_events(conn, provider, keys), missing, notes
-    rows = []
+    rows: list[dict[str, Any]] = []
     cursor = None
     where = event_filter(args)
     while len(rows) < args.max:

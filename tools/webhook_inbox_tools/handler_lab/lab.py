@@ -120,8 +120,8 @@ class Lab:
 
     def __exit__(self, *exc: object) -> None:
         db.reset_for_tests()
-        handlers.HANDLERS.clear()
-        handlers.HANDLERS.update(self._installed)
+        handlers.clear()
+        handlers.install(self._installed)
         batch.logger.setLevel(self._log_level)
         with contextlib.suppress(psycopg.Error), self._admin() as conn:
             for name in reversed(self._created):
@@ -209,7 +209,7 @@ def use_database(url: str, application_handlers: Mapping[tuple[str, str], Handle
     os.environ.update({"DATABASE_URL": url, "DATABASE_SECRET_ARN": ""})
     db.reset_for_tests()
     config.reset()
-    handlers.HANDLERS.clear()
+    handlers.clear()
     handlers.install(application_handlers)
 
 

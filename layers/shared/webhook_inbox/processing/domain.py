@@ -57,6 +57,14 @@ def emit(conn: Connection[Any], event: LeasedEvent, *, topic: str, payload: Any)
     )
 
 
+def forward(conn: Connection[Any], event: LeasedEvent) -> None:
+    """A built-in handler: the verified event, unchanged, to the outbox's destination (the
+    EventBridge bus or SNS topic), with topic ``<provider>.<event type>`` (EventBridge's
+    detail-type): route it with rules instead of Python. Register it for a key, a pattern
+    included: ``("stripe", "*"): forward``."""
+    emit(conn, event, topic=f"{event.provider}.{event.event_type}", payload=event.payload)
+
+
 def optional_field(
     document: Any, path: str, kind: type[T], *, max_length: int | None = None
 ) -> T | None:
@@ -91,6 +99,7 @@ __all__ = [
     "LeasedEvent",
     "deduplication_key",
     "emit",
+    "forward",
     "optional_field",
     "required_field",
 ]
