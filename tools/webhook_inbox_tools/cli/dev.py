@@ -30,6 +30,7 @@ from webhook_inbox_tools.dev.reload import SourceWatcher, application_folder
 from webhook_inbox_tools.dev.samples import application_handlers, sample_deliveries
 from webhook_inbox_tools.dev.stack import REGION, DevOptions, DevStack
 from webhook_inbox_tools.dev.workers import say
+from webhook_inbox_tools.handler_lab.keys import check_keys
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -267,10 +268,15 @@ def warn_unserved_handlers(registry: providers.Registry) -> None:
     """Your application, imported here so that an error in it is one line before anything
     starts; and a handler keyed by a provider name that is not configured can never run (a typo
     in either place), which would otherwise only show as events marked ignored."""
-    unserved = sorted({name for name, _ in application_handlers()} - set(registry.providers))
+    keyed = application_handlers()
+    unserved = sorted({name for name, _ in keyed} - set(registry.providers))
     if unserved:
         say("dev", f"warning: handlers registered for providers not configured here: "
             f"{', '.join(unserved)} (their events can never arrive)")  # fmt: skip
+    # A type its provider never sends (or a typo): the events would end ignored, silently.
+    for problem in check_keys(keyed, registry):
+        if problem.warning and problem.provider in registry.providers:
+            say("dev", f"warning: {problem}")
 
 
 def check_env_secrets(registry: providers.Registry) -> None:

@@ -22,6 +22,7 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest import bodies, providers
 from webhook_inbox_tools import sample_events
 from webhook_inbox_tools.handler_lab import properties
+from webhook_inbox_tools.handler_lab.keys import check_keys
 from webhook_inbox_tools.handler_lab.lab import Lab
 from webhook_inbox_tools.handler_lab.properties import Case, Verdict
 
@@ -78,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a PostgreSQL server to create the throwaway databases on (a role that may create "
         "databases; default: an embedded PostgreSQL started for the run and removed after)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="a handler key that can never match (a provider not configured, a type its "
+        "provider never sends) is a failure, not a warning",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
 
 
@@ -104,13 +111,14 @@ def providers_registry(path: str | None) -> providers.Registry:
     return providers.load_config_text(text, toml=chosen.suffix == ".toml")
 
 
-def build_cases(args: argparse.Namespace) -> tuple[list[Case], list[str]]:
+def build_cases(
+    args: argparse.Namespace, registry: providers.Registry
+) -> tuple[list[Case], list[str]]:
     """The handlers to check, each with its event; and why any handler cannot be checked."""
     handled = properties.load_handlers(args.handlers)
     only = {tuple(o.split(":", 1)) for o in args.only}
     payloads = _keyed(args.payload, "--payload")
     versions = _keyed(args.version_field, "--version-field")
-    registry = providers_registry(args.providers)
     cases, problems = [], []
     for provider_name, event_type in sorted(handled):
         key = (provider_name, event_type)
@@ -158,10 +166,16 @@ def _read_payload(path: str) -> Any:
 
 
 def cmd_check_handlers(args: argparse.Namespace) -> int:
-    cases, problems = build_cases(args)
+    registry = providers_registry(args.providers)
+    key_problems = check_keys(properties.load_handlers(args.handlers), registry)
+    warnings = [str(p) for p in key_problems if p.warning]
+    for problem in key_problems:
+        kind = ("error" if args.strict else "warning") if problem.warning else "note"
+        print(f"{kind}: {problem}", file=sys.stderr)
+    cases, problems = build_cases(args, registry)
     if not cases and not problems:
         print("no handlers registered: nothing to check", file=sys.stderr)
-        return 0
+        return 1 if (args.strict and warnings) else 0
     started = time.monotonic()
     results: dict[tuple[str, str], list[Verdict]] = {}
     with Lab(args.application, args.server) as lab:
@@ -174,14 +188,17 @@ def cmd_check_handlers(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
     failed = any(v.status == "FAIL" for verdicts in results.values() for v in verdicts)
     if args.json:
-        _print_json(results, problems, elapsed)
+        _print_json(results, problems, elapsed, warnings)
     else:
         _print_text(results, problems, elapsed)
-    return 1 if failed else 0
+    return 1 if failed or (args.strict and warnings) else 0
 
 
 def _print_json(
-    results: Mapping[tuple[str, str], list[Verdict]], problems: list[str], elapsed: float
+    results: Mapping[tuple[str, str], list[Verdict]],
+    problems: list[str],
+    elapsed: float,
+    warnings: list[str],
 ) -> None:
     document = {
         "handlers": [
@@ -189,6 +206,7 @@ def _print_json(
             for (p, t), verdicts in results.items()
         ],
         "not_checked": problems,
+        "key_warnings": warnings,
         "seconds": round(elapsed, 2),
     }
     print(json.dumps(document, indent=2))
