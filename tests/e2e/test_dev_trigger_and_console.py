@@ -101,6 +101,12 @@ def test_trigger_reaches_dev_and_the_console_says_why_deliveries_are_refused(
     wait_until(
         lambda: status_of(database_url, "stripe", event_id[1]) == "processed", 30, "processed"
     )
+    # Into the dev database, from dev's folder: the URL, and psql on it.
+    url = run("psql", "--url", cwd=tmp_path)
+    assert (url.returncode, url.stdout.strip()) == (0, database_url), url.stderr
+    query = f"SELECT status FROM webhook_events WHERE event_id = '{event_id[1]}'"
+    looked = run("psql", "--", "-At", "-c", query, cwd=tmp_path)
+    assert (looked.returncode, looked.stdout.strip()) == (0, "processed"), looked.stderr
     # ... with an override, seen by the handler.
     done = run("trigger", "example", "subscription.updated", "--override", "data.status=past_due",
                cwd=tmp_path)  # fmt: skip

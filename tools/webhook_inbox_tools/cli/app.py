@@ -28,6 +28,7 @@ from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing,
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
 from webhook_inbox_tools.cli import providers as providers_command
+from webhook_inbox_tools.cli import psql as psql_command
 from webhook_inbox_tools.cli.database import (
     DatabaseUnreachable,
     add_database_option,
@@ -286,6 +287,14 @@ def _add_local_commands(sub: Any) -> None:
     )
     dev_command.add_arguments(p)
     p.set_defaults(func=dev_command.cmd_dev)
+
+    p = sub.add_parser(
+        "psql",
+        help="psql on the running dev's database (or --url), to look at your handlers' tables",
+        description=psql_command.DESCRIPTION,
+    )
+    psql_command.add_arguments(p)
+    p.set_defaults(func=psql_command.cmd_psql)
 
     p = sub.add_parser(
         "check-handlers",
