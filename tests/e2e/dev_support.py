@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -34,6 +35,7 @@ class DevProcess:
         self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
     ) -> None:
         # Its own working folder: the command writes its operator environment file there.
+        self._own_folder = cwd is None
         self.cwd = cwd or Path(tempfile.mkdtemp(prefix="webhook-inbox-dev-e2e-"))
         self.proc = subprocess.Popen(
             [str(CONSOLE_SCRIPT), "dev", "--port", "0", "--sweep-every", "1",
@@ -48,6 +50,11 @@ class DevProcess:
         self.lines: queue.Queue[str] = queue.Queue()
         self.transcript: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
+
+    def remove_folder(self) -> None:
+        """The working folder this made, once the process has stopped."""
+        if self._own_folder:
+            shutil.rmtree(self.cwd, ignore_errors=True)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -36,6 +36,7 @@ def dev() -> Iterator[DevProcess]:
         if process.proc.poll() is None:  # the test failed before stopping it: do not leak
             os.killpg(process.proc.pid, signal.SIGKILL)
             process.proc.wait(timeout=10)
+        process.remove_folder()
 
 
 def test_dev_runs_the_pipeline_and_stops_cleanly_on_ctrl_c(dev: DevProcess) -> None:

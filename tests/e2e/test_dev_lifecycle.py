@@ -47,14 +47,20 @@ STOP_WITHIN_S = 20
 
 @pytest.fixture
 def started() -> Iterator[list[DevProcess]]:
-    """Every dev process a test starts, stopped as a user would (Ctrl-C) if the test did not
-    stop it; killed, group and all, only if that fails — and then its PostgreSQL too, since a
-    SIGKILL to the group takes the reaper that would stop it."""
+    """Every dev process a test starts: stopped if the test did not stop it (:func:`_stop`),
+    and its working folder removed."""
     processes: list[DevProcess] = []
     yield processes
     for process in processes:
-        if process.proc.poll() is not None:
-            continue
+        _stop(process)
+        process.remove_folder()
+
+
+def _stop(process: DevProcess) -> None:
+    """As a user would (Ctrl-C) if the test did not stop it; killed, group and all, only if that
+    fails — and then its PostgreSQL too, since a SIGKILL to the group takes the reaper that would
+    stop it."""
+    if process.proc.poll() is None:
         os.kill(process.proc.pid, signal.SIGINT)
         try:
             process.proc.wait(timeout=STOP_WITHIN_S)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 from tests.infra_support import PACKAGE_DIR, ROOT
@@ -150,3 +151,20 @@ def test_the_benchmarks_import_without_cycles() -> None:
 
     for module in sorted(graph):
         visit(module, ())
+
+
+def test_the_session_end_check_finds_what_a_run_leaves_behind(tmp_path: Path) -> None:
+    from tests.conftest import leftovers
+
+    (tmp_path / ".lockfile").touch()  # the embedded PostgreSQL's shared lock: expected
+    (tmp_path / "pytest-of-someone").mkdir()  # pytest's own
+    assert leftovers(tmp_path) == []
+    (tmp_path / "webhook-inbox-dev-e2e-abc").mkdir()
+    assert leftovers(tmp_path) == ["webhook-inbox-dev-e2e-abc"]
+    # A process started from it ($0 names the folder, as a server's data directory would).
+    sleeper = subprocess.Popen(["sh", "-c", "sleep 30", str(tmp_path)])
+    try:
+        assert any(str(tmp_path) in found for found in leftovers(tmp_path)[1:])
+    finally:
+        sleeper.kill()
+        sleeper.wait()

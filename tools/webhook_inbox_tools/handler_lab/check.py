@@ -16,15 +16,18 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest import bodies, providers
 from webhook_inbox_tools import sample_events
-from webhook_inbox_tools.handler_lab import properties
 from webhook_inbox_tools.handler_lab.keys import check_keys
-from webhook_inbox_tools.handler_lab.lab import Lab
-from webhook_inbox_tools.handler_lab.properties import Case, Verdict
+
+if TYPE_CHECKING:
+    from webhook_inbox_tools.handler_lab.properties import Case, Verdict
+
+# The lab and the properties import the processor, whose logger is made at import: only when the
+# command runs, never at the CLI's start (a `dev` forks its functions from that process).
 
 DEFAULT_HANDLERS = "webhook_inbox_app.handlers:HANDLERS"
 DEFAULT_APPLICATION = "webhook_inbox_app"
@@ -115,7 +118,9 @@ def build_cases(
     args: argparse.Namespace, registry: providers.Registry
 ) -> tuple[list[Case], list[str]]:
     """The handlers to check, each with its event; and why any handler cannot be checked."""
-    handled = properties.load_handlers(args.handlers)
+    from webhook_inbox_tools.handler_lab.properties import Case, load_handlers
+
+    handled = load_handlers(args.handlers)
     only = {tuple(o.split(":", 1)) for o in args.only}
     payloads = _keyed(args.payload, "--payload")
     versions = _keyed(args.version_field, "--version-field")
@@ -166,6 +171,9 @@ def _read_payload(path: str) -> Any:
 
 
 def cmd_check_handlers(args: argparse.Namespace) -> int:
+    from webhook_inbox_tools.handler_lab import properties
+    from webhook_inbox_tools.handler_lab.lab import Lab
+
     registry = providers_registry(args.providers)
     key_problems = check_keys(properties.load_handlers(args.handlers), registry)
     warnings = [str(p) for p in key_problems if p.warning]

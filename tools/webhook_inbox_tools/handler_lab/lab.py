@@ -85,6 +85,7 @@ class Lab:
     def __init__(self, application: str = "webhook_inbox_app", server_url: str = "") -> None:
         self.application = application
         self.server_url = server_url
+        self.admin_url = ""
         self._embedded: Any = None
         self._datadir: str | None = None
         self._created: list[str] = []
@@ -98,6 +99,14 @@ class Lab:
         self._installed = dict(handlers.HANDLERS)
         self._log_level = batch.logger.log_level
         quiet_runtime()
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)  # the server and folder started so far
+            raise
+        return self
+
+    def _start(self) -> None:
         if self.server_url:
             self.admin_url = self.server_url
         else:
@@ -116,18 +125,20 @@ class Lab:
             migrate(conn)
             self.runtime_tables = frozenset(_tables(conn))
             migrate(conn, package=self.application)
-        return self
 
     def __exit__(self, *exc: object) -> None:
         db.reset_for_tests()
         handlers.clear()
         handlers.install(self._installed)
         batch.logger.setLevel(self._log_level)
-        with contextlib.suppress(psycopg.Error), self._admin() as conn:
-            for name in reversed(self._created):
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
+        if self._created:
+            with contextlib.suppress(psycopg.Error), self._admin() as conn:
+                for name in reversed(self._created):
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            sql.Identifier(name)
+                        )
+                    )
         if self._embedded is not None:
             self._embedded.cleanup()
         if self._datadir:
