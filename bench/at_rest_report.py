@@ -5,16 +5,21 @@ its source."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Price, total
 
 BEGIN, END = "<!-- cost:at-rest -->", "<!-- /cost:at-rest -->"
+SUMMARY = ("<!-- cost:summary -->", "<!-- /cost:summary -->")
 GOALS = {"default": 90.0, "small": 20.0}  # USD a month at rest, for each named set
 VOLUMES = (10_000, 1_000_000, 100_000_000)  # webhooks a month for the totals
 COMMAND = "python -m bench.cost_at_rest --write"
+SUMMARIES = {
+    "default": "every default of `sam deploy --guided` (Multi-AZ PostgreSQL behind RDS Proxy)",
+    "small": "one single-AZ db.t4g.micro, no RDS Proxy",
+}
 TITLES = {
     "default": "`default`: what `sam deploy --guided` deploys with every default",
     "small": "`small`: `sam deploy --config-env small`",
@@ -225,9 +230,39 @@ def _price_text(price: Price) -> str:
     return f"${price.usd:g} per {price.unit}"
 
 
-def write_doc(section: str, doc: Path) -> None:
+def render_summary(sets: dict[str, SetBill]) -> str:
+    """The lead of docs/costs.md: each named set's bill at rest and per million webhooks."""
+    out = [
+        SUMMARY[0],
+        "| configuration | at rest, a month | plus, per million webhooks | deploy with |",
+        "|---|---:|---:|---|",
+    ]
+    for name, bill in sets.items():
+        function_url = traffic_per_million(replace(bill, endpoint="FunctionUrl"))
+        http_api = traffic_per_million(replace(bill, endpoint="HttpApi"))
+        command = "sam deploy --guided" if name == "default" else f"sam deploy --config-env {name}"
+        out.append(
+            f"| `{name}`: {SUMMARIES.get(name, '')} | **${total(bill.lines):.2f}** |"
+            f" **${http_api:.2f}** (HTTP API) / ${function_url:.2f} (Function URL) |"
+            f" `{command}` |"
+        )
+    out += [
+        "",
+        "At us-east-1 list prices. At rest: everything billed by the hour or month whatever the"
+        " traffic, counted from template.yaml ([the tables below](#at-rest-the-bill-before-the-"
+        "first-webhook)). Per million: the endpoint, the functions, SQS and their logs, measured"
+        " by `python -m bench.cost` with 1 % cold starts, batches of ten and each set's memory and"
+        " log level (the [table below](#per-million-webhooks) and docs/benchmarks.md). Both are"
+        f" rendered by `{COMMAND}`.",
+        SUMMARY[1],
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_doc(section: str, doc: Path, markers: tuple[str, str] = (BEGIN, END)) -> None:
     text = doc.read_text()
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", re.DOTALL)
+    pattern = re.compile(re.escape(markers[0]) + ".*?" + re.escape(markers[1]) + "\n", re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
@@ -235,6 +270,7 @@ def write_doc(section: str, doc: Path) -> None:
     doc.write_text(text)
 
 
-def doc_section(doc: Path) -> str:
-    match = re.search(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n", doc.read_text(), re.DOTALL)
+def doc_section(doc: Path, markers: tuple[str, str] = (BEGIN, END)) -> str:
+    pattern = re.escape(markers[0]) + ".*?" + re.escape(markers[1]) + "\n"
+    match = re.search(pattern, doc.read_text(), re.DOTALL)
     return match.group(0) if match else ""

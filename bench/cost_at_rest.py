@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import at_rest_prices as p  # noqa: E402
 from bench.at_rest_prices import Line, Price, Unpriced  # noqa: E402
-from bench.at_rest_report import SetBill, render, write_doc  # noqa: E402
+from bench.at_rest_report import SUMMARY, SetBill, render, render_summary, write_doc  # noqa: E402
 from bench.idle_sweep import idle_sweep, scheduled_runs  # noqa: E402
 from bench.template_deployment import Deployment, deployment  # noqa: E402
 
@@ -260,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
     if args.write and (overrides or args.config_env != ["default", "small"]):
         parser.error("--write documents the default and small sets as samconfig.toml has them")
-    section = render(measure(args.config_env, overrides))
-    print(section)
+    measured = measure(args.config_env, overrides)
+    summary, section = render_summary(measured), render(measured)
+    print(summary + "\n" + section)
     if args.write:
+        write_doc(summary, COSTS_DOC, SUMMARY)
         write_doc(section, COSTS_DOC)
 
 

@@ -15,6 +15,7 @@ from bench.at_rest_prices import total
 from bench.idle_sweep import idle_sweep, sweep_steps
 from bench.template_deployment import deployment
 from tests import infra_support
+from tests.support import ROOT
 
 SETS = ("default", "small")
 
@@ -129,9 +130,23 @@ def test_the_sweeper_runs_43200_times_a_month(
 def test_docs_costs_md_shows_the_scripts_output(
     measured: dict[str, report.SetBill],
 ) -> None:
-    assert report.doc_section(cost.COSTS_DOC) == report.render(measured), (
-        "docs/costs.md is stale: run `python -m bench.cost_at_rest --write`"
-    )
+    stale = "docs/costs.md is stale: run `python -m bench.cost_at_rest --write`"
+    assert report.doc_section(cost.COSTS_DOC) == report.render(measured), stale
+    summary = report.doc_section(cost.COSTS_DOC, report.SUMMARY)
+    assert summary == report.render_summary(measured), stale
+    assert cost.COSTS_DOC.read_text().index(summary) < 40  # it leads the page
+
+
+@pytest.mark.parametrize("where", ["README.md", "docs/deploy.md", "samconfig.toml"])
+def test_the_guided_path_states_the_bill_at_rest_of_what_it_deploys(
+    where: str, measured: dict[str, report.SetBill]
+) -> None:
+    """What pressing Enter everywhere costs, and the one flag for the small set, where a user
+    deciding reads: the figures the at-rest count gives today."""
+    text = " ".join((ROOT / where).read_text().split())
+    for name in SETS:
+        assert f"${total(measured[name].lines):.2f}" in text, (where, name)
+    assert "--config-env small" in text
 
 
 @pytest.mark.parametrize("name", SETS)
