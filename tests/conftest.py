@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +60,16 @@ def fresh_settings() -> Iterator[None]:
     config.reset()
     yield
     config.reset()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dev_folders_removed() -> Iterator[None]:
+    """The working folders the dev stacks of the e2e tests made, removed once the session's
+    tests are done (their processes stopped by then)."""
+    yield
+    support = sys.modules.get("tests.e2e.dev_support")
+    for folder in getattr(support, "MADE_FOLDERS", []):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

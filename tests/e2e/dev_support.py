@@ -30,6 +30,10 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Every working folder a DevProcess made, removed at the session's end (tests/conftest.py).
+MADE_FOLDERS: list[Path] = []
+
+
 class DevProcess:
     def __init__(
         self, *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
@@ -37,6 +41,8 @@ class DevProcess:
         # Its own working folder: the command writes its operator environment file there.
         self._own_folder = cwd is None
         self.cwd = cwd or Path(tempfile.mkdtemp(prefix="webhook-inbox-dev-e2e-"))
+        if self._own_folder:
+            MADE_FOLDERS.append(self.cwd)
         self.proc = subprocess.Popen(
             [str(CONSOLE_SCRIPT), "dev", "--port", "0", "--sweep-every", "1",
              "--visibility-timeout", "2", *args],

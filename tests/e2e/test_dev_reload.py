@@ -1,4 +1,4 @@
-"""`webhook-inbox dev` picks up edits (issue 29): with --reload (the default) a change to your
+"""`webhook-inbox dev` picks up edits: with --reload (the default) a change to your
 application restarts the functions and the next deliveries run the new code, while the database
 and the queue keep what they hold; with --no-reload the first change says a restart is needed;
 an edit that does not import keeps dev running until the next one fixes it.
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +22,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.e2e.dev_support import DevProcess, post, wait_until
+from tests.e2e.dev_support import DevProcess, clean_env, post, wait_until
 from tests.e2e.test_dev_lifecycle import STOP_WITHIN_S
+from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
 from webhook_inbox.ingest import providers
+from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 RELOADED_ERROR = "handled by the reloaded code"
@@ -55,6 +60,7 @@ def dev_processes() -> Iterator[list[DevProcess]]:
         if process.proc.poll() is None:
             process.proc.send_signal(2)  # SIGINT, as Ctrl-C
             process.proc.wait(timeout=STOP_WITHIN_S)
+        process.remove_folder()
 
 
 def _start(processes: list[DevProcess], application: Path, *args: str) -> DevProcess:
@@ -74,6 +80,24 @@ def _send(port: int) -> tuple[str, int]:
     ).encode()  # fmt: skip
     headers = providers.sign_delivery(stripe, body).headers
     return event_id, post(f"http://127.0.0.1:{port}/webhooks/stripe", headers, body)
+
+
+def _send_raw(port: int) -> tuple[int, str]:
+    """A signed delivery, and the answer's status and body."""
+    stripe = providers.load_config_text(SAMPLE.read_text())["stripe"]
+    body = json.dumps({"id": f"evt_{uuid.uuid4().hex[:12]}", "object": "event",
+                       "type": "customer.created", "data": {"object": {}}}).encode()  # fmt: skip
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/webhooks/stripe",
+        data=body,
+        headers=providers.sign_delivery(stripe, body).headers,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:  # noqa: S310
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def _rows(database_url: str) -> dict[str, tuple[str, str | None]]:
@@ -162,12 +186,31 @@ def test_an_edit_that_does_not_import_keeps_dev_running_until_fixed(
     handlers = application / "handlers.py"
     good = handlers.read_text()
 
+    broken_line = len(good.splitlines()) + 2
     handlers.write_text(good + "\nthis is not python\n")
-    dev.wait_for(r"the functions did not start again: .*", 60)
+    said = dev.wait_for(r"the functions did not start again: (.*)", 60)[1]
+    assert f"handlers.py, line {broken_line}: NameError" in said  # the file and the line
     assert dev.proc.poll() is None  # still running, waiting for the fix
+    # Meanwhile a delivery is answered at once, 503 with the reason; and trigger shows it.
+    started = time.monotonic()
+    status, answer = _send_raw(port)
+    assert status == 503
+    assert time.monotonic() - started < INGEST_TIMEOUT_S / 2  # not after the ingest timeout
+    assert f"handlers.py, line {broken_line}" in answer
+    triggered = subprocess.run(
+        [str(CONSOLE_SCRIPT), "trigger", "stripe", "customer.created"], cwd=dev.cwd,
+        env=clean_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "503 Service Unavailable" in triggered.stdout, triggered.stdout + triggered.stderr
+    assert "handlers.py, line" in triggered.stdout
+    assert "is dev running" not in triggered.stdout + triggered.stderr
 
+    fixed_at = time.monotonic()
     handlers.write_text(good)
     dev.wait_for(r"functions restarted with the new code", 60)
+    # At once, not after the ingest timeout the previous reload used to wait out.
+    assert time.monotonic() - fixed_at < INGEST_TIMEOUT_S / 2
     event_id, status = _send(port)
     assert status == 202
     wait_until(lambda: _rows(database_url).get(event_id, ("",))[0] == "processed", 30, "fixed")
+    assert not [line for line in dev.transcript if "Traceback" in line]

@@ -80,3 +80,25 @@ def test_a_valid_providers_change_restarts_the_functions(
 
     assert stack.restarts == 1
     assert "functions restarted with the new code" in capsys.readouterr().out
+
+
+def test_a_reload_after_a_failed_start_waits_for_no_environment() -> None:
+    """After a start that failed no ingest environment is in service: the next reload must not
+    wait the ingest timeout for environments that do not exist (it restarts at once), and a
+    delivery meanwhile is answered 503 with the reason, at once."""
+    import json
+    import time
+
+    from webhook_inbox_tools.dev.gateway import IngestGateway
+
+    gateway = IngestGateway("127.0.0.1", 0)
+    try:
+        started = time.monotonic()
+        assert gateway.take_workers(2, timeout=30) == []
+        assert time.monotonic() - started < 5
+        gateway.broken = "handlers.py, line 3: NameError: name 'x' is not defined"
+        status, headers, body, outcome = gateway.invoke({})
+        assert (status, headers["Retry-After"], outcome) == (503, "1", None)
+        assert json.loads(body)["dev"].startswith("handlers.py, line 3")
+    finally:
+        gateway.stop()

@@ -304,8 +304,8 @@ def reload_functions(stack: DevStack, changed: list[Path], providers_file: Path 
     if problem is None:
         say("dev", "functions restarted with the new code")
     else:
-        say("dev", f"the functions did not start again: {problem}; deliveries wait until the "
-            "next change restarts them")  # fmt: skip
+        say("dev", f"the functions did not start again: {problem}; deliveries are answered 503 "
+            "with this reason until the next change restarts them")  # fmt: skip
 
 
 def serve_until_stopped(

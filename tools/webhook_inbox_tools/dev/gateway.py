@@ -49,6 +49,12 @@ class IngestGateway:
 
     def __init__(self, host: str, port: int) -> None:
         self._idle: queue.Queue[Connection] = queue.Queue()
+        # Environments handed over and not taken back, idle or busy: a reload waits for these
+        # only, so after a failed start (none in service) it restarts at once.
+        self._in_service = 0
+        self._lock = threading.Lock()
+        # Why no environment serves (the code does not import): answered at once with a 503.
+        self.broken: str | None = None
         try:
             self._server = _Server((host, port), self._handler_class())
         except OSError as exc:
@@ -70,6 +76,8 @@ class IngestGateway:
             self._thread.start()
 
     def add_workers(self, workers: list[Connection]) -> None:
+        with self._lock:
+            self._in_service += len(workers)
         for channel in workers:
             self._idle.put(channel)
 
@@ -79,7 +87,9 @@ class IngestGateway:
         to answer into a closed pipe. Requests meanwhile wait for :meth:`add_workers`."""
         deadline = time.monotonic() + timeout
         taken: list[Connection] = []
-        while len(taken) < count:
+        with self._lock:
+            wanted, self._in_service = min(count, self._in_service), 0
+        while len(taken) < wanted:
             try:
                 taken.append(self._idle.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
@@ -96,6 +106,10 @@ class IngestGateway:
     def invoke(self, event: dict[str, Any]) -> tuple[int, dict[str, str], bytes, Outcome]:
         """One invocation on an idle ingest environment, as API Gateway's integration makes it,
         and the ingest outcome's summary (None for an answer the gateway gave itself)."""
+        broken = self.broken
+        if broken is not None:
+            body = json.dumps({"message": "Service Unavailable", "dev": broken}).encode()
+            return 503, {**_JSON, "Retry-After": "1"}, body, None
         try:
             channel = self._idle.get(timeout=INGEST_TIMEOUT_S)
         except queue.Empty:
@@ -128,7 +142,10 @@ class IngestGateway:
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client left first: nothing to answer
 
             def do_GET(self) -> None:
                 self._reply(404, _JSON, _message("Not Found"))

@@ -279,7 +279,7 @@ class DevStack:
         """Start the function processes again from the files as they are now (--reload), and
         apply your application's new migrations; PostgreSQL, the queues, the bus and the HTTP
         port stay as they are. None when all started, else why not: then none runs, and
-        deliveries wait (503 after the ingest timeout) until the next restart."""
+        deliveries are answered 503 at once, with the reason, until the next restart."""
         taken = (
             self._gateway.take_workers(self.options.ingest_concurrency, INGEST_TIMEOUT_S)
             if self._gateway is not None
@@ -296,7 +296,11 @@ class DevStack:
             self._start_workers()
         except WebhookInboxError as exc:
             self._stop_processes()
+            if self._gateway is not None:
+                self._gateway.broken = str(exc)
             return str(exc)
+        if self._gateway is not None:
+            self._gateway.broken = None
         return None
 
     def _spawn(self, name: str, target: Any, args: tuple[Any, ...]) -> None:
@@ -310,15 +314,19 @@ class DevStack:
         while waiting and not self.interrupted.is_set():
             if time.monotonic() > deadline:
                 raise ConfigurationError(f"functions did not start: {', '.join(sorted(waiting))}")
+            # A worker that could not load its code says so (file and line) before it exits:
+            # read the queue before looking for dead workers.
             dead = [p.name for p in self._processes if not p.is_alive()]
-            if dead:
-                raise ConfigurationError(
-                    f"{', '.join(dead)} exited during start-up (see the error above)"
-                )
             try:
-                name, _ = ready.get(timeout=0.5)
+                name, problem = ready.get(timeout=0.05 if dead else 0.5)
             except queue_module.Empty:
+                if dead:
+                    raise ConfigurationError(
+                        f"{', '.join(dead)} exited during start-up (see the error above)"
+                    ) from None
                 continue
+            if problem:  # it could not load its code: the file and line, not a traceback
+                raise ConfigurationError(f"your code does not load: {problem}")
             waiting.discard(name)
 
     def _start_watchers(self) -> None:

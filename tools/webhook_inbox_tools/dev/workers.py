@@ -82,6 +82,16 @@ class _WithoutMetricBlobs(io.TextIOBase):
 _stop_requested = False
 
 
+def load_error(exc: BaseException) -> str:
+    """Why a function's code did not load, named by file and line (the deepest frame, or a
+    SyntaxError's own position) instead of a traceback."""
+    if isinstance(exc, SyntaxError):
+        return f"{exc.filename}, line {exc.lineno}: SyntaxError: {exc.msg}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}, line {frames[-1].lineno}: " if frames else ""
+    return f"{where}{type(exc).__name__}: {exc}"
+
+
 def _request_stop(_signum: int, _frame: FrameType | None) -> None:
     global _stop_requested  # noqa: PLW0603 - a signal handler can only reach module state
     _stop_requested = True
@@ -115,7 +125,11 @@ def ingest_main(
 ) -> None:
     """Answer API Gateway events from ``channel`` one at a time until told to stop."""
     _enter(settings)
-    handler, outcomes = _observed_ingest(Path(settings.functions_dir))
+    try:
+        handler, outcomes = _observed_ingest(Path(settings.functions_dir))
+    except Exception as exc:  # noqa: BLE001 - anything the code's import raises, reported
+        ready.put((f"ingest-{index}", load_error(exc)))
+        return
     ready.put((f"ingest-{index}", 0))
     while _running(settings):
         try:
@@ -162,7 +176,11 @@ def processor_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
     _enter(settings)
     import boto3
 
-    handler = load_handler(Path(settings.functions_dir), "processor")
+    try:
+        handler = load_handler(Path(settings.functions_dir), "processor")
+    except Exception as exc:  # noqa: BLE001 - anything the code's import raises, reported
+        ready.put(("processor", load_error(exc)))
+        return
     sqs = boto3.client("sqs", region_name=settings.region)
     ready.put(("processor", 0))
     while _running(settings):
@@ -213,7 +231,11 @@ def _row_id(message: dict[str, Any]) -> str:
 
 def sweeper_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
     _enter(settings)
-    handler = load_handler(Path(settings.functions_dir), "sweeper")
+    try:
+        handler = load_handler(Path(settings.functions_dir), "sweeper")
+    except Exception as exc:  # noqa: BLE001 - anything the code's import raises, reported
+        ready.put(("sweeper", load_error(exc)))
+        return
     ready.put(("sweeper", 0))
     last_failure = ""
     while True:
