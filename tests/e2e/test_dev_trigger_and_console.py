@@ -42,11 +42,11 @@ def signer(folder: Path, name: str) -> Path:
 
 
 def run(
-    *argv: str, cwd: Path, env: dict[str, str] | None = None
+    *argv: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(CONSOLE_SCRIPT), *argv], cwd=cwd, env=env or clean_env(), capture_output=True,
-        text=True, timeout=60, check=False,
+        text=True, timeout=60, check=False, input=stdin,
     )  # fmt: skip
 
 
@@ -166,6 +166,33 @@ def test_trigger_reaches_dev_and_the_console_says_why_deliveries_are_refused(
         assert not any(secret in line for secret in secrets), line
     # A state change names the event and its type.
     assert dev.mentioned(rf"(stripe/{event_id[1]} \[customer\.created\] \S+ -> processed)")
+
+    # dev keeps what it refused, in its database: `events rejected` lists it, newest first.
+    env = {**clean_env(), "DATABASE_URL": database_url}
+    listed = run("events", "rejected", "--json", cwd=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    refused = json.loads(listed.stdout)["rejected"]
+    assert [(r["provider"], r["status"], r["reason"]) for r in refused][:4] == [
+        ("stripe", 413, "size"),
+        ("nope", 404, "unknown_provider"),
+        ("stripe", 401, "signature"),
+        ("stripe", 401, "stale"),
+    ]
+    assert "cus_secret_payload" not in listed.stdout
+    assert "whsec_not_the_configured_one" not in listed.stdout
+    # ... and providers list counts it as stripe's rejections.
+    counted = run("providers", "list", "--json", cwd=tmp_path, env=env)
+    assert counted.returncode == 0, counted.stderr
+    stripe = next(p for p in json.loads(counted.stdout)["providers"] if p["name"] == "stripe")
+    assert stripe["rejected_24h"] == 3
+
+    # A provider added against the running dev: the console says when it is served.
+    added = run("providers", "add", "newco", "--scheme", "github", "--secret-stdin",
+                cwd=tmp_path, env=env, stdin="a-new-dev-secret")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert "live in the running dev within a second" in added.stdout
+    assert "imported the providers file dev started with first" in added.stdout
+    printed(dev, r"dev\s+\| providers: add newco by \S+: served from \d\d:\d\d:\d\d")
 
 
 def test_every_command_dev_prints_works_as_printed_for_every_provider_kind(

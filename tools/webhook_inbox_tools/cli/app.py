@@ -155,6 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--payload", action="store_true", help="also print the stored payload")
     p.set_defaults(func=inspect_events.cmd_events_show)
+    p = events_sub.add_parser(
+        "rejected",
+        parents=[reads],
+        help="the deliveries webhook-inbox dev refused, newest first (dev only)",
+        description="The deliveries a webhook-inbox dev answered other than 2xx, newest first: "
+        "when, provider, status, reason, detail and delivery id (never a body or a secret). "
+        "A deployed stack keeps these as its Rejected metric and ingest's log lines instead.",
+    )
+    p.add_argument("--provider", help="only this provider's")
+    p.add_argument("--since", type=when, default=None, help="from this time (default: 24 h ago)")
+    p.add_argument("--limit", type=positive_int, default=50, help="at most this many (default 50)")
+    p.set_defaults(func=inspect_events.cmd_events_rejected)
 
     p = sub.add_parser(
         "replay",

@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg import Connection
 
+from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.store import inbox
 from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
@@ -259,3 +260,27 @@ def add_paging(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="continue a listing: the cursor printed with the previous page",
     )
+
+
+def cmd_events_rejected(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime, timedelta
+
+    from webhook_inbox_tools.dev import refusals
+
+    since = args.since or datetime.now(UTC) - timedelta(hours=24)
+    with open_connection(args) as conn:
+        rows = refusals.refused(conn, since=since, provider=args.provider, limit=args.limit)
+    if rows is None:
+        raise ConfigurationError(
+            "this database is not a webhook-inbox dev's: a deployed stack counts refusals in its "
+            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, signature-rejections)"
+        )
+    if args.json:
+        render.print_json({"rejected": rows})
+        return 0
+    if not rows:
+        print("no refused deliveries", file=sys.stderr)
+        return 0
+    columns = ("refused_at", "provider", "status", "reason", "delivery_id", "detail")
+    render.table(columns, [[r[c] for c in columns] for r in rows])
+    return 0

@@ -29,6 +29,7 @@ class Console:
     bus_name: str
     max_receive_count: int
     stopping: threading.Event
+    registry_arn: str = ""
 
     def watch_transitions(self) -> None:
         """Print each inbox row's state change (polled, so a very brief state may be skipped)."""
@@ -85,6 +86,36 @@ class Console:
                 except (ValueError, AttributeError):
                     text = f"published: {message['Body'][:200]}"
                 say("outbox", text)
+
+    def watch_providers(self) -> None:
+        """Announce each change `webhook-inbox providers` makes to this dev's registry: dev's
+        ingest re-reads it every second, so it serves the change from that moment."""
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from webhook_inbox.errors import ConfigurationError
+        from webhook_inbox.ingest.provider_registry import parse_document
+
+        client = boto3.client("secretsmanager", region_name=self.region, endpoint_url=self.endpoint)
+        seen: str | None = None
+        known = 0
+        while not self.stopping.wait(0.5):
+            try:
+                reply = client.get_secret_value(SecretId=self.registry_arn)
+                if reply["VersionId"] == seen:
+                    continue
+                history = parse_document(reply["SecretString"]).history
+            except (BotoCoreError, ClientError, ConfigurationError):
+                continue
+            if seen is not None:
+                for entry in history[known:]:
+                    live = datetime.now().strftime("%H:%M:%S")
+                    say(
+                        "dev",
+                        f"providers: {entry['action']} {entry['provider']} by {entry['by']}: "
+                        f"served from {live} (dev re-reads its registry every second)",
+                    )
+            seen, known = reply["VersionId"], len(history)
 
     def watch_dlq(self) -> None:
         while not self.stopping.wait(1.0):

@@ -13,7 +13,7 @@ from typing import Any
 # The fields of ingest's Outcome the worker passes back beside the response.
 OUTCOME_FIELDS = (
     "outcome", "reason", "detail", "provider", "event_id", "event_type", "events", "new_events",
-    "enqueue_failed",
+    "enqueue_failed", "delivery_id",
 )  # fmt: skip
 
 _MISMATCH_WORDS = ("did not match", "did not verify", "matched")
@@ -71,7 +71,10 @@ _REJECTIONS = {
 
 def _rejection(reason: str | None, detail: str, provider: str) -> str:
     if reason == "unknown_provider":
-        return f"unknown provider {provider!r}: not one this dev serves (--providers)"
+        return (
+            f"unknown provider {provider!r}: not one this dev serves (`webhook-inbox providers "
+            f"add {provider} --scheme SCHEME --secret-stdin` adds it, or its providers file)"
+        )
     if reason in _REJECTIONS:
         return _REJECTIONS[reason].format(detail=detail)
     if reason == "signature":

@@ -15,6 +15,7 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
@@ -55,6 +56,8 @@ class IngestGateway:
         self._lock = threading.Lock()
         # Why no environment serves (the code does not import): answered at once with a 503.
         self.broken: str | None = None
+        # Called with (provider name, status, outcome) for every delivery not answered 2xx.
+        self.on_refused: Callable[[str, int, Outcome], None] | None = None
         try:
             self._server = _Server((host, port), self._handler_class())
         except OSError as exc:
@@ -162,6 +165,8 @@ class IngestGateway:
                 if length > LAMBDA_SYNC_PAYLOAD_BYTES:
                     say("ingest", f"POST {path} -> 413: {explain(413, None, provider='')}")
                     self._reply(413, _JSON, _message("Request Entity Too Large"))
+                    if gateway.on_refused is not None:
+                        gateway.on_refused(match[1], 413, None)
                     return
                 event = http_to_apigw_v2(
                     method="POST",
@@ -183,6 +188,8 @@ class IngestGateway:
                     f"POST {path} -> {status} ({elapsed:.0f} ms)" + (f": {why}" if why else ""),
                 )
                 self._reply(status, headers, out)
+                if status >= 300 and gateway.on_refused is not None:
+                    gateway.on_refused(match[1], status, outcome)
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: one line per request is printed above."""

@@ -28,7 +28,7 @@ from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.ingest import provider_registry
 from webhook_inbox.store import db
 from webhook_inbox.store.migrate import migrate
-from webhook_inbox_tools.dev import postgres_tcp
+from webhook_inbox_tools.dev import postgres_tcp, refusals
 from webhook_inbox_tools.dev.console import Console
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
@@ -141,7 +141,10 @@ class DevStack:
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
             applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
+            refusals.create_table(conn)
         say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
+        if self._gateway is not None:
+            self._gateway.on_refused = refusals.Recorder(url).record
 
     def _start_reaper(self, pg_dir: str) -> None:
         reader, self._reaper_pipe = self._ctx.Pipe(duplex=False)
@@ -339,8 +342,15 @@ class DevStack:
             bus_name=self.bus_name,
             max_receive_count=self.options.max_receive_count,
             stopping=self._stop_threads,
+            registry_arn=self.providers_registry_arn,
         )
-        for target in (console.watch_transitions, console.watch_outbox, console.watch_dlq):
+        watchers = (
+            console.watch_transitions,
+            console.watch_outbox,
+            console.watch_dlq,
+            console.watch_providers,
+        )
+        for target in watchers:
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)

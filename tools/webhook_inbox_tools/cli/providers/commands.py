@@ -85,19 +85,26 @@ def _secret(args: argparse.Namespace) -> str:
 
 
 def _report_write(target: Target, written: store.Written, what: str) -> None:
+    # A running dev serves its providers file until the registry is written, and re-reads the
+    # registry every second; a deployed stack serves its ProvidersConfig parameter.
+    dev = bool(target.dev_env)
+    served = "the providers file dev started with" if dev else "ProvidersConfig"
     if written.imported:
         count = len(written.document.providers or {})
         print(
-            f"imported ProvidersConfig first: the registry of {target.label} now manages the "
-            f"providers ingest served ({count} after this change); ProvidersConfig is ignored "
+            f"imported {served} first: the registry of {target.label} now manages the "
+            f"providers ingest served ({count} after this change); {served} is ignored "
             "from now on"
         )
     print(what)
-    print(
-        f"live within {REFRESH_BOUND_S} seconds (ingest re-reads the registry every "
-        f"{DEFAULT_PROVIDERS_REFRESH_S:.0f} s and accepts by no copy older than "
-        f"{REFRESH_BOUND_S} s)"
-    )
+    if dev:
+        print("live in the running dev within a second (it re-reads its registry every second)")
+    else:
+        print(
+            f"live within {REFRESH_BOUND_S} seconds (ingest re-reads the registry every "
+            f"{DEFAULT_PROVIDERS_REFRESH_S:.0f} s and accepts by no copy older than "
+            f"{REFRESH_BOUND_S} s)"
+        )
     if written.raced:
         print(
             "warning: someone else changed the registry between this command's read and its "

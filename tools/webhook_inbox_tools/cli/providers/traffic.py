@@ -23,6 +23,7 @@ from typing import Any
 from webhook_inbox.store import db
 from webhook_inbox.store.queries import SqlFile
 from webhook_inbox_tools.cli.providers.target import Target
+from webhook_inbox_tools.dev import refusals
 
 WINDOW = timedelta(hours=24)
 NAMESPACE = "WebhookInbox"
@@ -45,6 +46,7 @@ class TrafficReport:
     source: str
     by_provider: dict[str, Traffic] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    has_rejections: bool = False  # the database is a dev's, which records what it refused
 
     def of(self, name: str) -> Traffic:
         return self.by_provider.get(name, Traffic())
@@ -67,7 +69,8 @@ def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> Traff
     if not target.stack_name:
         if stored is None:
             return TrafficReport("none", notes=["no traffic counts: no database and no stack"])
-        stored.notes.insert(0, REJECTED_NOTE)
+        if not stored.has_rejections:
+            stored.notes.insert(0, REJECTED_NOTE)
         return stored
     measured = _from_metrics(target, names)
     if stored is None or not stored.by_provider:
@@ -93,6 +96,8 @@ def _from_database(url: str, names: list[str]) -> TrafficReport:
                 _statement("provider_traffic"),
                 {"since": since, "providers": names},
             ).fetchall()
+            # A dev's database also holds what it refused: the rejections, exact.
+            refused = refusals.counts_by_provider(conn, since=since, providers=names)
     except StoreError as exc:
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return TrafficReport("database", notes=[f"no traffic counts: the database: {first_line}"])
@@ -100,6 +105,9 @@ def _from_database(url: str, names: list[str]) -> TrafficReport:
         report.by_provider[provider] = Traffic(int(accepted), int(duplicates), None, last)
     for name in names:
         report.by_provider.setdefault(name, Traffic(0, 0, None, None))
+        if refused is not None:
+            report.by_provider[name].rejected = refused.get(name, 0)
+    report.has_rejections = refused is not None
     return report
 
 
