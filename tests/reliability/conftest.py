@@ -1,8 +1,10 @@
 """Fixtures and switches of the reliability suite.
 
+* ``pytest -m soak tests/reliability`` runs the CI-sized chaos soaks (marked ``soak``; .ci/run
+  runs them after the README's command, which leaves them out to stay quick).
 * ``--soak-events N`` (with ``pytest tests/reliability``) or ``SOAK_EVENTS=N`` runs the large
   soak (marked ``slow``) with N events; ``-m slow`` runs it with its default size. Without
-  either, the large soak is deselected and only the CI-sized one runs.
+  either, the large soak is deselected.
 * ``HYPOTHESIS_PROFILE=ci`` (default) or ``long`` sizes the fuzzing runs.
 """
 
@@ -44,14 +46,23 @@ def requested_soak_events(config: pytest.Config) -> int | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect (not skip) the large soak unless it was asked for."""
-    asked = requested_soak_events(config) is not None or "slow" in (config.option.markexpr or "")
-    if asked:
-        return
-    large = [i for i in items if i.get_closest_marker("slow") and "reliability" in i.nodeid]
-    if large:
-        config.hook.pytest_deselected(items=large)
-        items[:] = [i for i in items if i not in large]
+    """Deselect (not skip) the soaks unless asked for: the large ones (``slow``: ``-m slow`` or
+    ``--soak-events``), and the CI-sized ones (``soak``: ``-m soak``, which .ci/run runs after
+    the README's command, so CI still runs them)."""
+    expression = config.option.markexpr or ""
+    wanted = {
+        "slow": requested_soak_events(config) is not None or "slow" in expression,
+        "soak": "soak" in expression,
+    }
+    left_out = [
+        item
+        for item in items
+        if "reliability" in item.nodeid
+        and any(item.get_closest_marker(name) and not asked for name, asked in wanted.items())
+    ]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if i not in left_out]
 
 
 @pytest.fixture(scope="module")

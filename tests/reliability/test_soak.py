@@ -170,6 +170,7 @@ def _large(request: pytest.FixtureRequest, default_events: int, **extra: Any) ->
     )
 
 
+@pytest.mark.soak
 def test_chaos_soak(
     dedicated_pg: DedicatedPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -188,6 +189,7 @@ def test_chaos_soak_large(
     _assert_nothing_lost_or_applied_twice(report)
 
 
+@pytest.mark.soak
 def test_chaos_soak_through_the_fault_layer(
     dedicated_pg: DedicatedPostgres, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,6 +16,9 @@ DOC = ROOT / "docs" / "handlers.md"
 
 
 def test_a_delivery_is_stored_processed_and_its_changes_shown(webhook_inbox: Any) -> None:
+    from webhook_inbox.processing import batch
+
+    level = batch.logger.log_level
     done = webhook_inbox.deliver(
         "example", "subscription.updated", overrides=["data.id=sub_1", "data.version=5"]
     )
@@ -25,6 +28,8 @@ def test_a_delivery_is_stored_processed_and_its_changes_shown(webhook_inbox: Any
     assert done.changes["subscriptions"].removed == []
     assert [m["topic"] for m in done.outbox] == ["subscription.updated"]
     assert done.changed is True
+    # The processor's lines are held back while the kit processes, and only then.
+    assert batch.logger.log_level == level
     # An older version afterwards: processed, and nothing changes.
     older = webhook_inbox.deliver(
         "example", "subscription.updated", overrides=["data.id=sub_1", "data.version=4"]

@@ -93,12 +93,9 @@ class Lab:
         self.runtime_tables: frozenset[str] = frozenset()
 
     def __enter__(self) -> Lab:
-        # The process's handlers and log level, put back on exit (the processor runs in this
-        # process; its lines would mix with the report, --json's included). DATABASE_URL is
-        # pointed at each throwaway database in turn (use_database) and left at the last one.
+        # The process's handlers, put back on exit. DATABASE_URL is pointed at each throwaway
+        # database in turn (use_database) and left at the last one.
         self._installed = dict(handlers.HANDLERS)
-        self._log_level = batch.logger.log_level
-        quiet_runtime()
         try:
             self._start()
         except BaseException:
@@ -130,7 +127,6 @@ class Lab:
         db.reset_for_tests()
         handlers.clear()
         handlers.install(self._installed)
-        batch.logger.setLevel(self._log_level)
         if self._created:
             with contextlib.suppress(psycopg.Error), self._admin() as conn:
                 for name in reversed(self._created):
@@ -235,12 +231,19 @@ def store(url: str, provider: str, events: Sequence[inbox.NewEvent]) -> list[int
 
 
 def process(row_ids: Sequence[int], *, owner: str = "handler-lab") -> list[str]:
-    """One processor invocation over ``row_ids`` (one message each): each event's outcome."""
+    """One processor invocation over ``row_ids`` (one message each): each event's outcome.
+    The processor's own lines are held back meanwhile: they are not the report's (and would mix
+    with `check-handlers --json`'s)."""
     messages = [batch.QueueMessage(str(row_id), json.dumps({"id": row_id})) for row_id in row_ids]
-    outcome = batch.process_messages(
-        messages,
-        owner=owner,
-        remaining_ms=lambda: REMAINING_MS,
-        settings=config.current(ProcessorSettings),
-    )
+    level = batch.logger.log_level
+    quiet_runtime()
+    try:
+        outcome = batch.process_messages(
+            messages,
+            owner=owner,
+            remaining_ms=lambda: REMAINING_MS,
+            settings=config.current(ProcessorSettings),
+        )
+    finally:
+        batch.logger.setLevel(level)
     return [result.outcome for result in outcome.results]
