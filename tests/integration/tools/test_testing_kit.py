@@ -108,13 +108,20 @@ def test_the_built_in_forwarder_sends_every_event_of_a_pattern_unchanged(
     from webhook_inbox_tools.handler_lab.inbox import Inbox
 
     registry = providers_registry(str(ROOT / "events" / "providers.local.json"))
+    from webhook_inbox.processing import handlers
+
+    before = dict(handlers.HANDLERS)
     inbox = Inbox(webhook_inbox_lab, registry, "tests.handler_apps.forwarding:HANDLERS")
-    paid = inbox.deliver("stripe", "invoice.paid", overrides=["data.object.amount_paid=1234"])
-    created = inbox.deliver("stripe", "customer.created")
+    try:
+        paid = inbox.deliver("stripe", "invoice.paid", overrides=["data.object.amount_paid=1234"])
+        created = inbox.deliver("stripe", "customer.created")
+        ignored = inbox.deliver("example", "customer.created")  # no key for that provider
+    finally:
+        inbox.close()
+    assert before == handlers.HANDLERS  # the process's own handlers are back
     assert (paid.state, created.state) == ("processed", "processed")
     ((message,), (other,)) = paid.outbox, created.outbox
     assert (message["topic"], other["topic"]) == ("stripe.invoice.paid", "stripe.customer.created")
     assert message["payload"]["data"]["object"]["amount_paid"] == 1234
     assert message["payload"]["id"] == paid.event_id
-    ignored = inbox.deliver("example", "customer.created")  # no key for that provider
     assert (ignored.state, ignored.outbox) == ("ignored", [])

@@ -60,12 +60,23 @@ class Inbox:
     application's handlers installed, and the providers of ``registry``."""
 
     def __init__(self, lab_: Lab, registry: providers.Registry, handlers_path: str) -> None:
+        from webhook_inbox.processing import handlers
         from webhook_inbox_tools.handler_lab.properties import load_handlers
 
         self._lab = lab_
         self._registry = registry
+        self._previous = dict(handlers.HANDLERS)
         self.database_url = lab_.database()
         lab.use_database(self.database_url, load_handlers(handlers_path))
+
+    def close(self) -> None:
+        """Put back the handlers this process had (the inbox installed the application's)."""
+        from webhook_inbox.processing import handlers
+        from webhook_inbox.store import db
+
+        handlers.clear()
+        handlers.install(self._previous)
+        db.reset_for_tests()
 
     def deliver(
         self,

@@ -68,7 +68,7 @@ def webhook_inbox_lab(pytestconfig: pytest.Config) -> Iterator[Lab]:
 
 
 @pytest.fixture
-def webhook_inbox(webhook_inbox_lab: Lab, pytestconfig: pytest.Config) -> Any:
+def webhook_inbox(webhook_inbox_lab: Lab, pytestconfig: pytest.Config) -> Iterator[Any]:
     """A fresh inbox for this test: ``deliver(provider, event_type, payload=..., overrides=...)``
     returns a :class:`~webhook_inbox_tools.handler_lab.inbox.Delivered`; ``query(sql)`` reads
     the test's database."""
@@ -79,4 +79,7 @@ def webhook_inbox(webhook_inbox_lab: Lab, pytestconfig: pytest.Config) -> Any:
     inbox: Inbox = Inbox(
         webhook_inbox_lab, registry, str(pytestconfig.getini("webhook_inbox_handlers"))
     )
-    return inbox
+    try:
+        yield inbox
+    finally:
+        inbox.close()
