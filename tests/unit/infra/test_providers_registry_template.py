@@ -111,3 +111,25 @@ def test_a_failed_refresh_is_counted_and_alarmed() -> None:
     alarm = RESOURCES["ProvidersRefreshFailedAlarm"]["Properties"]
     assert "SUM(ProvidersRefreshFailed)" in alarm["Metrics"][0]["Expression"]["Fn::Sub"]
     assert "#providers-refresh-failed" in alarm["AlarmDescription"]
+
+
+# What holds state nothing else keeps, and what a delete or a replacement does with it.
+STATEFUL_TYPES = {"AWS::SecretsManager::Secret", "AWS::KMS::Key", "AWS::RDS::DBInstance"}
+KEPT = {
+    "ProvidersRegistry": "Retain",  # every provider's signing secrets and their history
+    "AppKey": "Retain",  # encrypts the retained registry and the database's snapshots
+    "Database": "Snapshot",
+}
+
+
+def test_no_stateful_resource_goes_without_an_explicit_policy() -> None:
+    """A delete or a replacement must never destroy user state by default: each resource of a
+    stateful type says what becomes of it, and those holding user state are kept."""
+    for name, resource in RESOURCES.items():
+        if resource["Type"] not in STATEFUL_TYPES:
+            continue
+        assert "DeletionPolicy" in resource, name
+        assert "UpdateReplacePolicy" in resource, name
+    for name, policy in KEPT.items():
+        assert RESOURCES[name]["DeletionPolicy"] == policy, name
+        assert RESOURCES[name]["UpdateReplacePolicy"] == policy, name
