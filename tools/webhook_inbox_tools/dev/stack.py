@@ -199,8 +199,7 @@ class DevStack:
                 ),
             },
         )["QueueUrl"]
-        # The outbox's EventBridge bus, with a rule that copies every event to a tap queue
-        # this console reads, so published messages can be shown.
+        # The outbox's bus, and a rule copying every event to a tap queue the console reads.
         self.tap_url = sqs.create_queue(QueueName="webhook-inbox-dev-outbox-tap")["QueueUrl"]
         tap_arn = sqs.get_queue_attributes(QueueUrl=self.tap_url, AttributeNames=["QueueArn"])[
             "Attributes"
@@ -215,8 +214,8 @@ class DevStack:
         events.put_targets(
             Rule="outbox-tap", EventBusName=self.bus_name, Targets=[{"Id": "tap", "Arn": tap_arn}]
         )
-        # The stack's providers registry, as the template creates it: not in use until a
-        # `webhook-inbox providers` command writes it, so the providers file serves until then.
+        # The providers registry as the template creates it: the providers file serves until a
+        # `webhook-inbox providers` command writes it.
         secrets = boto3.client("secretsmanager", region_name=REGION, endpoint_url=self.endpoint)
         self.providers_registry_arn = secrets.create_secret(
             Name="webhook-inbox-dev/providers-registry",
@@ -344,13 +343,8 @@ class DevStack:
             stopping=self._stop_threads,
             registry_arn=self.providers_registry_arn,
         )
-        watchers = (
-            console.watch_transitions,
-            console.watch_outbox,
-            console.watch_dlq,
-            console.watch_providers,
-        )
-        for target in watchers:
+        watchers = (console.watch_transitions, console.watch_outbox, console.watch_dlq)
+        for target in (*watchers, console.watch_providers):
             thread = threading.Thread(target=target, name=target.__name__, daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -89,11 +89,10 @@ class Outcome:
     new_events: int = 0
     enqueue_failed: bool = False
     duration_ms: float = 0.0
-    # Set when this delivery's re-read of the providers registry failed: the reason code
-    # (an AWS error code, or "invalid_document") for the entry point's providers_refresh_failed.
+    # This delivery's failed read of the providers registry: its reason code (an AWS error
+    # code, or "invalid_document") for the entry point's providers_refresh_failed line.
     providers_refresh_failed: str | None = None
-    # The age of the registry copy the delivery was checked against when reads of the registry
-    # fail and it is older than the refresh interval: its refusals may be out of date.
+    # The age of a registry copy past its refresh whose re-read failed: its refusals may be old.
     providers_stale_s: float | None = None
 
     @property
