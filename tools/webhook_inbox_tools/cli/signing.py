@@ -21,7 +21,7 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest import providers, schemes
 from webhook_inbox.settings import ProvidersSettings
 from webhook_inbox_tools.cli import render
-from webhook_inbox_tools.dev.apigw import http_to_apigw_v1, http_to_apigw_v2
+from webhook_inbox_tools.dev.apigw import delivery_event_v2, http_to_apigw_v1
 from webhook_inbox_tools.dev.env_file import URL_VARIABLE, running_dev_environment
 from webhook_inbox_tools.dev.lambda_runtime import sample_providers_file
 
@@ -238,19 +238,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
                 "a binary body from stdin cannot be inlined; pass a file"
             ) from None
     elif args.format == "apigw-v2":
-        render.print_json(
-            http_to_apigw_v2(
-                method="POST",
-                path=where.path,
-                query=where.query,
-                headers=[("host", where.netloc), *signed.headers.items()],
-                body=signed.body,
-                source_ip="127.0.0.1",
-                route_key="POST /webhooks/{provider}",
-                path_parameters={"provider": provider.name},
-                proto=where.scheme,
-            )
-        )
+        render.print_json(delivery_event_v2(provider.name, url, signed.headers, signed.body))
     elif args.format == "apigw-v1":
         stage = where.path.removesuffix(path).strip("/") or "prod"
         render.print_json(

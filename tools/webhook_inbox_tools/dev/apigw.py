@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 # HTTP APIs pass these bodies as text and base64-encode everything else.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
@@ -78,6 +79,25 @@ def http_to_apigw_v2(
         "body": encoded if body else None,
         "isBase64Encoded": is_b64,
     }
+
+
+def delivery_event_v2(
+    provider: str, url: str, headers: Mapping[str, str], body: bytes
+) -> dict[str, Any]:
+    """The HTTP API (v2) event for a provider's signed POST of ``body`` to ``url`` (its
+    ``/webhooks/{provider}`` route), as the integration hands it to ingest."""
+    where = urlsplit(url)
+    return http_to_apigw_v2(
+        method="POST",
+        path=where.path,
+        query=where.query,
+        headers=[("host", where.netloc), *headers.items()],
+        body=body,
+        source_ip="127.0.0.1",
+        route_key="POST /webhooks/{provider}",
+        path_parameters={"provider": provider},
+        proto=where.scheme,
+    )
 
 
 def apigw_response_to_http(response: Any) -> tuple[int, dict[str, str], bytes]:

@@ -10,7 +10,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.rows import dict_row
@@ -20,7 +19,7 @@ from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest import pipeline, providers
 from webhook_inbox.settings import IngestSettings
 from webhook_inbox_tools import sample_events
-from webhook_inbox_tools.dev.apigw import http_to_apigw_v2
+from webhook_inbox_tools.dev.apigw import delivery_event_v2
 from webhook_inbox_tools.handler_lab import lab
 from webhook_inbox_tools.handler_lab.lab import Lab, Snapshot
 
@@ -102,17 +101,8 @@ class Inbox:
             event_type=event_type,
             url=f"{BASE_URL}/webhooks/{provider}",
         )
-        where = urlsplit(signed.url or f"{BASE_URL}/webhooks/{provider}")
-        event = http_to_apigw_v2(
-            method="POST",
-            path=where.path,
-            query=where.query,
-            headers=[("host", where.netloc), *signed.headers.items()],
-            body=signed.body,
-            source_ip="127.0.0.1",
-            route_key="POST /webhooks/{provider}",
-            path_parameters={"provider": provider},
-        )
+        url = signed.url or f"{BASE_URL}/webhooks/{provider}"
+        event = delivery_event_v2(provider, url, signed.headers, signed.body)
         before = self._lab.snapshot(self.database_url)
         outcome = pipeline.handle(
             event,
