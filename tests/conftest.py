@@ -15,7 +15,24 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import TEMPLATE_DB, FakeLambdaContext, PostgresServer, unique_db_name
+from tests.support import (
+    FIXTURE_APPLICATION,
+    TEMPLATE_DB,
+    FakeLambdaContext,
+    PostgresServer,
+    unique_db_name,
+)
+
+# The project's tests run against their own copy of the example application, never the team's
+# application/ folder (theirs to change: adding a handler there must not turn these red). First
+# on the path here and in every subprocess (dev, the CLI, the functions run locally); the
+# installed project's finder comes after the path, so this copy shadows application/.
+sys.path.insert(0, str(FIXTURE_APPLICATION))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(FIXTURE_APPLICATION), os.environ.get("PYTHONPATH")])
+)
+if "webhook_inbox_app" in sys.modules:  # imported by a plugin before this file ran
+    raise RuntimeError("webhook_inbox_app was imported before tests/conftest.py shadowed it")
 from webhook_inbox import config
 from webhook_inbox.processing import handlers
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS

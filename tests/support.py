@@ -20,6 +20,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_DIR = ROOT / "events"
+# The example application as shipped, the project tests' own (tests/conftest.py puts it first).
+FIXTURE_APPLICATION = ROOT / "tests" / "fixture_app"
 TEMPLATE_DB = "webhook_inbox_template"
 
 

@@ -25,7 +25,7 @@ import pytest
 from tests.e2e.dev_support import DevProcess, clean_env, post, wait_until
 from tests.e2e.test_dev_lifecycle import STOP_WITHIN_S
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
-from tests.support import ROOT
+from tests.support import FIXTURE_APPLICATION, ROOT
 from webhook_inbox.ingest import providers
 from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S
 
@@ -45,7 +45,7 @@ def application(tmp_path: Path) -> Path:
     """A copy of the example application to edit; its parent goes on dev's PYTHONPATH."""
     copy = tmp_path / "app" / "webhook_inbox_app"
     shutil.copytree(
-        ROOT / "application" / "webhook_inbox_app",
+        FIXTURE_APPLICATION / "webhook_inbox_app",
         copy,
         ignore=shutil.ignore_patterns("__pycache__"),
     )

@@ -5,6 +5,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_APPLICATION = ROOT / "tests" / "fixture_app"
 
 
 def _normalise(lines: list[str]) -> set[str]:
@@ -74,8 +75,8 @@ def test_the_local_extra_holds_what_dev_and_the_cli_import_and_no_test_tools() -
     allowed = _LOCAL_IMPORTS | _RUNTIME_IMPORTS
     outside = {
         module: names - allowed
-        for folder in ("tools", "application")
-        for module, names in _third_party_imports(ROOT / folder).items()
+        for folder in (ROOT / "tools", FIXTURE_APPLICATION)
+        for module, names in _third_party_imports(folder).items()
         if names - allowed
     }
     # The testing kit's pytest plugin: pytest loads it (the pytest11 entry point), so pytest is

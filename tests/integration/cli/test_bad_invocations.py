@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from tests.integration.cli.conftest import CONSOLE_SCRIPT, run_console_script, seed_event
-from tests.support import ROOT
+from tests.support import FIXTURE_APPLICATION
 
 UNREACHABLE = "postgresql://x:s3cret-pw@127.0.0.1:9/x"
 
@@ -153,7 +153,7 @@ def test_an_application_that_does_not_import_stops_only_what_needs_it(
     # Your application's handlers with a typo, shadowing the installed package: the operator
     # commands work on (an operator lists and replays events while the handler is fixed), and
     # dev, which runs the handlers, says where the error is before it starts anything.
-    shutil.copytree(ROOT / "application" / "webhook_inbox_app", tmp_path / "webhook_inbox_app",
+    shutil.copytree(FIXTURE_APPLICATION / "webhook_inbox_app", tmp_path / "webhook_inbox_app",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     handlers = tmp_path / "webhook_inbox_app" / "handlers.py"
     handlers.write_text(handlers.read_text() + "\ndef broken(:\n")

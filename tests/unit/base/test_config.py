@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from tests.infra_support import PACKAGE_DIR, ROOT
+from tests.support import FIXTURE_APPLICATION
 from webhook_inbox import config
 from webhook_inbox.config import env_int, env_number, load, setting, variables
 from webhook_inbox.errors import ConfigurationError
@@ -45,7 +46,7 @@ def test_os_environ_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> No
 _CONFIGURED_CODE = (
     PACKAGE_DIR,
     ROOT / "functions",
-    ROOT / "application",
+    FIXTURE_APPLICATION,
     ROOT / "tools" / "webhook_inbox_tools",
 )
 # Run by the Makefile with the system python before any virtualenv exists: standard library only.

@@ -57,3 +57,17 @@ def test_ci_installs_the_project_exactly_as_the_readme_does() -> None:
         and not line.lstrip().startswith("#")
     ]
     assert other_installs == []
+
+
+def test_ci_runs_every_test_command_of_the_readme_quick_start() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [
+        line.removeprefix(".venv/bin/")
+        for line in quick_start.splitlines()
+        if line.startswith(".venv/bin/pytest")
+    ]
+    assert commands == ["pytest", "pytest application"]
+    script = (ROOT / ".ci" / "run").read_text()
+    for command in commands:
+        assert re.search(rf"^{re.escape(command)}$", script, re.MULTILINE), command

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import FIXTURE_APPLICATION
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.dev.reload import SourceWatcher, application_folder
 
@@ -42,7 +42,7 @@ def test_the_watcher_reports_added_modified_and_removed_files_once(tmp_path: Pat
 
 
 def test_the_application_is_watched_where_the_functions_import_it_from() -> None:
-    assert application_folder() == (ROOT / "application" / "webhook_inbox_app").resolve()
+    assert application_folder() == (FIXTURE_APPLICATION / "webhook_inbox_app").resolve()
 
 
 class _Stack:
