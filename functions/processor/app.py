@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, config, observability
 from webhook_inbox.errors import SecretUnavailable
-from webhook_inbox.processing import batch, handlers
+from webhook_inbox.processing import batch, handler_keys, handlers
 from webhook_inbox.processing.passes import EventResult
 from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.wakeups import parse_body
@@ -27,6 +27,9 @@ aws.use(aws.PROCESSOR)
 handlers.install(APPLICATION_HANDLERS)  # the application's handlers (ApplicationLayer)
 logger = batch.logger
 metrics = batch.metrics
+# Once per execution environment: a key that can never match would end its events `ignored`.
+for _problem in handler_keys.cold_start_problems(APPLICATION_HANDLERS):
+    logger.warning("handler key never matches", extra={"key": str(_problem)})
 
 
 # Built on first use and kept for the execution environment (not at import, so tests can set

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.support import ROOT
@@ -64,3 +70,44 @@ def test_dev_warns_at_start_about_a_key_that_never_matches(
         said.out + said.err
     )
     assert "issues.opened'" not in said.out + said.err  # the key GitHub does send: no warning
+
+
+def test_the_layers_known_types_are_the_samples() -> None:
+    from webhook_inbox.processing.handler_keys import KNOWN_TYPES_FILE
+    from webhook_inbox_tools.handler_lab.keys import known_types_by_scheme
+
+    shipped = json.loads(KNOWN_TYPES_FILE.read_text())
+    assert shipped == known_types_by_scheme(), (
+        "a sample file changed: run python -m webhook_inbox_tools.handler_lab.keys"
+    )
+
+
+def test_the_processor_judges_keys_of_providers_named_after_their_scheme() -> None:
+    from webhook_inbox.processing.handler_keys import cold_start_problems
+
+    problems = cold_start_problems(
+        [("github", "issues"), ("github", "issues.opened"), ("acme", "issues"), ("stripe", "zz.*")]
+    )
+    assert [(p.provider, p.event_type) for p in problems] == [("github", "issues")]
+
+
+def test_the_processor_warns_at_its_cold_start(tmp_path: Path) -> None:
+    # The application's map with a key GitHub never sends, as ApplicationLayer would ship it.
+    app = tmp_path / "webhook_inbox_app"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "handlers.py").write_text("from tests.handler_apps.mistyped import HANDLERS\n")
+    code = (
+        "import runpy; runpy.run_path("
+        f"{str(ROOT / 'functions' / 'processor' / 'app.py')!r}, run_name='processor')"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.update(AWS_DEFAULT_REGION="us-east-1", POWERTOOLS_SERVICE_NAME="webhook-inbox")
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [json.loads(x) for x in done.stdout.splitlines() if "never matches" in x]
+    assert line["level"] == "WARNING"
+    assert "('github', 'issues')" in line["key"]
+    assert "('github', 'issues.*')" in line["key"]
