@@ -1,7 +1,8 @@
 """The structure the design asks for, checked on the code rather than described.
 
-- Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events) and
-  ``outbox.py`` (outbox_messages), each with the one SQL file of the same name beside it. The
+- Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events),
+  ``outbox.py`` (outbox_messages) and ``pauses.py`` (handler_pauses, handler_failures, and the
+  held rows they release), each with the one SQL file of the same name beside it. The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
   ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
   other modules that talk SQL, and none touches a table's rows.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tests.infra_support import PACKAGE_DIR, ROOT
 
-DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql"}
+DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql", "pauses.py": "pauses.sql"}
 # Transaction control around the processor's handlers: savepoints and a setting, no table.
 TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
@@ -76,10 +77,17 @@ def _statements(sql_file: str) -> str:
 
 
 def test_each_table_is_in_its_own_sql_file_only() -> None:
-    for sql_file, table in (("inbox.sql", "webhook_events"), ("outbox.sql", "outbox_messages")):
-        other = next(f for f in DATA_MODULES.values() if f != sql_file)
+    owners = {"inbox.sql": "webhook_events", "outbox.sql": "outbox_messages"}
+    for sql_file, table in owners.items():
         assert table in _statements(sql_file)
-        assert table not in _statements(other)
+        for other in set(DATA_MODULES.values()) - {sql_file}:
+            # pauses.sql moves held rows (status 'held') and nothing else of webhook_events.
+            if (other, table) != ("pauses.sql", "webhook_events"):
+                assert table not in _statements(other), (other, table)
+    for table in ("handler_pauses", "handler_failures"):
+        assert table in _statements("pauses.sql")
+        # The lease reads the pauses (to hold what they match); nothing else does.
+        assert f"update {table}" not in _statements("inbox.sql").lower()
 
 
 def test_the_runtime_imports_neither_tools_nor_application() -> None:

@@ -51,6 +51,18 @@ class RetrySettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CircuitSettings:
+    """The per-handler circuit breaker: ``threshold`` consecutive failures of one handler key
+    (none more than ``window`` seconds after the previous) pause the key; one held event is let
+    through after the cool-down, which doubles up to its maximum, and a success resumes the key."""
+
+    circuit_failure_threshold: int = setting("CIRCUIT_FAILURE_THRESHOLD", 5)
+    circuit_window_seconds: float = setting("CIRCUIT_WINDOW_SECONDS", 600.0)
+    circuit_cooldown_seconds: int = setting("CIRCUIT_COOLDOWN_SECONDS", 60)
+    circuit_max_cooldown_seconds: int = setting("CIRCUIT_MAX_COOLDOWN_SECONDS", 900)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProvidersSettings:
     """The providers ingest verifies, inline (JSON or TOML) or in a file; the tools read the same
     (:func:`webhook_inbox.ingest.providers.registry`)."""
@@ -86,7 +98,7 @@ class IngestSettings(QueueSettings, RegistrySettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProcessorSettings(QueueSettings, RetrySettings):
+class ProcessorSettings(QueueSettings, RetrySettings, CircuitSettings):
     """The processor's: without a queue URL a retry waits for the sweeper instead of SQS."""
 
 
@@ -100,7 +112,7 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings):
+class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings, CircuitSettings):
     """The sweeper's: the variables, then tuning with fixed defaults."""
 
     outbox_max_attempts: int = setting("OUTBOX_MAX_ATTEMPTS", 10)

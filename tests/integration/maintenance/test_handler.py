@@ -183,7 +183,7 @@ def test_a_database_outage_fails_the_invocation_after_reporting_what_was_done(
     [aborted] = [
         line for line in _formatted_logs(sweeper_app, caplog) if line["message"] == "sweep aborted"
     ]
-    assert aborted["sweep"]["completed_steps"] == ["expire_leases"]
+    assert aborted["sweep"]["completed_steps"] == ["expire_leases", "paused_events"]
     assert "LeasesExpired" in aborted  # the counters so far, as EMF in the same line
     assert "LeasesExpired" in {name for name, _, _ in _emf_metrics(json.dumps(aborted))}
     # The connection is dropped, so the next invocation opens a fresh one...

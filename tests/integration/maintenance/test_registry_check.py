@@ -70,6 +70,10 @@ class Registry:
         monkeypatch.setenv("PROVIDERS_CONFIG", json.dumps({"providers": {"acme": LIVE}}))
         config.reset()
         aws.reset()
+
+    def attach(self) -> None:
+        """Watch the client the sweeper uses: loading the function chooses its own call limits
+        (``aws.use``), which may build a new client, so this comes after the load."""
         aws.client("secretsmanager").meta.events.register(
             "before-call.secrets-manager.GetSecretValue", self._inject
         )
@@ -93,6 +97,7 @@ def registry(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Registry:
 def sweeper_app(database_url: str, registry: Registry, events: RecordingEvents) -> ModuleType:
     app = load_function("sweeper")
     app.publisher = lambda: EventBridgePublisher(events, event_bus_name="default")
+    registry.attach()
     return app
 
 

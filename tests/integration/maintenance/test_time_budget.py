@@ -78,7 +78,7 @@ def test_time_running_out_after_a_batch_stops_the_run_and_the_next_run_finishes(
 
     assert report.reenqueued == 100
     assert report.stopped_early_at == "reenqueue"
-    assert report.completed_steps == ["expire_leases"]
+    assert report.completed_steps == ["expire_leases", "paused_events"]
     assert _pending_untouched_outbox(conn) == 5  # the outbox step never started
     assert report.backlog is not None  # the measurement fits in what is left
     assert report.backlog.event_counts["received"] == 250
@@ -158,5 +158,5 @@ def test_a_failed_row_brought_back_by_lease_expiry_waits_if_time_is_short(
 
     assert report.leases_expired == 1
     assert report.reenqueued == 0
-    assert report.stopped_early_at == "reenqueue"
+    assert report.stopped_early_at == "paused_events"  # the steps after it never started
     assert aws.queued_ids() == []

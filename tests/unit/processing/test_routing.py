@@ -83,3 +83,13 @@ def test_a_star_anywhere_but_the_end_is_refused_at_install(key: tuple[str, str])
     finally:
         handlers.clear()
         handlers.install(saved)
+
+
+@pytest.mark.usefixtures("routed")
+def test_the_key_of_the_chosen_handler_names_the_circuit_it_counts_towards() -> None:
+    # The circuit breaker counts failures per key: the key whose handler runs, pattern and all.
+    assert handlers.key_for("stripe", "invoice.paid") == "invoice.paid"
+    assert handlers.key_for("stripe", "invoice.payment_failed") == "invoice.payment_*"
+    assert handlers.key_for("stripe", "invoice.created") == "invoice.*"
+    assert handlers.key_for("stripe", "charge.refunded") == "*"
+    assert handlers.key_for("github", "push") is None

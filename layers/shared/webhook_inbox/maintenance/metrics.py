@@ -41,6 +41,8 @@ def emit_metrics(report: SweepReport, metrics: Any) -> None:
         # Rows sent to the queue, first sends and re-wakes alike (the log line tells them apart).
         ("Reenqueued", count, report.reenqueued + report.rewoken),
         ("EnqueueFailed", count, report.enqueue_failed),
+        ("HeldReleased", count, report.held_released),
+        ("ProbesSent", count, report.probes_sent),
         ("OutboxPublished", count, report.outbox_published),
         ("OutboxFailed", count, report.outbox_retried),
         ("OutboxDead", count, report.outbox_dead),
@@ -51,6 +53,10 @@ def emit_metrics(report: SweepReport, metrics: Any) -> None:
             ("OldestUnprocessedAgeSeconds", seconds, measured.oldest_unprocessed_age_seconds),
             ("OldestOutboxAgeSeconds", seconds, measured.oldest_outbox_age_seconds),
             ("DeadLetteredEvents", count, measured.dead_lettered_events),
+            ("HeldEvents", count, measured.event_counts["held"]),
+            ("OldestHeldAgeSeconds", seconds, measured.oldest_held_age_seconds),
+            ("OpenCircuits", count, measured.open_circuits),
+            ("OldestPauseAgeSeconds", seconds, measured.oldest_pause_age_seconds),
         ]
     for name, unit, value in values:
         if value:

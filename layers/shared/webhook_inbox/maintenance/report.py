@@ -14,6 +14,8 @@ MAX_REPORTED_ERRORS = 5
 class SweepReport:
     leases_expired: int = 0
     leases_dead_lettered: int = 0
+    held_released: int = 0  # rows of resumed pauses back to due
+    probes_sent: int = 0  # one held event per open circuit due a probe
     reenqueued: int = 0
     rewoken: int = 0  # stale rows re-woken (packed, up to 25 per message)
     enqueue_failed: int = 0

@@ -3,6 +3,8 @@ Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 
 1. lease expiry (:mod:`~webhook_inbox.maintenance.lease_expiry`): expired leases → failed (due
    now) or dead_letter;
+   paused events (:mod:`~webhook_inbox.maintenance.circuit_probes`): rows of resumed pauses →
+   due in arrival order; one held event per open circuit due a probe → due now;
 2. re-enqueue and re-wake (:mod:`~webhook_inbox.maintenance.reenqueue`): received rows never
    enqueued and failed rows now due → the processing queue, ``{"id": <row id>}`` in
    SendMessageBatch calls of ten; rows sent over 8 minutes ago and still waiting → re-woken,
@@ -34,6 +36,7 @@ from psycopg import Connection
 from webhook_inbox import deadlines
 from webhook_inbox.errors import StoreError
 from webhook_inbox.maintenance.backlog_measurement import BacklogMeasurement
+from webhook_inbox.maintenance.circuit_probes import PausedEvents
 from webhook_inbox.maintenance.context import Step, SweepContext, TimeBudget
 from webhook_inbox.maintenance.lease_expiry import LeaseExpiry
 from webhook_inbox.maintenance.outbox_publishing import OutboxPublishing
@@ -55,6 +58,7 @@ DEADLINE_ERROR = "the database did not answer before the run's deadline"
 # before retention, so a retention problem never costs the alarms their data point.
 STEPS: tuple[type[Step], ...] = (
     LeaseExpiry,
+    PausedEvents,
     Reenqueue,
     OutboxPublishing,
     BacklogMeasurement,

@@ -52,7 +52,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, deadlines, observability
 from webhook_inbox.errors import StoreError
-from webhook_inbox.processing import leasing, passes
+from webhook_inbox.processing import circuits, leasing, passes
 from webhook_inbox.processing.passes import MAX_ERROR_CHARS, EventResult
 from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.store import db, inbox
@@ -222,20 +222,20 @@ def _process_chunk(
 ) -> tuple[set[int], list[EventResult]]:
     """Lease ``row_ids``, run the passes and the suspects, commit, schedule retries; returns the
     rows SQS must deliver again and every outcome (dead letters of the lease included)."""
-    leased, results, skipped_while_locked = _lease_rows(
-        row_ids, owner=owner, remaining_ms=remaining_ms, settings=settings
-    )
+    chunk = _lease_rows(row_ids, owner=owner, remaining_ms=remaining_ms, settings=settings)
+    results = _dead_on_takeover(chunk.dead_lettered)
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    leased, suspects = _set_suspects_aside(conn, leased, owner=owner)
+    leased, suspects = _set_suspects_aside(conn, chunk.leased, owner=owner)
     results += _run_passes(conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings)
     alone, not_run = _run_suspects_alone(
         conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
     results += alone
+    circuits.settle(conn, results, failing=chunk.failing, settings=settings)
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
         _release_unfinished(conn, unfinished, owner=owner)
-    redeliver = set(unfinished) | skipped_while_locked | not_run
+    redeliver = set(unfinished) | chunk.skipped_while_locked | not_run
     redeliver |= _schedule_retries(conn, results, settings)
     return redeliver, results
 
@@ -246,9 +246,9 @@ def _lease_rows(
     owner: str,
     remaining_ms: Callable[[], int],
     settings: ProcessorSettings,
-) -> tuple[list[LeasedEvent], list[EventResult], set[int]]:
-    """Lease ``row_ids``; returns the leased events, the outcomes of the rows the lease
-    dead-lettered, and the claimable rows it could not lease (SQS must redeliver those)."""
+) -> leasing.ChunkLease:
+    """Lease ``row_ids``: the leased events, the rows the lease dead-lettered or a pause held,
+    and the claimable rows it could not lease (SQS must redeliver those)."""
     chunk = leasing.lease_chunk(
         row_ids,
         owner=owner,
@@ -257,7 +257,9 @@ def _lease_rows(
     )
     if chunk.unknown:
         metrics.add_metric(name="PoisonMessages", unit=MetricUnit.Count, value=chunk.unknown)
-    return chunk.leased, _dead_on_takeover(chunk.dead_lettered), chunk.skipped_while_locked
+    if chunk.held:
+        metrics.add_metric(name="Held", unit=MetricUnit.Count, value=len(chunk.held))
+    return chunk
 
 
 def _dead_on_takeover(dead_lettered: list[LeasedEvent]) -> list[EventResult]:

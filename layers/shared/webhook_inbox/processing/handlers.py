@@ -67,6 +67,16 @@ def handler_for(provider: str, event_type: str) -> Handler | None:
     return None
 
 
+def key_for(provider: str, event_type: str) -> str | None:
+    """The type of the key :func:`handler_for` chose (``invoice.*`` for a pattern), or None."""
+    if (provider, event_type) in HANDLERS:
+        return event_type
+    for prefix, _ in _PATTERNS.get(provider, ()):
+        if event_type.startswith(prefix):
+            return prefix + WILDCARD
+    return None
+
+
 def clear() -> None:
     """Forget every handler (a new execution environment, or a test's own map)."""
     HANDLERS.clear()

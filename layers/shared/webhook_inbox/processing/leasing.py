@@ -33,6 +33,8 @@ class ChunkLease:
     dead_lettered: list[LeasedEvent]  # by the lease itself, as lease_expired
     skipped_while_locked: set[int]  # claimable but not leased: SQS must deliver them again
     unknown: int  # ids with no row (poison: acknowledged)
+    held: list[int]  # an active pause matched them: held, acknowledged
+    failing: set[str]  # providers with a handler in a run of failures (see circuits.py)
 
 
 def _prepare_kept_connection() -> psycopg.Connection[Any]:
@@ -72,13 +74,14 @@ def lease_chunk(
     )
     leased = first.leased + again.leased
     dead = first.dead_lettered + again.dead_lettered
-    taken = {event.id for event in leased + dead}
+    held = first.held + again.held
+    taken = {event.id for event in leased + dead} | set(held)
     not_leased = [row_id for row_id in row_ids if row_id not in taken]
     skipped, unknown = set[int](), 0
     if not_leased:
         with translate():
             skipped, unknown = _report_not_leased(conn, not_leased)
-    return ChunkLease(leased, dead, skipped, unknown)
+    return ChunkLease(leased, dead, skipped, unknown, held, first.failing | again.failing)
 
 
 def _lease_briefly_locked(
@@ -99,7 +102,7 @@ def _lease_briefly_locked(
     Ingest and the sweeper stamp ``enqueued_at`` and commit before they send, so the wake-up
     itself never races a lock.
     """
-    taken = {event.id for event in first.leased + first.dead_lettered}
+    taken = {event.id for event in first.leased + first.dead_lettered} | set(first.held)
     missing = [row_id for row_id in row_ids if row_id not in taken]
     if not missing:
         return Leases()

@@ -80,6 +80,7 @@ class EventResult:
     retry_delay_s: float | None = None
     latency: timedelta | None = None
     error_kind: str | None = None
+    error: str | None = None  # describe_error's message: bounded, never payload text
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,7 @@ def _record_failure(
     kind, message = describe_error(failure)
     if isinstance(failure, PermanentEventError) or event.attempts >= settings.max_attempts:
         inbox.mark_dead_letter(conn, event.id, owner=owner, error_kind=kind, error=message)
-        return EventResult(event, "dead_letter", ms, error_kind=kind)
+        return EventResult(event, "dead_letter", ms, error_kind=kind, error=message)
     delay = backoff_delay(
         event.attempts,
         base_seconds=settings.retry_base_seconds,
@@ -351,4 +352,4 @@ def _record_failure(
     inbox.mark_failed(
         conn, event.id, owner=owner, delay_seconds=delay, error_kind=kind, error=message
     )
-    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind)
+    return EventResult(event, "failed", ms, retry_delay_s=delay, error_kind=kind, error=message)

@@ -191,7 +191,8 @@ def take_leases(
 
     A row taken over from an expired lease with ``max_attempts`` spent is dead-lettered as
     ``lease_expired`` (as the sweeper's :func:`expire_leases` would) and returned apart, so the
-    caller can report it like any other dead letter.
+    caller can report it like any other dead letter; a row an active pause matches is held
+    (``Leases.held``: no attempt, no lease) until ``webhook-inbox resume`` or its circuit closes.
     """
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
@@ -203,8 +204,13 @@ def take_leases(
     leases = Leases()
     for row in rows:
         status = row.pop("status")
-        bucket = leases.leased if status == "processing" else leases.dead_lettered
-        bucket.append(LeasedEvent(**row))
+        if row.pop("failing"):
+            leases.failing.add(row["provider"])
+        if row.pop("held"):
+            leases.held.append(row["id"])
+        else:
+            bucket = leases.leased if status == "processing" else leases.dead_lettered
+            bucket.append(LeasedEvent(**row))
     return leases
 
 

@@ -46,11 +46,15 @@ class LeasedEvent:
 
 @dataclass(frozen=True)
 class Leases:
-    """What one lease statement did: the rows it leased, and the rows taken over from an
-    expired lease with their attempts spent, which it dead-lettered instead (``lease_expired``)."""
+    """What one lease statement did: the rows it leased, the rows taken over from an expired
+    lease with their attempts spent, which it dead-lettered instead (``lease_expired``), and the
+    rows a pause holds."""
 
     leased: list[LeasedEvent] = field(default_factory=list)
     dead_lettered: list[LeasedEvent] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)  # an active pause matched: held, not leased
+    # Providers with a handler in a run of failures: a success of theirs must end the run.
+    failing: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)

@@ -77,32 +77,49 @@ UPDATE webhook_events
 -- A row taken over from an expired lease (SQS redelivered it before a sweep expired the lease)
 -- is recorded exactly as expire_leases would have recorded it (SET reads the row as it was
 -- before the update): once its attempts are spent (max_attempts; NULL: no limit) it becomes
--- dead_letter, attempts unchanged, instead of being leased. It comes back with that status so
--- the caller leaves it out: only the 'processing' rows of the answer are leased.
+-- dead_letter, attempts unchanged, instead of being leased. A row an active pause matches
+-- (handler_pauses: its provider, and its type by handler_pause_matches) is held instead, unless
+-- it was never tried and the pause lets new rows through (a circuit not yet open), or it is
+-- that circuit's probe: no attempt, no lease, its status kept (failed if taken over from
+-- an expired lease) and due never: available_at '9999-01-01 00:00:00+00', the held rows' mark
+-- (finite: clients read it as a date, where 'infinity' breaks them). Both come back marked so
+-- the caller leaves them out: only the 'processing' rows are leased.
+-- failing: the provider has a handler with a run of failures, so a success must end it.
 UPDATE webhook_events AS e
-   SET status = CASE WHEN c.spent THEN 'dead_letter' ELSE 'processing' END,
-       lease_owner = CASE WHEN c.spent THEN NULL ELSE %(owner)s END,
-       lease_expires_at = CASE WHEN c.spent THEN NULL
+   SET status = CASE WHEN c.spent THEN 'dead_letter'
+                     WHEN c.held THEN (CASE WHEN e.status = 'processing' THEN 'failed' ELSE e.status END)
+                     ELSE 'processing' END,
+       lease_owner = CASE WHEN c.spent OR c.held THEN NULL ELSE %(owner)s END,
+       lease_expires_at = CASE WHEN c.spent OR c.held THEN NULL
                                ELSE now() + make_interval(secs => %(lease_seconds)s) END,
-       attempts = CASE WHEN c.spent THEN e.attempts ELSE e.attempts + 1 END,
-       available_at = CASE WHEN c.spent THEN now() ELSE e.available_at END,
-       enqueued_at = CASE WHEN c.spent THEN NULL ELSE e.enqueued_at END,
+       attempts = CASE WHEN c.spent OR c.held THEN e.attempts ELSE e.attempts + 1 END,
+       available_at = CASE WHEN c.spent THEN now()
+                           WHEN c.held THEN timestamptz '9999-01-01 00:00:00+00'
+                           ELSE e.available_at END,
+       enqueued_at = CASE WHEN c.spent OR c.held THEN NULL ELSE e.enqueued_at END,
        updated_at = now(),
        error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
        last_error = CASE WHEN e.status = 'processing'
                          THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
                          ELSE e.last_error END
-  FROM (SELECT id, coalesce(status = 'processing' AND attempts >= %(max_attempts)s::int, false) AS spent
-          FROM webhook_events
-         WHERE id = ANY(%(ids)s)
-           AND (status = 'received'
-                OR (status = 'failed' AND available_at <= now())
-                OR (status = 'processing' AND lease_expires_at <= now()))
-         ORDER BY id
+  FROM (SELECT w.id,
+               coalesce(w.status = 'processing' AND w.attempts >= %(max_attempts)s::int, false) AS spent,
+               EXISTS (SELECT FROM handler_pauses p
+                        WHERE p.resumed_at IS NULL AND p.provider = w.provider
+                          AND handler_pause_matches(p.event_type, w.event_type)
+                          AND (p.holds_new OR w.attempts > 0)
+                          AND p.probe_event_id IS DISTINCT FROM w.id) AS held,
+               EXISTS (SELECT FROM handler_failures f WHERE f.provider = w.provider) AS failing
+          FROM webhook_events w
+         WHERE w.id = ANY(%(ids)s)
+           AND (w.status = 'received'
+                OR (w.status = 'failed' AND w.available_at <= now())
+                OR (w.status = 'processing' AND w.lease_expires_at <= now()))
+         ORDER BY w.id
            FOR UPDATE SKIP LOCKED) AS c
  WHERE e.id = c.id
 RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
-          e.attempts, e.received_at, e.lease_expires_at, e.error_kind
+          e.attempts, e.received_at, e.lease_expires_at, e.error_kind, c.held, c.failing
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
@@ -240,12 +257,14 @@ UPDATE webhook_events
 -- Only the non-terminal statuses and dead_letter: counting processed rows would scan the bulk of
 -- the table every minute. Served by webhook_events_status_received_idx (status, received_at).
 -- Ages are computed by the database clock, the same clock that wrote received_at.
-SELECT status,
+-- Held rows (available_at '9999-01-01 00:00:00+00') are counted apart, as 'held': they wait for a
+-- resume, not for the stack.
+SELECT CASE WHEN available_at = '9999-01-01 00:00:00+00' THEN 'held' ELSE status END AS status,
        count(*) AS count,
        extract(epoch FROM now() - min(received_at))::float8 AS oldest_age_seconds
   FROM webhook_events
  WHERE status IN ('received', 'processing', 'failed', 'dead_letter')
- GROUP BY status
+ GROUP BY 1
 
 -- name: purge_payloads
 -- Drop the payload of processed / ignored rows older than the payload retention. dead_letter rows
