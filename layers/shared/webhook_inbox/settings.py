@@ -52,9 +52,11 @@ class RetrySettings:
 
 @dataclass(frozen=True, kw_only=True)
 class CircuitSettings:
-    """The per-handler circuit breaker: ``threshold`` consecutive failures of one handler key
-    (none more than ``window`` seconds after the previous) pause the key; one held event is let
-    through after the cool-down, which doubles up to its maximum, and a success resumes the key."""
+    """The per-handler circuit breaker (:mod:`webhook_inbox.processing.circuits`): a key failing
+    twice with no success between holds its failed events; ``threshold`` consecutive failures
+    (none more than ``window`` seconds after the previous) hold every event of the key, and one
+    is let through per cool-down, doubling up to its maximum; the key's first success resumes
+    it. A key not yet at the threshold and quiet for ``window`` seconds is resumed too."""
 
     circuit_failure_threshold: int = setting("CIRCUIT_FAILURE_THRESHOLD", 5)
     circuit_window_seconds: float = setting("CIRCUIT_WINDOW_SECONDS", 600.0)

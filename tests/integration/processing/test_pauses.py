@@ -201,3 +201,34 @@ def test_failures_beside_successes_are_poison_not_an_outage(
         invoke(processor, sqs_event_for(ids))
     assert _circuit(conn) is None  # each chunk had a success: no run of failures
     assert _held(conn) == []
+
+
+def test_a_first_failure_keeps_the_retry_schedule(
+    conn: psycopg.Connection[Any], processor: ModuleType, registry: dict[Any, Any]
+) -> None:
+    downstream = Downstream()
+    registry[("stripe", "invoice.paid")] = downstream.handler
+    [row_id] = _store(conn, "invoice.paid")
+    invoke(processor, sqs_event_for([row_id]))
+    failed = row(conn, row_id)
+    # Retried on the usual backoff (seconds away), not held: one failure says nothing yet.
+    assert failed["status"] == "failed"
+    assert failed["available_at"].year < 9999
+    assert _circuit(conn) is None
+    # Failing again with no success between: the key gets a circuit holding what failed.
+    _make_due(conn)
+    invoke(processor, sqs_event_for([row_id]))
+    circuit = _circuit(conn)
+    assert circuit is not None
+    assert (circuit["holds_new"], circuit["reason"]) == (False, "failing: 2 consecutive failures")
+    _make_due(conn)
+    invoke(processor, sqs_event_for([row_id]))
+    assert _held(conn) == [row_id]
+    assert row(conn, row_id)["attempts"] == 2
+    # Quiet for the window, with no new event to test the handler: resumed, and tried again.
+    conn.execute("UPDATE handler_failures SET last_failure_at = now() - interval '11 minutes'")
+    assert pauses.expire_quiet_circuits(conn, window_seconds=600) == 1
+    assert pauses.release_resumed(conn) == 1
+    downstream.up = True
+    invoke(processor, sqs_event_for([row_id]))
+    assert row(conn, row_id)["status"] == "processed"

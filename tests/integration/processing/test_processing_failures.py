@@ -26,7 +26,7 @@ from webhook_inbox import config
 from webhook_inbox.errors import RetryableEventError
 from webhook_inbox.processing import batch as processing
 from webhook_inbox.settings import ProcessorSettings
-from webhook_inbox.store import inbox
+from webhook_inbox.store import inbox, pauses
 from webhook_inbox.store.inbox import LeasedEvent
 
 SECRET = "card-4242-4242-secret-marker"
@@ -197,15 +197,21 @@ def test_attempts_exhausted_go_to_dead_letter_with_a_metric(
     registry: dict[tuple[str, str], Any],
     log_output: io.StringIO,
 ) -> None:
+    # Poison: this event fails every time while the handler succeeds on the others. (A handler
+    # failing on everything is an outage instead: its circuit holds the events, test_pauses.py.)
     def not_ready(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
-        raise RetryableEventError("upstream account not provisioned yet")
+        if event.payload.get("poison"):
+            raise RetryableEventError("upstream account not provisioned yet")
 
     registry[("stripe", "invoice.paid")] = not_ready
-    row_id = store_event(conn, event_type="invoice.paid", payload={})
+    row_id = store_event(conn, event_type="invoice.paid", payload={"poison": True})
 
     for attempt in (1, 2):  # MAX_ATTEMPTS is 3 in these tests
         assert failures(invoke(processor, sqs_event_for([row_id]))) == []
         assert (row(conn, row_id)["status"], row(conn, row_id)["attempts"]) == ("failed", attempt)
+        healthy = store_event(conn, event_type="invoice.paid", payload={"n": attempt})
+        invoke(processor, sqs_event_for([healthy]))  # the handler works: the run of failures ends
+        pauses.release_resumed(conn)  # the sweeper: whatever its circuit held is due again
         make_due(conn, row_id)
     log_output.seek(0)
     log_output.truncate()

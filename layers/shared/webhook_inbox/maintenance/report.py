@@ -40,7 +40,23 @@ class SweepReport:
             self.errors.append(entry)
 
     def as_log(self) -> dict[str, Any]:
-        """The one summary log line: counts and step names only, never ids or payloads."""
+        """The one summary log line: counts and step names only, never ids or payloads. The
+        pause fields only when there is something to say: a stack that pauses nothing pays no
+        log bytes for them (every run writes this line)."""
         fields = asdict(self)
-        fields["backlog"] = asdict(self.backlog) if self.backlog else None
+        for name in _PAUSE_COUNTS:
+            if not fields[name]:
+                del fields[name]
+        if self.backlog:
+            backlog = asdict(self.backlog)
+            for name in _PAUSE_GAUGES:
+                if not backlog[name]:
+                    del backlog[name]
+            if not backlog["event_counts"].get("held"):
+                backlog["event_counts"].pop("held", None)
+            fields["backlog"] = backlog
         return fields
+
+
+_PAUSE_COUNTS = ("held_released", "probes_sent")
+_PAUSE_GAUGES = ("oldest_held_age_seconds", "open_circuits", "oldest_pause_age_seconds")

@@ -65,9 +65,10 @@ SELECT p.provider, p.event_type, p.reason, p.paused_by, p.paused_at, p.circuit, 
 -- name: record_handler_outcomes
 -- After a chunk commits: each handler key's failures extend its run (a run whose last failure
 -- is older than window_seconds starts again), a success ends it, and with it the key's circuit.
--- A key that failed has a circuit from then on: holding its failed events (their retries wait
--- for the key to work again), and every event once the run reaches threshold (open; probed
--- after cooldown_seconds). An operator's pause of the same key is left as it is. Keys in sorted
+-- A first failure is retried on the usual schedule; a key that fails again with no success in
+-- between gets a circuit: it holds the key's failed events (their retries wait for the key to
+-- work again), and every event once the run reaches threshold (open; probed after
+-- cooldown_seconds). An operator's pause of the same key is left as it is. Keys in sorted
 -- order, so two processors lock them in the same order. Answers the circuits that opened (the
 -- run crossed the threshold just now) and closed.
 WITH outcome AS (
@@ -97,11 +98,14 @@ WITH outcome AS (
     INSERT INTO handler_pauses AS p (provider, event_type, reason, paused_by, circuit, holds_new,
                                      last_error, cooldown_seconds, probe_at)
     SELECT provider, handler_key,
-           CASE WHEN consecutive >= %(threshold)s THEN 'circuit open: ' ELSE 'failing: ' END
-               || consecutive || ' consecutive failures',
-           'circuit breaker', true, consecutive >= %(threshold)s, last_error,
+           CASE WHEN k.consecutive >= %(threshold)s THEN 'circuit open: ' ELSE 'failing: ' END
+               || k.consecutive || ' consecutive failures',
+           'circuit breaker', true, k.consecutive >= %(threshold)s, k.last_error,
            %(cooldown_seconds)s, now() + make_interval(secs => %(cooldown_seconds)s)
-      FROM counted
+      FROM counted k
+      JOIN outcome o USING (provider, handler_key)
+     -- The run began before this chunk, or reached the threshold in it.
+     WHERE k.consecutive > o.failures OR k.consecutive >= %(threshold)s
     ON CONFLICT (provider, event_type) WHERE resumed_at IS NULL DO UPDATE
        SET reason = excluded.reason, last_error = excluded.last_error,
            holds_new = p.holds_new OR excluded.holds_new,
