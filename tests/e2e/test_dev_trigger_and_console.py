@@ -101,6 +101,20 @@ def test_trigger_reaches_dev_and_the_console_says_why_deliveries_are_refused(
     wait_until(
         lambda: status_of(database_url, "stripe", event_id[1]) == "processed", 30, "processed"
     )
+    # The console tells a handler that changed something from one that changed nothing: the
+    # same customer twice, as two events (the second's guarded insert changes no row).
+    same: list[str] = []
+    for _ in range(2):
+        sent = run("trigger", "stripe", "customer.created", "--override",
+                   "data.object.id=cus_console_twice", cwd=tmp_path)  # fmt: skip
+        found = re.search(r"\] (evt_\w+) -> 202 Accepted", sent.stdout)
+        assert found, sent.stdout + sent.stderr
+        same.append(found[1])
+        wait_until(lambda: status_of(database_url, "stripe", same[-1]) == "processed", 30, "done")
+    dev.wait_for(rf"stripe/{same[0]} \[customer\.created\] \S+ -> processed attempt 1$",
+                 timeout=30)  # fmt: skip
+    dev.wait_for(rf"stripe/{same[1]} \[customer\.created\] \S+ -> processed attempt 1, no change$",
+                 timeout=30)  # fmt: skip
     # Into the dev database, from dev's folder: the URL, and psql on it.
     url = run("psql", "--url", cwd=tmp_path)
     assert (url.returncode, url.stdout.strip()) == (0, database_url), url.stderr

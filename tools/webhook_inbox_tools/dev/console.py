@@ -14,6 +14,7 @@ import psycopg
 from webhook_inbox.errors import WebhookInboxError
 from webhook_inbox.store import db
 from webhook_inbox.store.queries import SqlFile
+from webhook_inbox_tools.dev import changes
 from webhook_inbox_tools.dev.workers import say
 
 _statement = SqlFile("dev", package="webhook_inbox_tools").statement
@@ -61,6 +62,8 @@ class Console:
                     if error and status in {"failed", "dead_letter"}:
                         detail += f" ({kind}: {error[:80]})"
                     change = f"{status} again" if was == status else f"{was} -> {status}"
+                    if status == "processed" and not changes.changed(conn, row_id):
+                        detail += ", no change"  # the handler wrote nothing and emitted nothing
                     say("event", f"{provider}/{event_id} [{event_type}] {change}{detail}")
                     since = max(since, updated - timedelta(seconds=1))
 

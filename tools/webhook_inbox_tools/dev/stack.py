@@ -28,7 +28,7 @@ from webhook_inbox.errors import ConfigurationError, WebhookInboxError
 from webhook_inbox.ingest import provider_registry
 from webhook_inbox.store import db
 from webhook_inbox.store.migrate import migrate
-from webhook_inbox_tools.dev import postgres_tcp, refusals
+from webhook_inbox_tools.dev import changes, postgres_tcp, refusals
 from webhook_inbox_tools.dev.console import Console
 from webhook_inbox_tools.dev.gateway import IngestGateway
 from webhook_inbox_tools.dev.reaper import RELEASE, reaper_main
@@ -72,6 +72,7 @@ class DevStack:
     def __init__(self, options: DevOptions) -> None:
         self.options = options
         self.database_url = ""
+        self._runtime_tables: set[str] = set()  # the tables before your migrations ran
         self.port = 0
         self.endpoint = ""
         self.queue_url = ""
@@ -140,8 +141,11 @@ class DevStack:
             say("dev", f"started a throwaway PostgreSQL in {self._pg_dir}")
         self.database_url = url
         with db.connect(url, application_name="webhook-inbox-dev") as conn:
-            applied = migrate(conn) + migrate(conn, package="webhook_inbox_app")
+            applied = migrate(conn)
+            self._runtime_tables = changes.tables(conn)
+            applied += migrate(conn, package="webhook_inbox_app")
             refusals.create_table(conn)
+            changes.watch(conn, changes.tables(conn) - self._runtime_tables)
         say("dev", f"migrations applied: {', '.join(applied) or 'none needed'}")
         if self._gateway is not None:
             self._gateway.on_refused = refusals.Recorder(url).record
@@ -293,6 +297,7 @@ class DevStack:
         try:
             with db.connect(self.database_url, application_name="webhook-inbox-dev") as conn:
                 applied = migrate(conn, package="webhook_inbox_app")
+                changes.watch(conn, changes.tables(conn) - self._runtime_tables)
             if applied:
                 say("dev", f"migrations applied: {', '.join(applied)}")
             self._start_workers()

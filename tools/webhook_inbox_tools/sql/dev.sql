@@ -44,3 +44,44 @@ SELECT provider, count(*) FROM dev_refused_deliveries
 
 -- name: has_refused_deliveries
 SELECT to_regclass('dev_refused_deliveries') IS NOT NULL
+
+-- name: create_handler_changes
+-- dev's record of which events' handlers wrote a row of your tables: one row per event and
+-- transaction, written by a row trigger dev puts on each of your tables (never on a deployed
+-- stack). A handler's statement that changes no row (a guarded upsert, an update that matches
+-- nothing, an insert that conflicts) fires no row trigger, so leaves nothing here.
+CREATE TABLE IF NOT EXISTS dev_handler_changes (
+    event_row_id bigint NOT NULL,
+    xact         xid8   NOT NULL DEFAULT pg_current_xact_id(),
+    PRIMARY KEY (event_row_id, xact)
+)
+
+-- name: create_change_trigger_function
+-- The event whose handler is running: the careful pass's mark (webhook_inbox.handler), else the
+-- last token of the fast pass's list (webhook_inbox.processing.handlers); both are set by the
+-- processor's handler guard (store/sql/handler_guard.sql) before each handler runs.
+CREATE OR REPLACE FUNCTION dev_note_handler_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    token text := nullif(current_setting('webhook_inbox.handler', true), '');
+BEGIN
+    IF token IS NULL THEN
+        token := substring(coalesce(current_setting('webhook_inbox.processing.handlers', true), '')
+                           FROM '([0-9]+),$');
+    END IF;
+    IF token IS NOT NULL THEN
+        INSERT INTO dev_handler_changes (event_row_id) VALUES (token::bigint)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$
+
+-- name: handler_changed
+-- Whether the run that marked the event processed (the transaction that wrote the row's current
+-- version) changed a row of your tables or queued an outbox message.
+SELECT EXISTS (SELECT FROM dev_handler_changes c
+                WHERE c.event_row_id = e.id AND xid(c.xact) = e.xmin)
+       OR EXISTS (SELECT FROM outbox_messages m
+                   WHERE m.source_event_id = e.id AND m.xmin = e.xmin)
+  FROM webhook_events e
+ WHERE e.id = %(id)s
