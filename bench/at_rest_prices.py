@@ -32,7 +32,6 @@ FREE_TYPES = {
     "AWS::IAM::ManagedPolicy": "IAM has no charge",
     "AWS::Lambda::Function": "billed per invocation: the schedule and traffic",
     "AWS::Lambda::Permission": "a resource policy",
-    "AWS::Lambda::Url": "no charge beyond the function's invocations",
     "AWS::Lambda::LayerVersion": "code storage is a quota (75 GB), not billed",
     "AWS::Lambda::EventInvokeConfig": "configuration",
     "AWS::Logs::LogGroup": "billed by the bytes written and kept: counted with the lines",

@@ -180,6 +180,18 @@ def _alarms(d: Deployment) -> list[Line]:
     return lines
 
 
+def _function_url(d: Deployment, name: str) -> list[Line]:
+    """A Function URL bills nothing of its own, its function per invocation. Ingest's serves
+    deliveries (traffic); an IAM one (the operator functions) serves operators' commands only,
+    so its function costs nothing at rest, and its line says so."""
+    props = d.props(name)
+    if props.get("AuthType") != "AWS_IAM":
+        return []
+    function = str(props["TargetFunctionArn"]).strip("<>").split(".")[0]
+    what = "invoked only by operators' commands (IAM Function URL), no provisioned concurrency"
+    return [Line(f"{function}: {what}", 0, p.LAMBDA_REQUEST)]
+
+
 def _pollers(d: Deployment, name: str) -> list[Line]:
     props = d.props(name)
     source = d.resources[name]["Properties"].get("EventSourceArn")
@@ -209,6 +221,7 @@ PER_RESOURCE: dict[str, Callable[[Deployment, str], list[Line]]] = {
     "AWS::SecretsManager::Secret": _secret,
     "AWS::CloudWatch::Dashboard": _dashboard,
     "AWS::Lambda::EventSourceMapping": _pollers,
+    "AWS::Lambda::Url": _function_url,
 }
 # Priced as a whole (by kind, or through what they run or feed) rather than one by one.
 PRICED_TOGETHER = {

@@ -32,11 +32,15 @@ FUNCTIONS = {
     "ingest": "IngestFunction",
     "processor": "ProcessorFunction",
     "sweeper": "SweeperFunction",
+    # Either operator function (the same code at two levels; one alarm watches both): the act
+    # one stands for them here.
+    "operator": "OperatorActFunction",
 }
 LOG_GROUP = {
     "ingest": "IngestLogGroup",
     "processor": "ProcessorLogGroup",
     "sweeper": "SweeperLogGroup",
+    "operator": "OperatorActLogGroup",
 }
 
 
@@ -214,6 +218,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("sweeper", lasting("sweep_database_down", replaces="sweeper")),
         ("sweeper", raising("sweeper")),
     ],
+    "an operator function raises": [("operator", raising("operator"))],
     "a function times out": [(fn, killed(fn, "timeout")) for fn in FUNCTIONS],
     "a function runs out of memory": [
         (fn, killed(fn, "error", "Runtime.OutOfMemory")) for fn in FUNCTIONS
@@ -289,7 +294,7 @@ def expected_alarm(row: Row, function: str) -> str | None:
     if row.anchor is None:
         assert row.alarm == "none (designed)", row
         return None
-    if row.alarm == "ingest-, processor- or sweeper-errors":
+    if row.alarm == "ingest-, processor-, sweeper- or operator-errors":
         return f"{function}-errors"
     return row.alarm
 

@@ -36,6 +36,7 @@ from tests.e2e.dev_support import (
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
 from tests.support import ROOT
 from webhook_inbox.ingest import provider_registry, providers
+from webhook_inbox_tools.cli.params import operator_name
 from webhook_inbox_tools.dev.env_file import running_dev_environment
 from webhook_inbox_tools.dev.reaper import stop_postgres
 
@@ -307,6 +308,46 @@ def test_operator_commands_from_another_shell_use_the_written_environment(
     os.killpg(dev.proc.pid, signal.SIGTERM)
     assert dev.proc.wait(timeout=STOP_WITHIN_S) == 0
     assert not env_file.exists()  # a stale environment would point at a stack that is gone
+
+
+def test_operator_commands_in_the_dev_folder_go_through_its_operator_function(
+    started: list[DevProcess], tmp_path: Path
+) -> None:
+    """No database named anywhere: the commands run from dev's folder find its operator URLs in
+    its env file and go through the operator function on its gateway, which records the local
+    user as the operator, exactly as a deployed stack's records the AWS principal."""
+    dev = start(started, cwd=tmp_path)
+    port = int(dev.wait_for(r"POST http://127\.0\.0\.1:(\d+)/webhooks/")[1])
+    database_url = dev.wait_for(r"DATABASE_URL=(\S+)")[1]
+    dev.wait_for(r"ready; Ctrl-C stops everything")
+    headers, body = _stripe_delivery()
+    event_id = json.loads(body)["id"]
+    assert post(f"http://127.0.0.1:{port}/webhooks/stripe", headers, body) == 202
+    dev.wait_for(rf"stripe/{event_id} \[customer\.created\] .*-> processed", timeout=30)
+    first_processed = processed_at(database_url)
+    shell = {**clean_env(), "USER": "e2e-operator"}  # the CLI's user: not who is recorded
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CONSOLE_SCRIPT), *argv], cwd=tmp_path, env=shell,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    listed = run("events", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [e["event_id"] for e in json.loads(listed.stdout)["events"]] == [event_id]
+    dev.wait_for(r"operator \| POST /operator/read -> 200", timeout=10)
+    refused = run("replay", "stripe", event_id, "--reason", "r", "--operator", "bob")
+    assert refused.returncode == 2
+    assert "--operator does not apply through the webhook-inbox dev running here" in refused.stderr
+    replay = run("replay", "stripe", event_id, "--reason", "through dev's operator function")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    dev.wait_for(r"operator \| POST /operator/act -> 200", timeout=10)
+    wait_until(lambda: processed_at(database_url) > first_processed, 30, "processed again")
+    with psycopg.connect(database_url) as conn:
+        operators = conn.execute("SELECT operator FROM operator_actions").fetchall()
+    # dev's user (its environment is this one's), never the CLI's $USER or a name it gave
+    assert operators == [(f"local:{operator_name(None)}",)]
 
 
 def _a_provider_written_to_the_registry_is_served(env_file: Path, port: int) -> None:

@@ -2,8 +2,9 @@
 
 - The package's top level holds only the shared base (a few modules) and the stage folders.
 - The shared base imports only the shared base; the store imports the base; a stage (ingest,
-  processing, maintenance, deploy) imports the base, the store's public modules and its own
-  modules, and another stage only through the modules that stage lists in its ``__all__``.
+  processing, maintenance, operations, deploy) imports the base, the store's public modules and
+  its own modules, and another stage only through the modules that stage lists in its
+  ``__all__``.
 - Each function's entry point imports the base, the store and its own stage.
 """
 
@@ -29,7 +30,7 @@ BASE = {
     "wakeups",
 }
 STORE = "store"
-STAGES = {"ingest", "processing", "maintenance", "deploy"}
+STAGES = {"ingest", "processing", "maintenance", "operations", "deploy"}
 # Each function's own stage: the migrations custom resource runs the store's migrations.
 ENTRY_STAGE = {
     "ingest": "ingest",
@@ -38,6 +39,7 @@ ENTRY_STAGE = {
     "migrations": "deploy",
     "database_protection": "deploy",
     "database_log_groups": "deploy",
+    "operator": "operations",
 }
 
 
@@ -140,6 +142,9 @@ def test_every_stage_declares_what_others_may_import() -> None:
         ("base", "webhook_inbox.store.db", False),
         ("base", "webhook_inbox.errors", True),
         ("ingest", "webhook_inbox.ingest.schemes.base", True),  # its own
+        ("operations", "webhook_inbox.store.inbox", True),
+        ("maintenance", "webhook_inbox.operations.actions", False),  # operations has no public
+        ("operations", "webhook_inbox.processing.batch", False),
     ],
 )
 def test_the_rule_itself(owner: str, module: str, allowed: bool) -> None:

@@ -5,7 +5,9 @@
   held rows they release), each with the one SQL file of the same name beside it. The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
   ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
-  other modules that talk SQL, and none touches a table's rows.
+  other modules that talk SQL, and none touches a table's rows; the one exception is the
+  operator's stage (``operations/``), whose ``listings.py`` and ``actions.py`` run the audited
+  operator statements of its own ``sql/operator_actions.sql`` and no other file's.
 - The entry points (functions/*/app.py) run no SQL themselves.
 - The runtime package imports neither the tools nor the application (it must run without them:
   only the processor's and migrations' entry points install the application).
@@ -26,6 +28,9 @@ DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql", "pauses.py":
 # Transaction control around the processor's handlers: savepoints and a setting, no table.
 TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
+# The operator's listings, replays and retries (webhook_inbox.operations), audited.
+OPERATOR_SQL = PACKAGE_DIR / "operations" / "sql" / "operator_actions.sql"
+OPERATOR_MODULES = {"listings.py", "actions.py"}
 SQL_CALLS = {"execute", "executemany", "copy", "query"}
 
 
@@ -48,7 +53,22 @@ def test_only_the_data_modules_run_sql() -> None:
         for path in _runtime_modules()
         if path.name != "queries.py" and _calls(path) & SQL_CALLS
     }
-    assert running_sql == set(DATA_MODULES) | set(TRANSACTION_GUARD) | SCHEMA_AND_SESSION
+    assert running_sql == (
+        set(DATA_MODULES) | set(TRANSACTION_GUARD) | SCHEMA_AND_SESSION | OPERATOR_MODULES
+    )
+
+
+def test_the_operators_statements_are_its_own_files_only() -> None:
+    """operations/ runs the statements of operator_actions.sql (``statement``, bound once in
+    listings.py) and no other SQL file's; no other stage loads that file."""
+    operations = PACKAGE_DIR / "operations"
+    assert sorted(p.name for p in (operations / "sql").glob("*.sql")) == [OPERATOR_SQL.name]
+    for path in _runtime_modules():
+        loads = re.findall(r"SqlFile\(([^)]*)\)", path.read_text())
+        if path.parent == operations:
+            assert all("webhook_inbox.operations" in call for call in loads), path
+        else:
+            assert not any("operations" in call for call in loads), path
 
 
 def test_the_entry_points_run_no_sql_of_their_own() -> None:
@@ -114,9 +134,7 @@ def test_the_state_machine_page_names_every_statement_and_only_real_ones() -> No
     runtime = set().union(
         *(_statement_names(PACKAGE_DIR / "store" / "sql" / f) for f in DATA_MODULES.values())
     )
-    tools = _statement_names(
-        ROOT / "tools" / "webhook_inbox_tools" / "sql" / "operator_actions.sql"
-    )
+    tools = _statement_names(OPERATOR_SQL)
     mentioned = set(re.findall(r"`([a-z_]+)`", page))
     assert sorted(runtime - mentioned) == []
     # The statement column names only statements that exist.

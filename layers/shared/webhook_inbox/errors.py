@@ -88,6 +88,35 @@ class AuthenticationFailed(RequestRejected):
     reason = "signature"
 
 
+# --- operator requests -------------------------------------------------------------------
+
+
+class OperatorRequestRefused(WebhookInboxError):
+    """An operator's command is refused as asked (the operator function answers ``status``;
+    the CLI prints the message): malformed or contradictory (400)."""
+
+    status: int = 400
+
+
+class OperatorForbidden(OperatorRequestRefused):
+    """The caller's level does not allow the command (the read function and an act command or
+    a payload), or the request carries no caller AWS authenticated."""
+
+    status = 403
+
+
+class OperatorNotFound(OperatorRequestRefused):
+    """The command names something that does not exist (an event ``events show`` looks for)."""
+
+    status = 404
+
+
+class OperatorAnswerTooLarge(OperatorRequestRefused):
+    """The answer would not fit in a Lambda response (a payload too large to return)."""
+
+    status = 413
+
+
 # --- processing --------------------------------------------------------------------------
 
 

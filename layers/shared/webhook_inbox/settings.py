@@ -156,6 +156,24 @@ class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings, CircuitSet
             )
 
 
+OPERATOR_LEVELS = ("read", "act")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorSettings(QueueSettings):
+    """An operator function's (deployed twice from one code): ``read`` answers status, listings
+    and events; ``act`` also replays (sending wake-ups to the queue), retries outbox messages
+    and returns payloads."""
+
+    level: str = setting("OPERATOR_LEVEL", "")
+
+    def __post_init__(self) -> None:
+        if self.level not in OPERATOR_LEVELS:
+            raise ConfigurationError(
+                f"OPERATOR_LEVEL must be one of {', '.join(OPERATOR_LEVELS)}, got {self.level!r}"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class DatabaseSettings:
     """Where the database is, how to sign in, and the bounded waits of every connection: every

@@ -158,7 +158,7 @@ def test_the_delivery_id_lookup_reads_its_index(conn: psycopg.Connection[Any]) -
     )
     conn.execute("ANALYZE webhook_events")
     statement = query(
-        "operator_actions", "event_ids_by_delivery_id", package="webhook_inbox_tools"
+        "operator_actions", "event_ids_by_delivery_id", package="webhook_inbox.operations"
     ).as_string(conn)
     params = {"provider": "github", "delivery_id": "d-42", "limit": 10}
     plan = "\n".join(

@@ -25,6 +25,7 @@ from tests.infra_support import Resolver, load_template, parameter_defaults, ser
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.support import EVENTS_DIR, FakeLambdaContext, load_function
 from webhook_inbox.ingest import provider_registry
+from webhook_inbox.store import inbox
 
 SAM_ENV_FILE = "env.json"
 SAMPLE_PROVIDERS = "providers.local.json"  # a PROVIDERS_CONFIG document, not an event
@@ -33,6 +34,7 @@ FIXTURE_OWNERS = [
     (re.compile(r"^(apigw|api-|http|ingest|function-url|webhook)"), "IngestFunction"),
     (re.compile(r"^(sqs|processor)"), "ProcessorFunction"),
     (re.compile(r"^(schedule|sweeper|eventbridge)"), "SweeperFunction"),
+    (re.compile(r"^operator"), "OperatorReadFunction"),
 ]
 FIXTURES = sorted(
     p.name for p in EVENTS_DIR.glob("*.json") if p.name not in {SAM_ENV_FILE, SAMPLE_PROVIDERS}
@@ -128,7 +130,14 @@ def test_fixture_runs_through_its_handler_with_the_templates_environment(
     )
 
 
-SWEEPER_STEPS = ["expire_leases", "reenqueue", "outbox", "purge_payloads", "delete_expired"]
+SWEEPER_STEPS = [
+    "expire_leases",
+    "paused_events",
+    "reenqueue",
+    "outbox",
+    "purge_payloads",
+    "delete_expired",
+]
 
 
 def assert_expected_answer(function: str, result: Any) -> None:
@@ -149,6 +158,15 @@ def assert_expected_answer(function: str, result: Any) -> None:
         assert result == {"batchItemFailures": []}, result
     elif function == "MigrationsFunction":
         assert result is None, result  # it answers CloudFormation through the ResponseURL
+    elif function == "OperatorReadFunction":
+        # `status` (of an inbox the other fixtures may have written to), answered as the caller
+        # the URL's IAM context names.
+        assert result["statusCode"] == 200, result
+        answer = json.loads(result["body"])
+        assert answer["operator"] == "arn:aws:iam::123456789012:user/ops", answer
+        assert list(answer["result"]["events"]) == list(inbox.STATUSES), answer
+        assert all(s["count"] >= 0 for s in answer["result"]["events"].values()), answer
+        assert set(answer["result"]["outbox"]) == {"pending", "dead", "oldest_pending_created_at"}
     else:
         assert result["completed_steps"] == SWEEPER_STEPS, result
         assert (result["stopped_early_at"], result["errors"]) == (None, []), result

@@ -23,6 +23,8 @@ LIMITS_OF = {
     "SweeperFunction": "SWEEPER",
     "MigrationsFunction": "MIGRATIONS",
     "DatabaseLogGroupsFunction": "LOG_GROUPS",
+    "OperatorReadFunction": "OPERATOR",
+    "OperatorActFunction": "OPERATOR",
 }
 
 

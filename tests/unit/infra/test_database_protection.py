@@ -46,6 +46,7 @@ DEPLOYMENTS = {
         "Endpoint": "FunctionUrl",
     },
     "existing-vpc-own-group": {**EXISTING_VPC, "SecurityGroupId": "sg-0abc"},
+    "no-operator-functions": {"CreateOperatorFunctions": "false"},
 }
 
 

@@ -137,7 +137,16 @@ def test_the_proxy_reaches_only_the_database() -> None:
     assert egress["DestinationSecurityGroupId"] == {"Ref": "DatabaseSecurityGroup"}
 
 
-@pytest.mark.parametrize("name", ["IngestFunction", "ProcessorFunction", "SweeperFunction"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "IngestFunction",
+        "ProcessorFunction",
+        "SweeperFunction",
+        "OperatorReadFunction",
+        "OperatorActFunction",
+    ],
+)
 def test_functions_run_only_after_the_schema_is_migrated(name: str) -> None:
     """Their event sources (API route, SQS mapping, schedule) refer to them, so they wait too."""
     depends = RESOURCES[name].get("DependsOn", [])

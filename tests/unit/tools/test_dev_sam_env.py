@@ -36,6 +36,8 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
         "MigrationsFunction",
         "DatabaseLogGroupsFunction",
         "DatabaseProtectionFunction",
+        "OperatorReadFunction",
+        "OperatorActFunction",
     }
     assert document["ProcessorFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
     assert document["IngestFunction"]["PROVIDERS_REGISTRY_ARN"] == STACK.providers_registry_arn
@@ -44,6 +46,8 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
     assert document["SweeperFunction"]["AWS_ENDPOINT_URL"] == STACK.endpoint
     assert document["SweeperFunction"]["AWS_USE_DUALSTACK_ENDPOINT"] == ""  # moto: no IPv6 names
     assert document["Parameters"]["DATABASE_SECRET_ARN"] == STACK.database_secret_arn
+    assert document["OperatorActFunction"]["OPERATOR_LEVEL"] == "act"
+    assert document["OperatorActFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
 
 
 def test_a_deployed_only_variable_without_a_local_value_stops_dev_by_name() -> None:

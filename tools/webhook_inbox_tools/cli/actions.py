@@ -1,50 +1,30 @@
-"""Operator commands that change state: replay and outbox retry. Both are audited."""
+"""Operator commands that change state: replay and outbox retry. Both are audited.
+
+A set selected by filters is shown and confirmed here, never by the function: the CLI asks for
+it with a dry run, shows it, asks, and then sends the command again with ``confirmed`` and the
+rows it showed (``only_rows`` / ``only_ids``), so exactly what the operator saw is acted on.
+"""
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
-from urllib.parse import urlsplit
 
-from psycopg import Connection
-
-from webhook_inbox import aws, config
-from webhook_inbox.errors import ConfigurationError
-from webhook_inbox.settings import QueueSettings
-from webhook_inbox_tools import operator_actions
+from webhook_inbox.operations import commands
 from webhook_inbox_tools.cli import render
-from webhook_inbox_tools.cli.database import open_connection
 from webhook_inbox_tools.cli.inspect_events import (
     EVENT_COLUMNS,
+    check_limit,
     event_filter,
     event_rows,
     outbox_table,
+    print_messages,
 )
-from webhook_inbox_tools.cli.params import operator_name
+from webhook_inbox_tools.cli.operator_backend import Backend, UsageError, backend_for
 
 _PAST = {"replay": "replayed", "retry": "retried"}
-_SQS_HOST = re.compile(r"^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-
-
-class UsageError(ConfigurationError):
-    """The command line asks for something contradictory (exit code 2)."""
-
-
-def sqs_client_for(queue_url: str) -> Any:
-    """An SQS client for the queue's region; a non-AWS URL (moto, LocalStack) is the endpoint."""
-    host = urlsplit(queue_url).hostname or ""
-    match = _SQS_HOST.match(host)
-    if match:
-        return aws.client("sqs", region_name=match[1])
-    parts = urlsplit(queue_url)
-    return aws.client(
-        "sqs",
-        endpoint_url=f"{parts.scheme}://{parts.netloc}",
-        region_name=config.env("AWS_REGION") or config.env("AWS_DEFAULT_REGION") or "us-east-1",
-    )
 
 
 def confirm(question: str) -> bool:
@@ -56,100 +36,54 @@ def confirm(question: str) -> bool:
     return answer.strip().lower() in {"y", "yes"}
 
 
-def _outcome_table(outcomes: Sequence[operator_actions.ActionOutcome], *, kind: str) -> None:
+def _outcome_table(outcomes: list[dict[str, Any]], *, kind: str) -> None:
     if kind == "replay":
         render.table(
             ("target", "was", "outcome", "enqueued", "detail"),
-            [[o.label, o.previous_status, o.outcome, o.enqueued, o.detail] for o in outcomes],
+            [
+                [o["label"], o["previous_status"], o["outcome"], o["enqueued"], o["detail"]]
+                for o in outcomes
+            ],
             colour_column="outcome",
         )
     else:
         render.table(
             ("target", "was", "outcome", "detail"),
-            [[o.label, o.previous_status, o.outcome, o.detail] for o in outcomes],
+            [[o["label"], o["previous_status"], o["outcome"], o["detail"]] for o in outcomes],
             colour_column="outcome",
         )
 
 
-def _report(
-    args: argparse.Namespace,
-    before: list[dict[str, Any]],
-    outcomes: list[operator_actions.ActionOutcome],
-    *,
-    kind: str,
-    notes: list[str],
-) -> int:
-    failed = [o for o in outcomes if not o.ok]
+def _report(args: argparse.Namespace, answer: commands.Answer, *, kind: str) -> int:
+    print_messages(answer.messages)
+    result = answer.result
+    failed = [o for o in result["outcomes"] if o["outcome"] in {"refused", "not_found"}]
     if args.json:
-        render.print_json(
-            {
-                "dry_run": args.dry_run,
-                "before": before,
-                "outcomes": [o.as_dict() for o in outcomes],
-                "notes": notes,
-            }
-        )
+        render.print_json(result)
     else:
         print()
-        _outcome_table(outcomes, kind=kind)
-        done = len(outcomes) - len(failed)
+        _outcome_table(result["outcomes"], kind=kind)
+        done = len(result["outcomes"]) - len(failed)
         verb = f"would {kind}" if args.dry_run else _PAST[kind]
         print(f"\n{done} {verb}, {len(failed)} refused or not found")
-    for note in notes:
+    for note in result["notes"]:
         print(f"note: {note}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _who(backend: Backend) -> str:
+    return backend.operator or "the caller AWS authenticates"
+
+
+def _action_fields(args: argparse.Namespace) -> dict[str, Any]:
+    return {"reason": args.reason, "dry_run": args.dry_run}
 
 
 # --- replay --------------------------------------------------------------------------------
 
 
-def _replay_targets(
-    conn: Connection[Any], args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], list[operator_actions.ActionOutcome], list[str]]:
-    """The rows to replay, outcomes for ids that do not exist, and notes for the operator."""
-    notes: list[str] = []
-    if args.targets:
-        provider, *some_ids = args.targets
-        keys, missing = [], []
-        for some_id in dict.fromkeys(some_ids):
-            found = operator_actions.resolve_event_id(conn, provider, some_id)
-            if found.event_id is None:
-                choices = [f"\n  webhook-inbox replay {provider} {e}" for e in found.candidates]
-                missing.append(
-                    operator_actions.ActionOutcome(
-                        None,
-                        f"{provider}/{some_id}",
-                        None,
-                        "not_found",
-                        found.problem + "".join(choices),
-                    )
-                )
-                continue
-            if found.by_delivery_id:
-                notes.append(f"delivery id {some_id} is event {found.event_id}")
-            keys.append(found.event_id)
-        return operator_actions.find_events(conn, provider, keys), missing, notes
-    rows: list[dict[str, Any]] = []
-    cursor = None
-    where = event_filter(args)
-    while len(rows) < args.max:
-        page = operator_actions.list_events(
-            conn, where, limit=min(operator_actions.MAX_PAGE, args.max - len(rows)), cursor=cursor
-        )
-        rows.extend(page.rows)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    if cursor is not None:
-        notes.append(
-            f"more events match than --max {args.max}: only the newest {args.max} were selected"
-        )
-    rows.sort(key=lambda r: r["id"])  # replay in arrival order
-    return rows, [], notes
-
-
 def _validate_replay_args(args: argparse.Namespace) -> None:
-    filtered = not event_filter(args).is_empty()
+    filtered = bool(event_filter(args))
     if args.targets and filtered:
         raise UsageError("give either PROVIDER EVENT_ID... or filters (--status, --provider, …)")
     if args.targets and len(args.targets) < 2:
@@ -161,59 +95,53 @@ def _validate_replay_args(args: argparse.Namespace) -> None:
         )
 
 
+def _show_selection(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    if args.json:
+        return
+    if rows:
+        print(f"{len(rows)} event(s) selected, current state:")
+        render.table(EVENT_COLUMNS, event_rows(rows), colour_column="status")
+    else:
+        print("no events match", file=sys.stderr)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     _validate_replay_args(args)
-    who = operator_name(args.operator)
-    queue_url = args.queue_url or config.current(QueueSettings).queue_url or None
-    with open_connection(args) as conn:
-        rows, missing, notes = _replay_targets(conn, args)
-        if not args.json:
-            if rows:
-                print(f"{len(rows)} event(s) selected, current state:")
-                render.table(EVENT_COLUMNS, event_rows(rows), colour_column="status")
-            else:
-                print("no events match", file=sys.stderr)
-        if not rows:
-            return _report(args, [], missing, kind="replay", notes=notes) if missing else 0
-        needs_consent = not args.targets and not args.dry_run and not args.yes
-        if needs_consent and not confirm(f"Replay these {len(rows)} event(s) as {who}?"):
-            print("aborted; nothing was changed", file=sys.stderr)
-            return 1
-        send = None
-        if queue_url and not args.dry_run:
-            send = operator_actions.sqs_sender(
-                queue_url,
-                sqs_client_for(queue_url),
-                on_error=lambda e: print(f"warning: send failed: {e}", file=sys.stderr),
-            )
-        elif not args.dry_run:
-            notes.append(
-                "no queue URL (--queue-url or PROCESSING_QUEUE_URL): the sweeper will enqueue "
-                "the replayed events on its next run"
-            )
-        progress = render.Progress(len(rows), "replaying")
-        outcomes = missing + operator_actions.replay_events(
-            conn,
-            [r["id"] for r in rows],
-            operator=who,
-            reason=args.reason,
-            dry_run=args.dry_run,
-            send=send,
-            on_progress=lambda _: progress.advance(),
-        )
+    with closing(backend_for(args)) as backend:
+        body: dict[str, Any] = {"command": "replay", **_action_fields(args)}
+        if args.targets:
+            provider, *some_ids = args.targets
+            check_limit(backend, "the number of EVENT_IDs", len(dict.fromkeys(some_ids)))
+            body.update(provider=provider, ids=list(dict.fromkeys(some_ids)))
+        else:
+            most = args.max or backend.max_rows
+            check_limit(backend, "--max", most)
+            body.update(filter=event_filter(args), max=most)
+        if not args.targets and not args.dry_run:
+            if not args.yes:
+                preview = backend.call({**body, "dry_run": True})
+                rows = preview.result["before"]
+                _show_selection(args, rows)
+                if not rows:
+                    return 0
+                question = f"Replay these {len(rows)} event(s) as {_who(backend)}?"
+                if not confirm(question):
+                    print("aborted; nothing was changed", file=sys.stderr)
+                    return 1
+                body["only_rows"] = [r["id"] for r in rows]
+            body["confirmed"] = True
+            shown = not args.yes
+        else:
+            shown = False
+        progress = render.Progress("replaying")
+        answer = backend.call(body, progress=progress.update)
         progress.close()
-    unsent = [o for o in outcomes if o.outcome == "replayed" and not o.enqueued]
-    if send and unsent:
-        notes.append(
-            f"{len(unsent)} replayed event(s) were not sent to the queue; they are safely "
-            "'received' and the sweeper will enqueue them on its next run"
-        )
-    if args.dry_run:
-        notes.append(
-            "dry run: nothing was written or sent"
-            + (f"; would send to {queue_url}" if queue_url else "")
-        )
-    return _report(args, rows, outcomes, kind="replay", notes=notes)
+    rows = answer.result["before"]
+    if not shown:
+        _show_selection(args, rows)
+    if not rows and not answer.result["outcomes"]:
+        return 0
+    return _report(args, answer, kind="replay")
 
 
 # --- outbox retry --------------------------------------------------------------------------
@@ -224,30 +152,42 @@ def cmd_outbox_retry(args: argparse.Namespace) -> int:
         raise UsageError("give outbox message ids, or --all-dead (optionally with --topic)")
     if args.topic and not args.all_dead:
         raise UsageError("--topic selects messages only together with --all-dead")
-    who = operator_name(args.operator)
-    with open_connection(args) as conn:
+    with closing(backend_for(args)) as backend:
+        body: dict[str, Any] = {"command": "outbox retry", **_action_fields(args)}
         if args.all_dead:
-            where = operator_actions.OutboxFilter(statuses=("dead",), topic=args.topic)
-            rows = operator_actions.list_outbox(conn, where, limit=operator_actions.MAX_PAGE).rows
-            ids = sorted(r["id"] for r in rows)
+            body["all_dead"] = True
+            if args.topic:
+                body["topic"] = args.topic
         else:
             ids = list(dict.fromkeys(args.ids))
-            rows = []
-        if args.all_dead and not args.json:
-            if not rows:
-                print("no dead outbox messages match", file=sys.stderr)
-                return 0
-            print(f"{len(rows)} dead message(s) selected, current state:")
-            outbox_table(rows, dedup_key=False)
-        needs_consent = args.all_dead and not args.dry_run and not args.yes
-        if needs_consent and not confirm(f"Retry these {len(ids)} outbox message(s) as {who}?"):
-            print("aborted; nothing was changed", file=sys.stderr)
-            return 1
-        outcomes = [
-            operator_actions.retry_outbox_message(
-                conn, mid, operator=who, reason=args.reason, dry_run=args.dry_run
-            )
-            for mid in ids
-        ]
-    notes = ["dry run: nothing was written"] if args.dry_run else []
-    return _report(args, rows, outcomes, kind="retry", notes=notes)
+            check_limit(backend, "the number of IDs", len(ids))
+            body["ids"] = ids
+        shown = False
+        if args.all_dead and not args.dry_run:
+            if not args.yes:
+                rows = backend.call({**body, "dry_run": True}).result["before"]
+                if not _show_dead(args, rows):
+                    return 0
+                shown = True
+                question = f"Retry these {len(rows)} outbox message(s) as {_who(backend)}?"
+                if not confirm(question):
+                    print("aborted; nothing was changed", file=sys.stderr)
+                    return 1
+                body["only_ids"] = [r["id"] for r in rows]
+            body["confirmed"] = True
+        answer = backend.call(body)
+    if args.all_dead and not shown and not _show_dead(args, answer.result["before"]):
+        return 0
+    return _report(args, answer, kind="retry")
+
+
+def _show_dead(args: argparse.Namespace, rows: list[dict[str, Any]]) -> bool:
+    """Show the dead messages selected; False when there are none (nothing to do)."""
+    if args.json:
+        return True
+    if not rows:
+        print("no dead outbox messages match", file=sys.stderr)
+        return False
+    print(f"{len(rows)} dead message(s) selected, current state:")
+    outbox_table(rows, dedup_key=False)
+    return True

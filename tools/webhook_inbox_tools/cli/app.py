@@ -17,13 +17,14 @@ from typing import Any
 from webhook_inbox import config
 from webhook_inbox.errors import (
     ConfigurationError,
+    OperatorRequestRefused,
     StoreError,
     StoreUnavailable,
     WebhookInboxError,
 )
+from webhook_inbox.operations.listings import OUTBOX_STATUSES
 from webhook_inbox.store import db
 from webhook_inbox.store.migrate import available_migrations, migrate
-from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
@@ -34,6 +35,7 @@ from webhook_inbox_tools.cli.database import (
     add_database_option,
     open_connection,
 )
+from webhook_inbox_tools.cli.operator_remote import RemoteCallFailed
 from webhook_inbox_tools.cli.params import positive_int, reason_text, when
 from webhook_inbox_tools.handler_lab import check as check_handlers
 
@@ -65,9 +67,24 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(*, json_output: bool) -> argparse.ArgumentParser:
+def _common(*, json_output: bool, stack: bool = False) -> argparse.ArgumentParser:
+    """The options every command of a kind takes; ``stack``: an operator command, which runs
+    on a database (--database-url) or through a stack's operator function (--stack)."""
     parent = argparse.ArgumentParser(add_help=False)
-    add_database_option(parent)
+    if stack:
+        where = parent.add_mutually_exclusive_group()
+        add_database_option(where)
+        where.add_argument(
+            "--stack",
+            metavar="STACK",
+            help="run it through this deployed stack's operator function (your AWS "
+            "credentials; no network path to the database needed)",
+        )
+        parent.add_argument(
+            "--region", help="--stack's AWS region (default: AWS_REGION, else your profile's)"
+        )
+    else:
+        add_database_option(parent)
     if json_output:
         parent.add_argument("--json", action="store_true", help="print JSON for scripts")
     return parent
@@ -81,7 +98,9 @@ def _add_action_options(parser: argparse.ArgumentParser, *, what: str) -> None:
         help="why (recorded in the audit table operator_actions)",
     )
     parser.add_argument(
-        "--operator", help="who is acting (default: $USER, else the login name @ host name)"
+        "--operator",
+        help="who is acting (default: $USER, else the login name @ host name); not with "
+        "--stack, where the audit records your AWS principal",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help=f"show what would be {what}; write nothing"
@@ -99,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         "3 database unreachable, 141 the reader of the output went away (| head)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    reads = _common(json_output=True)
-    writes = _common(json_output=True)
+    reads = _common(json_output=True, stack=True)
+    writes = _common(json_output=True, stack=True)
     plain = _common(json_output=False)
 
     p = sub.add_parser(
@@ -153,11 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "event_id", metavar="ID", help="the event id, or the provider's delivery id for it"
     )
-    p.add_argument("--payload", action="store_true", help="also print the stored payload")
+    p.add_argument(
+        "--payload",
+        action="store_true",
+        help="also print the stored payload (through an operator function: the act level, "
+        "which logs who read it)",
+    )
     p.set_defaults(func=inspect_events.cmd_events_show)
     p = events_sub.add_parser(
         "rejected",
-        parents=[reads],
+        parents=[_common(json_output=True)],  # dev's own table: a database, never --stack
         help="the deliveries webhook-inbox dev refused, newest first (dev only)",
         description="The deliveries a webhook-inbox dev answered other than 2xx, newest first: "
         "when, provider, status, reason, detail and delivery id (never a body or a secret). "
@@ -184,11 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max",
         type=positive_int,
-        default=1000,
-        help="at most this many events from a filtered set (default 1000)",
+        default=None,
+        help="at most this many events from a filtered set (default and most: 1000 on a "
+        "database, 500 through an operator function)",
     )
     p.add_argument(
-        "--queue-url", help="processing queue (default: $PROCESSING_QUEUE_URL; else the sweeper)"
+        "--queue-url",
+        help="processing queue (default: $PROCESSING_QUEUE_URL; else the sweeper); not with "
+        "--stack, whose function sends to the stack's queue",
     )
     _add_action_options(p, what="replayed")
     p.set_defaults(func=actions.cmd_replay)
@@ -206,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--status",
         action="append",
         default=[],
-        choices=operator_actions.OUTBOX_STATUSES,
+        choices=OUTBOX_STATUSES,
         help="only messages in this status (repeatable)",
     )
     p.add_argument("--topic", help="only this topic")
@@ -222,7 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
         "so the sweeper publishes them again; each is recorded in operator_actions.",
     )
     p.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help="outbox message ids")
-    p.add_argument("--all-dead", action="store_true", help="every dead message (up to 1000)")
+    p.add_argument(
+        "--all-dead",
+        action="store_true",
+        help="every dead message (up to 1000; 500 through an operator function)",
+    )
     p.add_argument("--topic", help="with --all-dead: only this topic")
     _add_action_options(p, what="retried")
     p.set_defaults(func=actions.cmd_outbox_retry)
@@ -336,10 +367,14 @@ def _exit_code(exc: WebhookInboxError) -> tuple[int, str]:
     hint = AWS_SETUP_HINTS.get(type(exc.__cause__).__name__)
     if hint:
         return EXIT_USAGE, f"error: {exc} ({hint})"
-    if isinstance(exc, ConfigurationError):
+    # A request the operator code refuses as malformed is a usage error; the rest (a level that
+    # does not allow it, something not found, an answer too large) are refusals.
+    malformed = isinstance(exc, OperatorRequestRefused) and exc.status == 400
+    if isinstance(exc, ConfigurationError) or malformed:
         return EXIT_USAGE, f"error: {exc}"
-    if isinstance(exc, DatabaseUnreachable):
-        return EXIT_UNREACHABLE, f"error: {exc}"
+    if isinstance(exc, RemoteCallFailed | DatabaseUnreachable):
+        code = exc.exit_code if isinstance(exc, RemoteCallFailed) else EXIT_UNREACHABLE
+        return code, f"error: {exc}"
     if isinstance(exc, StoreUnavailable):
         return EXIT_UNREACHABLE, (
             f"error: the database stopped answering ({exc}); rows reported above as done are "

@@ -29,7 +29,7 @@ class DatabaseUnreachable(StoreUnavailable):
         )
 
 
-def add_database_option(parser: argparse.ArgumentParser) -> None:
+def add_database_option(parser: argparse._ActionsContainer) -> None:  # a parser, or a group
     parser.add_argument(
         "--database-url",
         metavar="URL",

@@ -15,6 +15,7 @@ from webhook_inbox import config
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest import providers
 from webhook_inbox.settings import DatabaseSettings, ProvidersSettings
+from webhook_inbox_tools.cli.operator_remote import DEV_ACT_URL, DEV_READ_URL
 from webhook_inbox_tools.cli.params import port_number, positive_int
 from webhook_inbox_tools.cli.signing import load_registry, providers_in_environment
 from webhook_inbox_tools.dev import sam_env
@@ -141,15 +142,19 @@ def _validity(provider: providers.Provider) -> str:
 def operator_environment(
     stack: DevStack, base_url: str, providers_file: Path | None
 ) -> dict[str, str]:
-    """What `status`, `events`, `replay` and `outbox` need to act on this stack, what
-    `trigger`, `sign` and `send` need to sign for the providers it serves and reach it, and the
-    providers registry (in the stack's moto, AWS_ENDPOINT_URL) the `providers` commands change."""
+    """What `status`, `events`, `replay` and `outbox` need to act on this stack (its
+    operator function's URLs, which they use from this folder by themselves; loaded into a
+    shell, the database and queue, which they then use directly), what `trigger`, `sign` and
+    `send` need to sign for the providers it serves and reach it, and the providers registry
+    (in the stack's moto, AWS_ENDPOINT_URL) the `providers` commands change."""
     env = {
         "DATABASE_URL": stack.database_url,
         "PROCESSING_QUEUE_URL": stack.queue_url,
         "PROVIDERS_REGISTRY_ARN": stack.providers_registry_arn,
         **stack.aws_env(),
         URL_VARIABLE: base_url,
+        DEV_READ_URL: f"{base_url}/operator/read",
+        DEV_ACT_URL: f"{base_url}/operator/act",
     }
     configured = config.current(ProvidersSettings)
     if providers_file is not None:
@@ -373,6 +378,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         base = f"http://{options.host}:{stack.port}"
         print_banner(registry, base)
         say("dev", f"ingest: {options.ingest_concurrency} execution environments")
+        say("dev", f"operator function: {base}/operator/read and /operator/act (status, "
+            "events, replay and outbox from this folder go through it)")  # fmt: skip
         say("dev", f"processing queue {stack.queue_url} (moto at {stack.endpoint})")
         say("dev", f"DATABASE_URL={stack.database_url}")
         if stack.postgres_tcp is not None:

@@ -1,18 +1,23 @@
-"""Read-only operator commands: status, events list, events show, outbox list."""
+"""Read-only operator commands: status, events list, events show, outbox list (and ``events
+rejected``, dev's own).
+
+Each gathers its answer from a backend (:mod:`.operator_backend`: this machine's database, a
+stack's operator function with ``--stack``, or dev's) and renders it with the one formatter
+below, whichever answered; ``--json`` prints the answer's result as it came.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import closing
 from typing import Any
-
-from psycopg import Connection
 
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.store import inbox
-from webhook_inbox_tools import operator_actions
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection
+from webhook_inbox_tools.cli.operator_backend import Backend, UsageError, backend_for
 from webhook_inbox_tools.cli.params import page_limit, positive_int, provider_name, when
 
 EVENT_COLUMNS = (
@@ -37,14 +42,46 @@ def add_event_filters(parser: argparse.ArgumentParser, *, provider_flag: bool = 
     parser.add_argument("--until", type=when, metavar="WHEN", help="received before")
 
 
-def event_filter(args: argparse.Namespace) -> operator_actions.EventFilter:
-    return operator_actions.EventFilter(
-        statuses=tuple(args.status),
-        provider=args.provider,
-        event_type=args.event_type,
-        since=args.since,
-        until=args.until,
+def event_filter(args: argparse.Namespace) -> dict[str, Any]:
+    """The command line's event filters as a request's ``filter`` (unset ones left out)."""
+    where = {
+        "status": list(args.status) or None,
+        "provider": args.provider,
+        "type": args.event_type,
+        "since": args.since.isoformat() if args.since else None,
+        "until": args.until.isoformat() if args.until else None,
+    }
+    return {key: value for key, value in where.items() if value is not None}
+
+
+def add_paging(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit",
+        type=page_limit,
+        default=50,
+        help="rows per page (default 50; at most 1000, 500 through an operator function)",
     )
+    parser.add_argument(
+        "--cursor",
+        type=positive_int,
+        metavar="ID",
+        help="continue a listing: the cursor printed with the previous page",
+    )
+
+
+def check_limit(backend: Backend, flag: str, value: int) -> None:
+    if value > backend.max_rows:
+        raise UsageError(f"{flag} is at most {backend.max_rows} through {backend.label}")
+
+
+def _paging(args: argparse.Namespace, backend: Backend) -> dict[str, Any]:
+    check_limit(backend, "--limit", args.limit)
+    return {"limit": args.limit, **({"cursor": args.cursor} if args.cursor else {})}
+
+
+def print_messages(messages: list[str]) -> None:
+    for message in messages:
+        print(message, file=sys.stderr)
 
 
 def event_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
@@ -60,7 +97,7 @@ def event_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
             render.age(r["received_at"]) + " ago",
             render.truncate(r["last_error"], 48),
         ]
-        for r in rows
+        for r in render.revive_times(rows)
     ]
 
 
@@ -73,58 +110,53 @@ def _next_page_hint(cursor: int | None) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with open_connection(args) as conn:
-        state = operator_actions.system_status(conn)
+    with closing(backend_for(args)) as backend:
+        answer = backend.call({"command": "status"})
+    print_messages(answer.messages)
     if args.json:
-        render.print_json(
-            {
-                "events": {
-                    s.status: {"count": s.count, "oldest_received_at": s.oldest_received_at}
-                    for s in state.events.values()
-                },
-                "oldest_unfinished_received_at": state.oldest_unfinished_received_at,
-                "live_leases": state.live_leases,
-                "expired_leases": state.expired_leases,
-                "outbox": {
-                    "pending": state.outbox.pending,
-                    "dead": state.outbox.dead,
-                    "oldest_pending_created_at": state.outbox.oldest_pending_created_at,
-                },
-            }
-        )
+        render.print_json(answer.result)
         return 0
+    render_status(render.revive_times(answer.result))
+    return 0
+
+
+def render_status(state: dict[str, Any]) -> None:
     render.table(
         ("status", "events", "oldest"),
-        [[s.status, s.count, render.age(s.oldest_received_at)] for s in state.events.values()],
+        [
+            [status, s["count"], render.age(s["oldest_received_at"])]
+            for status, s in state["events"].items()
+        ],
         colour_column="status",
     )
+    box = state["outbox"]
     print()
-    print(f"oldest unfinished event:  {render.age(state.oldest_unfinished_received_at)}")
-    print(f"leases:                   {state.live_leases} live, {state.expired_leases} expired")
+    print(f"oldest unfinished event:  {render.age(state['oldest_unfinished_received_at'])}")
     print(
-        f"outbox:                   {state.outbox.pending} pending "
-        f"(oldest {render.age(state.outbox.oldest_pending_created_at)}), "
-        f"{state.outbox.dead} dead"
+        f"leases:                   {state['live_leases']} live, {state['expired_leases']} expired"
     )
-    return 0
+    print(
+        f"outbox:                   {box['pending']} pending "
+        f"(oldest {render.age(box['oldest_pending_created_at'])}), {box['dead']} dead"
+    )
 
 
 # --- events --------------------------------------------------------------------------------
 
 
 def cmd_events_list(args: argparse.Namespace) -> int:
-    with open_connection(args) as conn:
-        page = operator_actions.list_events(
-            conn, event_filter(args), limit=args.limit, cursor=args.cursor
-        )
+    with closing(backend_for(args)) as backend:
+        body = {"command": "events list", "filter": event_filter(args), **_paging(args, backend)}
+        answer = backend.call(body)
+    print_messages(answer.messages)
     if args.json:
-        render.print_json({"events": page.rows, "next_cursor": page.next_cursor})
+        render.print_json(answer.result)
         return 0
-    if not page.rows:
+    if not answer.result["events"]:
         print("no events match", file=sys.stderr)
         return 0
-    render.table(EVENT_COLUMNS, event_rows(page.rows), colour_column="status")
-    _next_page_hint(page.next_cursor)
+    render.table(EVENT_COLUMNS, event_rows(answer.result["events"]), colour_column="status")
+    _next_page_hint(answer.result["next_cursor"])
     return 0
 
 
@@ -152,33 +184,22 @@ _SHOWN_FIELDS = (
 )
 
 
-def _find_event(conn: Connection[Any], provider: str, some_id: str) -> dict[str, Any] | None:
-    """The event whose key is ``some_id``, else the one whose provider delivery id it is
-    (operator_actions.resolve_event_id: the same lookup `replay` makes)."""
-    found = operator_actions.resolve_event_id(conn, provider, some_id)
-    if found.event_id is None:
-        print(f"error: {found.problem}", file=sys.stderr)
-        for event_id in found.candidates:
-            print(f"  webhook-inbox events show {provider} {event_id}", file=sys.stderr)
-        return None
-    if found.by_delivery_id:
-        print(f"found by delivery id {some_id!r}", file=sys.stderr)
-    return inbox.get_event(conn, provider, found.event_id)
-
-
 def cmd_events_show(args: argparse.Namespace) -> int:
-    with open_connection(args) as conn:
-        event = _find_event(conn, args.provider, args.event_id)
-        if event is None:
-            return 1
-        actions = operator_actions.event_actions(conn, event["id"])
-        payload = operator_actions.event_payload(conn, event["id"]) if args.payload else None
+    body = {"command": "events show", "provider": args.provider, "id": args.event_id}
+    if args.payload:
+        body["payload"] = True
+    with closing(backend_for(args)) as backend:
+        answer = backend.call(body)
+    print_messages(answer.messages)
     if args.json:
-        document = {**event, "operator_actions": actions}
-        if args.payload:
-            document["payload"] = payload
-        render.print_json(document)
+        render.print_json(answer.result)
         return 0
+    render_event(answer.result, payload=args.payload)
+    return 0
+
+
+def render_event(document: dict[str, Any], *, payload: bool) -> None:
+    event = render.revive_times({k: v for k, v in document.items() if k != "payload"})
     enabled = render.colour_enabled(sys.stdout)
     width = max(len(f) for f in _SHOWN_FIELDS)
     for name in _SHOWN_FIELDS:
@@ -186,6 +207,7 @@ def cmd_events_show(args: argparse.Namespace) -> int:
         if name == "status":
             value = render.paint(value, render.STATUS_COLOURS.get(value), enabled=enabled)
         print(f"{name.ljust(width)}  {value}")
+    actions = event["operator_actions"]
     if actions:
         print("\noperator actions:")
         render.table(
@@ -202,10 +224,10 @@ def cmd_events_show(args: argparse.Namespace) -> int:
                 for a in actions
             ],
         )
-    if args.payload:
+    if payload:
         print("\npayload:")
-        print(render.to_json(payload) if payload is not None else "(purged)")
-    return 0
+        stored = document.get("payload")
+        print(render.to_json(stored) if stored is not None else "(purged)")
 
 
 # --- outbox list ---------------------------------------------------------------------------
@@ -230,36 +252,37 @@ def outbox_table(rows: list[dict[str, Any]], *, dedup_key: bool) -> None:
             row.append(render.truncate(r["deduplication_key"], 32))
         return [*row, render.truncate(r["last_error"], 40 if dedup_key else 48)]
 
+    rows = render.revive_times(rows)
     render.table((*columns, "error"), [cells(r) for r in rows], colour_column="status")
 
 
 def cmd_outbox_list(args: argparse.Namespace) -> int:
-    where = operator_actions.OutboxFilter(
-        statuses=tuple(args.status), topic=args.topic, since=args.since, until=args.until
-    )
-    with open_connection(args) as conn:
-        page = operator_actions.list_outbox(conn, where, limit=args.limit, cursor=args.cursor)
+    where = {
+        "status": list(args.status) or None,
+        "topic": args.topic,
+        "since": args.since.isoformat() if args.since else None,
+        "until": args.until.isoformat() if args.until else None,
+    }
+    with closing(backend_for(args)) as backend:
+        body = {
+            "command": "outbox list",
+            "filter": {key: value for key, value in where.items() if value is not None},
+            **_paging(args, backend),
+        }
+        answer = backend.call(body)
+    print_messages(answer.messages)
     if args.json:
-        render.print_json({"messages": page.rows, "next_cursor": page.next_cursor})
+        render.print_json(answer.result)
         return 0
-    if not page.rows:
+    if not answer.result["messages"]:
         print("no outbox messages match", file=sys.stderr)
         return 0
-    outbox_table(page.rows, dedup_key=True)
-    _next_page_hint(page.next_cursor)
+    outbox_table(answer.result["messages"], dedup_key=True)
+    _next_page_hint(answer.result["next_cursor"])
     return 0
 
 
-def add_paging(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--limit", type=page_limit, default=50, help="rows per page (default 50, at most 1000)"
-    )
-    parser.add_argument(
-        "--cursor",
-        type=positive_int,
-        metavar="ID",
-        help="continue a listing: the cursor printed with the previous page",
-    )
+# --- events rejected (dev only: its own table, on its database) ----------------------------
 
 
 def cmd_events_rejected(args: argparse.Namespace) -> int:

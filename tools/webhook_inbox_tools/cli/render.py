@@ -152,18 +152,44 @@ def print_json(value: Any) -> None:
     print(to_json(value))
 
 
+def revive_times(value: Any) -> Any:
+    """JSON as an operator command's answer carries it, with each ``…_at`` field's ISO 8601
+    text back as a datetime (what the tables print and age)."""
+    if isinstance(value, list):
+        return [revive_times(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        key: _time(inner) if key.endswith("_at") else revive_times(inner)
+        for key, inner in value.items()
+    }
+
+
+def _time(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return value  # not a time after all: shown as it is
+
+
 class Progress:
     """A one-line progress bar on stderr, drawn only on a terminal and only for long sets."""
 
-    def __init__(self, total: int, label: str, *, threshold: int = 20) -> None:
-        self.total = total
+    def __init__(self, label: str, *, threshold: int = 20) -> None:
+        self.total = 0
         self.done = 0
         self.label = label
-        self.enabled = total >= threshold and sys.stderr.isatty()
+        self.threshold = threshold
+        self.enabled = False
         self._last_draw = 0.0
 
-    def advance(self) -> None:
-        self.done += 1
+    def update(self, done: int, total: int) -> None:
+        """``done`` of ``total`` rows (an action's progress callback)."""
+        if not self.total:
+            self.enabled = total >= self.threshold and sys.stderr.isatty()
+        self.done, self.total = done, total
         now = time.monotonic()
         if self.enabled and (now - self._last_draw > 0.1 or self.done == self.total):
             self._last_draw = now

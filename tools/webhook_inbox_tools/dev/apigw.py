@@ -81,6 +81,46 @@ def http_to_apigw_v2(
     }
 
 
+def function_url_event(
+    *,
+    path: str,
+    query: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    source_ip: str,
+    caller: str,
+    account: str = "123456789012",
+) -> dict[str, Any]:
+    """The event a Function URL with ``AuthType: AWS_IAM`` gives its function: the HTTP API's
+    2.0 format (route ``$default``), and the caller AWS authenticated in
+    ``requestContext.authorizer.iam`` (here: ``caller``, as ``userArn`` and ``callerId``)."""
+    event = http_to_apigw_v2(
+        method="POST",
+        path=path,
+        query=query,
+        headers=headers,
+        body=body,
+        source_ip=source_ip,
+        route_key="$default",
+        path_parameters={},
+    )
+    del event["pathParameters"]  # a Function URL has no routes
+    context = event["requestContext"]
+    context.update(apiId="local-operator", domainPrefix="local-operator")
+    context["authorizer"] = {
+        "iam": {
+            "accessKey": "local",
+            "accountId": account,
+            "callerId": caller,
+            "cognitoIdentity": None,
+            "principalOrgId": None,
+            "userArn": caller,
+            "userId": caller,
+        }
+    }
+    return event
+
+
 def delivery_event_v2(
     provider: str, url: str, headers: Mapping[str, str], body: bytes
 ) -> dict[str, Any]:

@@ -6,6 +6,10 @@ the concurrency allows. This gateway does the same: a thread per connection (an 
 client holds a thread, never an environment), and each request borrows an idle ingest worker
 (its own process, its own database connection) for exactly one invocation. Requests beyond the
 pool's size wait for a worker, as a throttled burst would wait for a provider's retry.
+
+``POST /operator/read`` and ``/operator/act`` are the operator function's two Function URLs
+(one execution environment each): the gateway stands in for IAM, taking the caller to be the
+local user (``local:$USER``) and checking no signature, as only loopback reaches it.
 """
 
 from __future__ import annotations
@@ -21,11 +25,17 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox_tools.dev.apigw import apigw_response_to_http, http_to_apigw_v2
+from webhook_inbox_tools.cli.params import operator_name
+from webhook_inbox_tools.dev.apigw import (
+    apigw_response_to_http,
+    function_url_event,
+    http_to_apigw_v2,
+)
 from webhook_inbox_tools.dev.explain import explain
-from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, say
+from webhook_inbox_tools.dev.workers import INGEST_TIMEOUT_S, OPERATOR_TIMEOUT_S, say
 
 ROUTE = re.compile(r"^/webhooks/([^/?]+)$")
+OPERATOR_ROUTE = re.compile(r"^/operator/(read|act)/?$")
 LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
 # An idle keep-alive connection is closed after this long, as API Gateway does (its idle
 # timeout is 350 s; shorter here so a forgotten client does not hold a thread for long).
@@ -58,6 +68,9 @@ class IngestGateway:
         self.broken: str | None = None
         # Called with (provider name, status, outcome) for every delivery not answered 2xx.
         self.on_refused: Callable[[str, int, Outcome], None] | None = None
+        # The operator function's environments by level, and who calls them (the local user).
+        self._operators: dict[str, queue.Queue[Connection]] = {}
+        self.operator_caller = f"local:{operator_name(None)}"
         try:
             self._server = _Server((host, port), self._handler_class())
         except OSError as exc:
@@ -70,8 +83,16 @@ class IngestGateway:
     def port(self) -> int:
         return int(self._server.server_address[1])
 
-    def start(self, workers: list[Connection]) -> None:
+    def start(
+        self, workers: list[Connection], operators: dict[str, Connection] | None = None
+    ) -> None:
         self.add_workers(workers)
+        for level, channel in (operators or {}).items():
+            old = self._operators.get(level)
+            while old is not None and not old.empty():  # the environment a reload replaced
+                old.get_nowait().close()
+            self._operators[level] = queue.Queue()
+            self._operators[level].put(channel)
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
@@ -131,6 +152,29 @@ class IngestGateway:
             return 500, _JSON, _message("Internal Server Error"), None
         return (*apigw_response_to_http(response), outcome)
 
+    def invoke_operator(
+        self, level: str, event: dict[str, Any]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One invocation of the operator function at ``level``, as its Function URL makes it."""
+        pool = self._operators.get(level)
+        if pool is None:
+            return 503, _JSON, _message("Service Unavailable")
+        try:
+            channel = pool.get(timeout=OPERATOR_TIMEOUT_S)
+        except queue.Empty:
+            return 429, _JSON, _message("Too Many Requests")  # its one environment is busy
+        try:
+            channel.send(event)
+            if not channel.poll(OPERATOR_TIMEOUT_S + 5):
+                return 502, _JSON, _message("Internal Server Error")  # never back in the pool
+            response, _ = channel.recv()
+        except (EOFError, OSError):
+            return 502, _JSON, _message("Internal Server Error")
+        pool.put(channel)
+        if response is None:  # the handler raised: Lambda answers a Function URL with 502
+            return 502, _JSON, _message("Internal Server Error")
+        return apigw_response_to_http(response)
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         gateway = self
 
@@ -158,6 +202,10 @@ class IngestGateway:
                 match = ROUTE.match(path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
+                operator = OPERATOR_ROUTE.match(path)
+                if operator:
+                    self._operator(operator[1], path, query, body)
+                    return
                 if not match:
                     say("ingest", f"POST {path} -> 404: {explain(404, None, provider='')}")
                     self._reply(404, _JSON, _message("Not Found"))
@@ -190,6 +238,21 @@ class IngestGateway:
                 self._reply(status, headers, out)
                 if status >= 300 and gateway.on_refused is not None:
                     gateway.on_refused(match[1], status, outcome)
+
+            def _operator(self, level: str, path: str, query: str, body: bytes) -> None:
+                event = function_url_event(
+                    path=path,
+                    query=query,
+                    headers=self.headers.items(),
+                    body=body,
+                    source_ip=self.client_address[0],
+                    caller=gateway.operator_caller,
+                )
+                started = time.monotonic()
+                status, headers, out = gateway.invoke_operator(level, event)
+                elapsed = (time.monotonic() - started) * 1000
+                say("operator", f"POST {path} -> {status} ({elapsed:.0f} ms)")
+                self._reply(status, headers, out)
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: one line per request is printed above."""

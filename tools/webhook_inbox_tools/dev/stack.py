@@ -1,5 +1,5 @@
 """Start and stop the local pipeline: PostgreSQL, moto (SQS, EventBridge and the providers
-registry secret), the three functions.
+registry secret), the three functions and the operator function (read and act, on the gateway).
 
 Everything binds to loopback. Stopping is idempotent and runs every step even if an earlier one
 failed, so a signal leaves no process behind (the function processes, the gateway and moto
@@ -36,6 +36,7 @@ from webhook_inbox_tools.dev.workers import (
     INGEST_TIMEOUT_S,
     WorkerSettings,
     ingest_main,
+    operator_main,
     processor_main,
     say,
     sweeper_main,
@@ -275,11 +276,16 @@ class DevStack:
             channels.append(ours)
             self._spawn(f"ingest-{index}", ingest_main, (settings, index, theirs, ready))
             theirs.close()
+        operators = {}
+        for level in ("read", "act"):  # one environment each, behind /operator/<level>
+            operators[level], theirs = self._ctx.Pipe()
+            self._spawn(f"operator-{level}", operator_main, (settings, level, theirs, ready))
+            theirs.close()
         self._spawn("processor", processor_main, (settings, ready))
         self._spawn("sweeper", sweeper_main, (settings, ready))
         self._await_ready(ready)
         if self._gateway is not None:  # bound by start(); None once stopped
-            self._gateway.start(channels)
+            self._gateway.start(channels, operators)
 
     def restart_functions(self) -> str | None:
         """Start the function processes again from the files as they are now (--reload), and

@@ -38,6 +38,7 @@ from webhook_inbox_tools.dev.lambda_runtime import (
 )
 
 INGEST_TIMEOUT_S = 30.0
+OPERATOR_TIMEOUT_S = 60.0  # the operator functions' timeout (template.yaml)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,39 @@ def ingest_main(
         summary = outcome_summary(outcomes[-1]) if outcomes else None
         try:
             channel.send((response, summary))
+        except (BrokenPipeError, OSError):
+            return
+
+
+def operator_main(
+    settings: WorkerSettings, level: str, channel: Connection, ready: MpQueue[Any]
+) -> None:
+    """The operator function at ``level`` (``OPERATOR_LEVEL``): Function URL events from the
+    gateway's ``/operator/<level>``, one at a time, as one execution environment."""
+    _enter(settings)
+    os.environ["OPERATOR_LEVEL"] = level
+    name = f"operator-{level}"
+    try:
+        handler = load_handler(Path(settings.functions_dir), "operator")
+    except Exception as exc:  # noqa: BLE001 - anything the code's import raises, reported
+        ready.put((name, load_error(exc)))
+        return
+    ready.put((name, 0))
+    function = f"Operator{level.capitalize()}Function"
+    while _running(settings):
+        try:
+            if not channel.poll(0.2):
+                continue
+            event = channel.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            response = handler(event, LocalContext(function, OPERATOR_TIMEOUT_S))
+        except Exception:  # noqa: BLE001 - as Lambda does: a crashed invocation is a 502
+            traceback.print_exc()
+            response = None
+        try:
+            channel.send((response, None))
         except (BrokenPipeError, OSError):
             return
 

@@ -190,10 +190,10 @@ def _replay(url: str, row_id: int) -> None:
     """The operator's replay (``webhook-inbox replay``): back to ``received``, audited."""
     import psycopg
 
-    from webhook_inbox_tools import operator_actions
+    from webhook_inbox.operations import actions
 
     with psycopg.connect(url) as conn:
-        done = operator_actions.replay_event(
+        done = actions.replay_event(
             conn, row_id, operator="check-handlers", reason="handler check", dry_run=False
         )
     if done.outcome != "replayed":

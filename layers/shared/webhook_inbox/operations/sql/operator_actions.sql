@@ -1,6 +1,7 @@
--- Statements behind the operator CLI (listings, replay, outbox retry). Named blocks, loaded by
--- webhook_inbox.store.queries. Optional filters are NULL when unused: psycopg sends unnamed statements,
--- which PostgreSQL plans with the actual values, so "NULL IS NULL OR …" folds away.
+-- Statements behind the operator's commands (listings, replay, outbox retry), run by
+-- webhook_inbox.operations.listings and .actions. Named blocks, loaded by webhook_inbox.store.queries.
+-- Optional filters are NULL when unused: psycopg sends unnamed statements, which PostgreSQL plans
+-- with the actual values, so "NULL IS NULL OR …" folds away.
 
 -- name: list_events
 -- Keyset pagination, newest first: the next page starts below the last id of this one.
