@@ -225,6 +225,15 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     ],
     "throttling that lasts 15 minutes": [("ingest", throttled(3, FAILING))],
     "an event dead-lettered": [("processor", dead_letters)],
+    "a handler key fails on every event (a downstream down)": [
+        ("sweeper", lasting("sweep_with_open_circuit", replaces="sweeper"))
+    ],
+    "a pause older than `PauseAlarmHours`": [
+        ("sweeper", lasting("sweep_with_old_pause", replaces="sweeper"))
+    ],
+    "an operator pauses a provider or a key": [
+        ("sweeper", metric("WebhookInbox", "BacklogCount", {**GAUGE, "status": "held"}, 500))
+    ],
     "a wake-up message in the SQS DLQ": [
         (
             "processor",

@@ -111,6 +111,12 @@ class OperatorNotFound(OperatorRequestRefused):
     status = 404
 
 
+class OperatorConflict(OperatorRequestRefused):
+    """The command asks for a state that is already there (a key paused twice)."""
+
+    status = 409
+
+
 class OperatorAnswerTooLarge(OperatorRequestRefused):
     """The answer would not fit in a Lambda response (a payload too large to return)."""
 

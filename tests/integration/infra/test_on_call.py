@@ -186,6 +186,21 @@ def runs(
                 [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
             )
             found["sweep_with_dead_letters"] = sweep()  # its gauge counts the row
+            # A circuit opened ten minutes ago, then an operator's pause of 30 hours: the gauges
+            # of the circuit-open and pause-too-old alarms, one at a time.
+            conn.execute(
+                "INSERT INTO handler_pauses (provider, event_type, reason, paused_by, circuit,"
+                " holds_new, paused_at, cooldown_seconds, probe_at) VALUES ('stripe',"
+                " 'invoice.finalized', 'circuit open: 5 consecutive failures', 'circuit breaker',"
+                " true, true, now() - interval '10 minutes', 60, now() + interval '1 minute')"
+            )
+            found["sweep_with_open_circuit"] = sweep()
+            conn.execute(
+                "UPDATE handler_pauses SET circuit = false, cooldown_seconds = NULL,"
+                " probe_at = NULL, paused_by = 'alice', paused_at = now() - interval '30 hours'"
+            )
+            found["sweep_with_old_pause"] = sweep()
+            conn.execute("DELETE FROM handler_pauses")
             found["sweep_in_trouble"] = _sweep_in_trouble(conn, sweeper_app, sweep)
 
             with monkeypatch.context() as patch:

@@ -59,8 +59,10 @@ def test_read_level_answers_status_listings_and_one_event(
          "confirmed": True},
         {"command": "outbox retry", "ids": [1], "reason": "r"},
         {"command": "events show", "provider": "stripe", "id": "evt_1", "payload": True},
+        {"command": "pause", "provider": "stripe", "reason": "r"},
+        {"command": "resume", "provider": "stripe"},
     ],
-    ids=["replay", "filtered-replay", "outbox-retry", "payload"],
+    ids=["replay", "filtered-replay", "outbox-retry", "payload", "pause", "resume"],
 )  # fmt: skip
 def test_read_level_refuses_every_act_command_and_payloads_and_changes_nothing(
     operator: OperatorFunction, conn: psycopg.Connection[Any], body: dict[str, Any]
@@ -334,3 +336,25 @@ def test_a_database_conflict_is_a_503_that_says_to_run_it_again(
     reply = operator.call("read", {"command": "status"})
     assert reply.status == 503
     assert "conflict (deadlock detected): run it again" in reply.error
+
+
+def test_an_act_principal_pauses_and_resumes_and_is_recorded_as_who(
+    operator: OperatorFunction, conn: psycopg.Connection[Any]
+) -> None:
+    body = {"command": "pause", "provider": "stripe", "type": "invoice.*", "reason": "incident"}
+    paused = operator.call("act", {**body, "operator": "mallory"}, who=ALICE)
+    assert (paused.result["provider"], paused.result["type"]) == ("stripe", "invoice.*")
+    listed = operator.call("read", {"command": "paused"})
+    [pause] = listed.result["pauses"]
+    assert (pause["paused_by"], pause["reason"], pause["held"]) == (ALICE, "incident", 0)
+    assert operator.call("read", {"command": "status"}).result["pauses"] == listed.result["pauses"]
+    again = operator.call("act", body, who=ALICE)
+    assert (again.status, "paused already" in again.error) == (409, True)
+
+    resumed = operator.call("act", {"command": "resume", "provider": "stripe", "type": "invoice.*"})
+    assert resumed.result["released"] == 0
+    assert operator.call("read", {"command": "paused"}).result["pauses"] == []
+    by = conn.execute("SELECT resumed_by FROM handler_pauses").fetchone()
+    assert by == (ALICE,)
+    gone = operator.call("act", {"command": "resume", "provider": "stripe", "type": "invoice.*"})
+    assert (gone.status, "is not paused" in gone.error) == (404, True)

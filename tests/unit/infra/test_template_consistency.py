@@ -92,7 +92,7 @@ METRIC_OWNERS = {
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
     },
     "ProcessorFunction": {
-        "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency",
+        "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",
         "SecretUnavailable",
     },
     "SweeperFunction": {
@@ -100,6 +100,8 @@ METRIC_OWNERS = {
         "BacklogCount", "OldestUnprocessedAgeSeconds", "OldestOutboxAgeSeconds",
         "DeadLetteredEvents", "EnqueueFailed", "DeadLettered", "SecretUnavailable",
         "ProvidersRefreshFailed", "ProvidersWithoutLiveSecret",
+        "HeldEvents", "OldestHeldAgeSeconds", "OpenCircuits", "OldestPauseAgeHours",
+        "HeldReleased", "ProbesSent",
     },
 }  # fmt: skip
 

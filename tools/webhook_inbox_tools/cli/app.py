@@ -25,7 +25,7 @@ from webhook_inbox.errors import (
 from webhook_inbox.operations.listings import OUTBOX_STATUSES
 from webhook_inbox.store import db
 from webhook_inbox.store.migrate import available_migrations, migrate
-from webhook_inbox_tools.cli import actions, inspect_events, preflight, signing, trigger
+from webhook_inbox_tools.cli import actions, inspect_events, pausing, preflight, signing, trigger
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
 from webhook_inbox_tools.cli import providers as providers_command
@@ -257,14 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="with --all-dead: only this topic")
     _add_action_options(p, what="retried")
     p.set_defaults(func=actions.cmd_outbox_retry)
+    pausing.add_commands(sub, reads=writes)
     _add_local_commands(sub)
-    providers_command.add_commands(sub)
     return parser
 
 
 def _add_local_commands(sub: Any) -> None:
-    """Commands that need no database of the user's: preflight, sign, send, trigger, dev,
-    check-handlers (its own throwaway one), invoke."""
+    """Commands that need no database of the user's: providers (the registry), preflight, sign,
+    send, trigger, dev, check-handlers (its own throwaway one), invoke."""
+    providers_command.add_commands(sub)
     p = sub.add_parser(
         "preflight",
         help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",

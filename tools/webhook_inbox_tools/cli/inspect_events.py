@@ -139,6 +139,14 @@ def render_status(state: dict[str, Any]) -> None:
         f"outbox:                   {box['pending']} pending "
         f"(oldest {render.age(box['oldest_pending_created_at'])}), {box['dead']} dead"
     )
+    pauses = state.get("pauses") or []
+    held = sum(p["held"] for p in pauses)
+    print(f"paused:                   {len(pauses)} (holding {held} event(s))")
+    for pause in pauses:
+        who = f"by {pause['paused_by']}"
+        if pause["circuit"]:
+            who = "circuit open" if pause["holds_new"] else "failing: retries held"
+        print(f"  {pause['provider']} {pause['event_type']}: {who}, {pause['held']} held")
 
 
 # --- events --------------------------------------------------------------------------------

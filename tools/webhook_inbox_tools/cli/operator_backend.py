@@ -99,7 +99,9 @@ class LocalBackend:
             on_progress=progress,
         )
         # Exactly what the function would have sent: JSON, timestamps as text.
-        return commands.Answer(json.loads(commands.encode(answer.result)), answer.messages)
+        return commands.Answer(
+            json.loads(commands.encode(answer.result)), answer.messages, operator=answer.operator
+        )
 
     def close(self) -> None:
         if self._conn is not None:

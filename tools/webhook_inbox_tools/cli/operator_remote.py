@@ -24,6 +24,7 @@ from typing import Any
 from webhook_inbox.errors import (
     ConfigurationError,
     OperatorAnswerTooLarge,
+    OperatorConflict,
     OperatorForbidden,
     OperatorNotFound,
     OperatorRequestRefused,
@@ -43,6 +44,7 @@ _ERRORS: dict[int, type[OperatorRequestRefused]] = {
     400: OperatorRequestRefused,
     403: OperatorForbidden,
     404: OperatorNotFound,
+    409: OperatorConflict,
     413: OperatorAnswerTooLarge,
 }
 

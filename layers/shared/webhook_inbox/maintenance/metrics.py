@@ -34,7 +34,7 @@ def emit_metrics(report: SweepReport, metrics: Any) -> None:
     """
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    count, seconds = MetricUnit.Count, MetricUnit.Seconds
+    count, seconds, none = MetricUnit.Count, MetricUnit.Seconds, MetricUnit.NoUnit
     values: list[tuple[str, MetricUnit, float]] = [
         ("LeasesExpired", count, report.leases_expired),
         ("DeadLettered", count, report.leases_dead_lettered),
@@ -56,7 +56,8 @@ def emit_metrics(report: SweepReport, metrics: Any) -> None:
             ("HeldEvents", count, measured.event_counts["held"]),
             ("OldestHeldAgeSeconds", seconds, measured.oldest_held_age_seconds),
             ("OpenCircuits", count, measured.open_circuits),
-            ("OldestPauseAgeSeconds", seconds, measured.oldest_pause_age_seconds),
+            # Hours, the unit of the PauseAlarmHours threshold (CloudWatch has no hour unit).
+            ("OldestPauseAgeHours", none, measured.oldest_pause_age_seconds / 3600),
         ]
     for name, unit, value in values:
         if value:

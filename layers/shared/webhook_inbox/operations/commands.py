@@ -10,6 +10,7 @@ payload).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,10 +20,16 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox.errors import OperatorForbidden, OperatorNotFound, OperatorRequestRefused
+from webhook_inbox.errors import (
+    OperatorConflict,
+    OperatorForbidden,
+    OperatorNotFound,
+    OperatorRequestRefused,
+)
 from webhook_inbox.operations import actions, listings, requests
 from webhook_inbox.operations.actions import ActionOutcome
 from webhook_inbox.operations.requests import ACT
+from webhook_inbox.store import pauses
 
 
 @dataclass(frozen=True)
@@ -90,21 +97,82 @@ def _run(
     progress = on_progress or (lambda _done, _total: None)
     if isinstance(request, requests.Status):
         return Answer(_status(conn))
+    if isinstance(request, requests.EventsList | requests.OutboxList):
+        return _list(conn, request, max_rows)
+    if isinstance(request, requests.EventsShow):
+        return _show(conn, request)
+    if isinstance(request, requests.Replay):
+        return _replay(conn, request, caller, queue=queue, max_rows=max_rows, progress=progress)
+    if isinstance(request, requests.OutboxRetry):
+        return _outbox_retry(conn, request, caller, max_rows)
+    return _pausing(conn, request, caller, progress)
+
+
+def _pausing(
+    conn: Connection[Any],
+    request: requests.Paused | requests.Pause | requests.Resume,
+    caller: Caller,
+    progress: Progress,
+) -> Answer:
+    if isinstance(request, requests.Paused):
+        return Answer({"pauses": _pauses(conn)})
+    if isinstance(request, requests.Pause):
+        return _pause(conn, request, caller)
+    return _resume(conn, request, caller, progress)
+
+
+def _list(
+    conn: Connection[Any], request: requests.EventsList | requests.OutboxList, max_rows: int
+) -> Answer:
     if isinstance(request, requests.EventsList):
         page = listings.list_events(
             conn, request.where, limit=request.limit, cursor=request.cursor, max_page=max_rows
         )
         return Answer({"events": page.rows, "next_cursor": page.next_cursor})
-    if isinstance(request, requests.OutboxList):
-        page = listings.list_outbox(
-            conn, request.where, limit=request.limit, cursor=request.cursor, max_page=max_rows
+    page = listings.list_outbox(
+        conn, request.where, limit=request.limit, cursor=request.cursor, max_page=max_rows
+    )
+    return Answer({"messages": page.rows, "next_cursor": page.next_cursor})
+
+
+def _pauses(conn: Connection[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(p) for p in pauses.active_pauses(conn)]
+
+
+def _pause(conn: Connection[Any], request: requests.Pause, caller: Caller) -> Answer:
+    key = {"provider": request.provider, "type": request.event_type}
+    with conn.transaction():
+        since = pauses.pause(
+            conn, request.provider, request.event_type, reason=request.reason, by=caller.operator
         )
-        return Answer({"messages": page.rows, "next_cursor": page.next_cursor})
-    if isinstance(request, requests.EventsShow):
-        return _show(conn, request)
-    if isinstance(request, requests.Replay):
-        return _replay(conn, request, caller, queue=queue, max_rows=max_rows, progress=progress)
-    return _outbox_retry(conn, request, caller, max_rows)
+    if since is None:
+        raise OperatorConflict(
+            f"{request.provider} {request.event_type} is paused already (webhook-inbox paused)"
+        )
+    return Answer({**key, "paused_at": since}, log=key)
+
+
+def _resume(
+    conn: Connection[Any], request: requests.Resume, caller: Caller, progress: Progress
+) -> Answer:
+    """End the pause, then put back what it held, in batches (the sweeper finishes the rest if
+    this stops: each batch is its own transaction)."""
+    key = {"provider": request.provider, "type": request.event_type}
+    with conn.transaction():
+        resumed = pauses.resume(conn, request.provider, request.event_type, by=caller.operator)
+    if resumed is None:
+        raise OperatorNotFound(
+            f"{request.provider} {request.event_type} is not paused (webhook-inbox paused)"
+        )
+    released = 0
+    while True:  # a batch per transaction, oldest first: the rows go back as they were held
+        with conn.transaction():
+            moved = pauses.release_resumed(conn, more=lambda _total: False)
+        released += moved
+        progress(released, 0)
+        if moved < pauses.RELEASE_BATCH:
+            break
+    return Answer({**key, "released": released}, log={**key, "released": released})
 
 
 def _status(conn: Connection[Any]) -> dict[str, Any]:
@@ -122,6 +190,7 @@ def _status(conn: Connection[Any]) -> dict[str, Any]:
             "dead": state.outbox.dead,
             "oldest_pending_created_at": state.outbox.oldest_pending_created_at,
         },
+        "pauses": _pauses(conn),
     }
 
 

@@ -8,8 +8,8 @@ the operator function takes it from what AWS authenticated, the CLI on a databas
 accepted and ignored.
 
 Commands and the level each needs (:func:`level_needed`): ``status``, ``events list``, ``events
-show`` and ``outbox list`` read; ``replay``, ``outbox retry`` and ``events show`` with
-``"payload": true`` act.
+show``, ``outbox list`` and ``paused`` read; ``replay``, ``outbox retry``, ``pause``, ``resume``
+and ``events show`` with ``"payload": true`` act.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from webhook_inbox.operations.listings import OUTBOX_STATUSES, EventFilter, Outb
 from webhook_inbox.store import inbox
 
 READ, ACT = "read", "act"
-COMMANDS = ("status", "events list", "events show", "replay", "outbox list", "outbox retry")
+COMMANDS = (
+    "status", "events list", "events show", "replay", "outbox list", "outbox retry",
+    "paused", "pause", "resume",
+)  # fmt: skip
 IGNORED_KEYS = frozenset({"operator"})
 MAX_REASON = 1000
 _TEXT_LIMIT = 255  # provider names, event ids, types, topics: the schema's own bounds
@@ -79,11 +82,31 @@ class OutboxRetry:
     only_ids: tuple[int, ...] | None
 
 
-Request = Status | EventsList | EventsShow | Replay | OutboxList | OutboxRetry
+@dataclass(frozen=True)
+class Paused:
+    pass
+
+
+@dataclass(frozen=True)
+class Pause:
+    provider: str
+    event_type: str  # an exact type, a prefix ending in "*", or "*" for every type
+    reason: str
+
+
+@dataclass(frozen=True)
+class Resume:
+    provider: str
+    event_type: str
+
+
+Request = (
+    Status | EventsList | EventsShow | Replay | OutboxList | OutboxRetry | Paused | Pause | Resume
+)
 
 
 def level_needed(request: Request) -> str:
-    if isinstance(request, Replay | OutboxRetry):
+    if isinstance(request, Replay | OutboxRetry | Pause | Resume):
         return ACT
     if isinstance(request, EventsShow) and request.payload:
         return ACT
@@ -121,8 +144,22 @@ def parse(body: Any, *, max_rows: int) -> Request:
         request = _replay(fields, max_rows)
     elif command == "outbox list":
         request = OutboxList(_outbox_filter(fields.mapping("filter")), *_paging(fields, max_rows))
-    else:
+    elif command == "outbox retry":
         request = _outbox_retry(fields, max_rows)
+    elif command == "paused":
+        request = Paused()
+    else:
+        provider = fields.text("provider", required=True) or ""
+        event_type = fields.text("type") or "*"
+        if "*" in event_type[:-1]:
+            raise OperatorRequestRefused(
+                f"{command}: type {event_type!r} is not an event type, a prefix ending in '*' "
+                "(invoice.*) or '*'"
+            )
+        if command == "pause":
+            request = Pause(provider, event_type, _reason(fields))
+        else:
+            request = Resume(provider, event_type)
     fields.done()
     return request
 
@@ -177,10 +214,14 @@ def _outbox_retry(fields: _Fields, max_rows: int) -> OutboxRetry:
 
 
 def _action_fields(fields: _Fields) -> tuple[str, bool, bool]:
+    return _reason(fields), fields.flag("dry_run"), fields.flag("confirmed")
+
+
+def _reason(fields: _Fields) -> str:
     reason = (fields.text("reason", required=True, limit=MAX_REASON) or "").strip()
     if not reason:
         raise OperatorRequestRefused("reason: cannot be empty")
-    return reason, fields.flag("dry_run"), fields.flag("confirmed")
+    return reason
 
 
 def _event_filter(raw: _Fields) -> EventFilter:

@@ -35,7 +35,8 @@ class Pause:
     reason: str
     paused_by: str
     paused_at: datetime
-    circuit: bool
+    circuit: bool  # opened by the processor (paused_by "circuit breaker")
+    holds_new: bool  # False: a failing key's circuit, holding only what failed, not yet open
     last_error: str | None
     probe_at: datetime | None
     probes: int

@@ -52,8 +52,8 @@ RETURNING e.id
 
 -- name: active_pauses
 -- Every active pause, oldest first, with how many events it holds now.
-SELECT p.provider, p.event_type, p.reason, p.paused_by, p.paused_at, p.circuit, p.last_error,
-       p.probe_at, p.probes,
+SELECT p.provider, p.event_type, p.reason, p.paused_by, p.paused_at, p.circuit, p.holds_new,
+       p.last_error, p.probe_at, p.probes,
        (SELECT count(*) FROM webhook_events e
          WHERE e.available_at = '9999-01-01 00:00:00+00' AND e.status IN ('received', 'failed')
            AND e.provider = p.provider
