@@ -212,9 +212,10 @@ class IngestGateway:
                     return
                 if length > LAMBDA_SYNC_PAYLOAD_BYTES:
                     say("ingest", f"POST {path} -> 413: {explain(413, None, provider='')}")
-                    self._reply(413, _JSON, _message("Request Entity Too Large"))
+                    # Recorded before the answer: once a sender has it, so has the database.
                     if gateway.on_refused is not None:
                         gateway.on_refused(match[1], 413, None)
+                    self._reply(413, _JSON, _message("Request Entity Too Large"))
                     return
                 event = http_to_apigw_v2(
                     method="POST",
@@ -235,9 +236,9 @@ class IngestGateway:
                     "ingest",
                     f"POST {path} -> {status} ({elapsed:.0f} ms)" + (f": {why}" if why else ""),
                 )
-                self._reply(status, headers, out)
                 if status >= 300 and gateway.on_refused is not None:
-                    gateway.on_refused(match[1], status, outcome)
+                    gateway.on_refused(match[1], status, outcome)  # before the answer, as above
+                self._reply(status, headers, out)
 
             def _operator(self, level: str, path: str, query: str, body: bytes) -> None:
                 event = function_url_event(
