@@ -13,7 +13,8 @@ The one place an operator request's errors become HTTP answers:
 | the answer | 200 | ``{"result": …, "messages": […]}`` (``commands.Answer.wire``) |
 | a malformed request: an unknown key, a value out of range | 400 | ``{"error": …}`` |
 | no caller AWS authenticated; an act command or a payload at read level | 403 | ``{"error": …}`` |
-| ``events show`` of an event that does not exist | 404 | ``{"error": …}`` |
+| ``events show`` of no event, ``resume`` of a key not paused | 404 | ``{"error": …}`` |
+| ``pause`` of a key already paused | 409 | ``{"error": …}`` |
 | not a POST | 405 | ``{"error": …}`` |
 | an answer that cannot fit in Lambda's response (a huge payload) | 413 | ``{"error": …}`` |
 | the database or its secret unavailable, no answer in time, a conflict | 503 | ``{"error": …}`` |
@@ -174,7 +175,7 @@ def _fitted(answer: commands.Answer) -> dict[str, Any]:
                 f"{key}: {len(rows) - len(kept)} of {len(rows)} rows left out of this answer "
                 f"(over the operator function's {ANSWER_LIMIT_BYTES // 2**20} MiB)",
             ]
-        response = _ok({"result": result, "messages": messages})
+        response = _ok({**answer.wire(), "result": result, "messages": messages})
         size = response_size(response)
         if size <= ANSWER_LIMIT_BYTES:
             return response
