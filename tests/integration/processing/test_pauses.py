@@ -232,3 +232,18 @@ def test_a_first_failure_keeps_the_retry_schedule(
     downstream.up = True
     invoke(processor, sqs_event_for([row_id]))
     assert row(conn, row_id)["status"] == "processed"
+
+
+def test_a_paused_row_taken_over_with_its_attempts_spent_is_a_dead_letter_not_held(
+    conn: psycopg.Connection[Any],
+) -> None:
+    [row_id] = _store(conn, "invoice.paid")
+    conn.execute(
+        "UPDATE webhook_events SET status = 'processing', attempts = 3, lease_owner = 'gone',"
+        " lease_expires_at = now() - interval '1 second' WHERE id = %s",
+        (row_id,),
+    )
+    pauses.pause(conn, "stripe", "*", reason="incident", by="ops")
+    leases = inbox.take_leases(conn, [row_id], owner="w", lease_seconds=30, max_attempts=3)
+    assert ([e.id for e in leases.dead_lettered], leases.held) == ([row_id], [])
+    assert row(conn, row_id)["status"] == "dead_letter"

@@ -119,7 +119,8 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED) AS c
  WHERE e.id = c.id
 RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
-          e.attempts, e.received_at, e.lease_expires_at, e.error_kind, c.held, c.failing
+          e.attempts, e.received_at, e.lease_expires_at, e.error_kind,
+          c.held AND NOT c.spent AS held, c.failing
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
