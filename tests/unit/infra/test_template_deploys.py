@@ -271,3 +271,30 @@ def test_only_this_accounts_alarms_may_publish_in_awss_documented_form() -> None
     assert resolver().resolve(statement["Condition"]) == {
         "ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"}
     }
+
+
+# Which AWS services encrypt with the stack's key on a function's behalf, by what it calls.
+KEY_USERS = {"sqs", "secretsmanager", "sns"}
+
+
+def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encrypt_with_it() -> None:
+    """kms:Decrypt on the app key with no kms:ViaService would let a function's credentials
+    decrypt anything the key encrypted, directly; through SQS, Secrets Manager and SNS only, a
+    leaked credential reads no more than those calls return."""
+    found = 0
+    for name, function in serverless_functions().items():
+        for policy in function.get("Policies", []):
+            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                if not isinstance(statement, dict) or statement.get("Resource") != {
+                    "Fn::GetAtt": ["AppKey", "Arn"]
+                }:
+                    continue
+                found += 1
+                services = statement["Condition"]["StringEquals"]["kms:ViaService"]
+                hosts = {s["Fn::Sub"] for s in services}
+                assert hosts, name
+                assert all(
+                    re.fullmatch(r"(\w+)\.\$\{AWS::Region\}\.amazonaws\.com", h) for h in hosts
+                ), (name, hosts)
+                assert {h.split(".")[0] for h in hosts} <= KEY_USERS, (name, hosts)
+    assert found >= 6  # ingest, processor, sweeper, migrations and both operator functions
