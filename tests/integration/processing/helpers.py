@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from tests.support import FakeLambdaContext, load_event
+from webhook_inbox.errors import RetryableEventError
 from webhook_inbox.store import inbox
 
 
@@ -105,3 +106,25 @@ def row(conn: psycopg.Connection[Any], row_id: int) -> dict[str, Any]:
     values = cur.fetchone()
     assert values is not None
     return dict(zip([c.name for c in cur.description or ()], values, strict=True))
+
+
+def due_rows(conn: psycopg.Connection[Any]) -> list[int]:
+    """Every row due by now, oldest due first: what the queue and the sweeper would wake."""
+    rows = conn.execute(
+        "SELECT id FROM webhook_events WHERE status IN ('received', 'failed')"
+        " AND available_at <= now() ORDER BY available_at, id"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+class Downstream:
+    """What a handler calls: down until told otherwise; ``applied`` in the order it worked."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.applied: list[int] = []
+
+    def handler(self, conn: Any, event: Any) -> None:
+        if not self.up:
+            raise RetryableEventError("downstream answered 503")
+        self.applied.append(event.id)

@@ -16,8 +16,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.processing.helpers import invoke, sqs_event_for, store_event
-from webhook_inbox.errors import RetryableEventError
+from tests.integration.processing.helpers import (
+    Downstream,
+    due_rows,
+    invoke,
+    sqs_event_for,
+    store_event,
+)
 from webhook_inbox.settings import CircuitSettings
 from webhook_inbox.store import pauses
 
@@ -50,26 +55,6 @@ def _age(conn: psycopg.Connection[Any], seconds: int) -> None:
         conn.execute(f"UPDATE {table} SET {moves}")  # noqa: S608 - names from AGED, no input
 
 
-def _due(conn: psycopg.Connection[Any]) -> list[int]:
-    """What the queue and the sweeper deliver within the minute: every row due by now."""
-    rows = conn.execute(
-        "SELECT id FROM webhook_events WHERE status IN ('received', 'failed')"
-        " AND available_at <= now() ORDER BY available_at, id"
-    ).fetchall()
-    return [r[0] for r in rows]
-
-
-class Downstream:
-    def __init__(self) -> None:
-        self.up = False
-        self.applied: list[int] = []
-
-    def handler(self, conn: Any, event: Any) -> None:
-        if not self.up:
-            raise RetryableEventError("downstream answered 503")
-        self.applied.append(event.id)
-
-
 def _tick(
     conn: psycopg.Connection[Any], processor: ModuleType, tick: int, arrived: list[int]
 ) -> None:
@@ -80,7 +65,7 @@ def _tick(
     if tick % (60 // TICK_S) == 0:
         pauses.release_resumed(conn)
         pauses.send_probes(conn, limit=10, max_cooldown_seconds=900)
-    due = _due(conn)
+    due = due_rows(conn)
     for start in range(0, len(due), 10):
         invoke(processor, sqs_event_for(due[start : start + 10]))
     _age(conn, TICK_S)

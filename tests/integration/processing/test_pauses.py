@@ -9,7 +9,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.processing.helpers import invoke, row, sqs_event_for, store_event
+from tests.integration.processing.helpers import (
+    Downstream,
+    due_rows,
+    invoke,
+    row,
+    sqs_event_for,
+    store_event,
+)
 from webhook_inbox.errors import RetryableEventError
 from webhook_inbox.store import inbox, pauses
 
@@ -85,19 +92,6 @@ def test_a_key_that_is_not_a_type_or_a_prefix_is_refused(
     assert pauses.active_pauses(conn) == []
 
 
-class Downstream:
-    """What a handler calls: down until told otherwise."""
-
-    def __init__(self) -> None:
-        self.up = False
-        self.applied: list[int] = []
-
-    def handler(self, conn: Any, event: Any) -> None:
-        if not self.up:
-            raise RetryableEventError("downstream answered 503")
-        self.applied.append(event.id)
-
-
 def _circuit(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
     cur = conn.execute("SELECT * FROM handler_pauses WHERE circuit AND resumed_at IS NULL")
     found = cur.fetchone()
@@ -106,14 +100,6 @@ def _circuit(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
         if found is None
         else dict(zip([c.name for c in cur.description or ()], found, strict=True))
     )
-
-
-def _due(conn: psycopg.Connection[Any]) -> list[int]:
-    rows = conn.execute(
-        "SELECT id FROM webhook_events WHERE status IN ('received', 'failed')"
-        " AND available_at <= now() ORDER BY available_at, id"
-    ).fetchall()
-    return [r[0] for r in rows]
 
 
 def _make_due(conn: psycopg.Connection[Any]) -> None:
@@ -154,7 +140,7 @@ def test_a_run_of_failures_opens_the_circuit_a_probe_closes_it(
     # A probe that fails: one held event let through (fewest attempts, then oldest), held again.
     conn.execute("UPDATE handler_pauses SET probe_at = now() WHERE circuit")
     assert pauses.send_probes(conn, limit=10, max_cooldown_seconds=900) == 1
-    assert _due(conn) == [later[0]]
+    assert due_rows(conn) == [later[0]]
     invoke(processor, sqs_event_for([later[0]]))
     assert row(conn, later[0])["attempts"] == 1
     failed_probe = _circuit(conn)
@@ -169,12 +155,12 @@ def test_a_run_of_failures_opens_the_circuit_a_probe_closes_it(
     downstream.up = True
     conn.execute("UPDATE handler_pauses SET probe_at = now() WHERE circuit")
     assert pauses.send_probes(conn, limit=10, max_cooldown_seconds=900) == 1
-    probe = _due(conn)
+    probe = due_rows(conn)
     invoke(processor, sqs_event_for(probe))
     assert _circuit(conn) is None
     assert conn.execute("SELECT count(*) FROM handler_failures").fetchone() == (0,)
     assert pauses.release_resumed(conn) == 4
-    rest = _due(conn)
+    rest = due_rows(conn)
     assert rest == sorted(set(first + later) - set(probe))  # arrival order
     invoke(processor, sqs_event_for(rest))
     assert downstream.applied == probe + rest

@@ -6,11 +6,11 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from webhook_inbox import config
+from webhook_inbox.operations import commands
 
 _COLOURS = {
     "red": "31",
@@ -132,20 +132,8 @@ def age(since: datetime | None, *, now: datetime | None = None) -> str:
     return f"{days}d{hours:02d}h"
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, bytes | memoryview):
-        return bytes(value).hex()
-    if isinstance(value, Decimal):
-        return float(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
 def to_json(value: Any) -> str:
-    return json.dumps(value, default=_json_default, indent=2, sort_keys=False)
+    return json.dumps(value, default=commands.json_default, indent=2, sort_keys=False)
 
 
 def print_json(value: Any) -> None:

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue as MpQueue
@@ -132,13 +133,7 @@ def ingest_main(
         ready.put((f"ingest-{index}", load_error(exc)))
         return
     ready.put((f"ingest-{index}", 0))
-    while _running(settings):
-        try:
-            if not channel.poll(0.2):
-                continue
-            event = channel.recv()
-        except (EOFError, OSError):
-            return  # the gateway (the parent) is gone
+    for event in _requests(settings, channel):
         outcomes.clear()
         try:
             response = handler(event, LocalContext("IngestFunction", INGEST_TIMEOUT_S))
@@ -167,13 +162,7 @@ def operator_main(
         return
     ready.put((name, 0))
     function = f"Operator{level.capitalize()}Function"
-    while _running(settings):
-        try:
-            if not channel.poll(0.2):
-                continue
-            event = channel.recv()
-        except (EOFError, OSError):
-            return
+    for event in _requests(settings, channel):
         try:
             response = handler(event, LocalContext(function, OPERATOR_TIMEOUT_S))
         except Exception:  # noqa: BLE001 - as Lambda does: a crashed invocation is a 502
@@ -183,6 +172,18 @@ def operator_main(
             channel.send((response, None))
         except (BrokenPipeError, OSError):
             return
+
+
+def _requests(settings: WorkerSettings, channel: Connection) -> Iterator[Any]:
+    """The gateway's requests, one at a time, until told to stop or the gateway is gone."""
+    while _running(settings):
+        try:
+            if not channel.poll(0.2):
+                continue
+            event = channel.recv()
+        except (EOFError, OSError):
+            return  # the gateway (the parent) is gone
+        yield event
 
 
 def _observed_ingest(functions_dir: Path) -> tuple[Any, list[Any]]:

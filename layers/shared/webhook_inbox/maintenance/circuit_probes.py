@@ -21,7 +21,7 @@ class PausedEvents(BatchedStep):
         with conn.transaction():
             pauses.expire_quiet_circuits(conn, window_seconds=config.circuit_window_seconds)
         with conn.transaction():  # one release batch per transaction: the step loop keeps time
-            released = pauses.release_resumed(conn, batch=config.enqueue_batch, more=_once)
+            released = pauses.release_resumed(conn, batch=config.enqueue_batch)
         report.held_released += released
         if released == config.enqueue_batch:
             return True
@@ -32,7 +32,3 @@ class PausedEvents(BatchedStep):
                 max_cooldown_seconds=config.circuit_max_cooldown_seconds,
             )
         return False
-
-
-def _once(_: int) -> bool:
-    return False

@@ -167,7 +167,7 @@ def _resume(
     released = 0
     while True:  # a batch per transaction, oldest first: the rows go back as they were held
         with conn.transaction():
-            moved = pauses.release_resumed(conn, more=lambda _total: False)
+            moved = pauses.release_resumed(conn)
         released += moved
         progress(released, 0)
         if moved < pauses.RELEASE_BATCH:
@@ -358,7 +358,8 @@ def _counts(outcomes: list[ActionOutcome]) -> dict[str, Any]:
 # --- the wire ------------------------------------------------------------------------------
 
 
-def _default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
+    """How the operator's answers (and the CLI's --json) write what JSON has no type for."""
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, timedelta):
@@ -372,4 +373,4 @@ def _default(value: Any) -> Any:
 
 def encode(value: Any) -> str:
     """JSON as the operator's answers travel: timestamps as ISO 8601, compact, UTF-8 text."""
-    return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"))

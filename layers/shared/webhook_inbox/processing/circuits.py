@@ -39,12 +39,16 @@ logger = observability.lean_logger()
 
 # Dead letters that say nothing about the downstream: the event's own fault.
 _NOT_AN_OUTAGE = {PermanentEventError.kind, "transaction_control", "lease_expired"}
+# Outcomes that neither extend a run of failures nor, with no run to end, end one.
+_HEALTHY = {"processed", "ignored", "lease_lost", "unfinished"}
 
 
 def key_outcomes(results: Iterable[EventResult], *, failing: set[str]) -> list[KeyOutcome]:
     """Per handler key: how many of its events failed, or 0 when one of them succeeded (a
     success breaks the run: the failures beside it are the events' own). Successes of
     providers with no run of failures are left out: there is nothing to end."""
+    if not failing and all(r.outcome in _HEALTHY for r in results):
+        return []  # the common case: no handler key lookup per event
     failures: dict[tuple[str, str], int] = {}
     errors: dict[tuple[str, str], str | None] = {}
     processed: set[tuple[str, str]] = set()

@@ -9,7 +9,7 @@ closes it on the key's next success; the sweeper lets one held event through per
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -106,24 +106,17 @@ def release_held(conn: Connection[Any], pause_ids: Iterable[int], *, limit: int)
     return cur.rowcount
 
 
-def release_resumed(
-    conn: Connection[Any], *, batch: int = RELEASE_BATCH, more: Callable[[int], bool] = bool
-) -> int:
-    """Release the rows every resumed pause still holds, ``batch`` at a time (each its own
-    transaction when ``conn`` is in autocommit); ``more(total so far)`` says whether to go on
-    after a full batch (time, progress). A pause whose rows are all released is marked so; the
-    rest go on at the next call."""
+def release_resumed(conn: Connection[Any], *, batch: int = RELEASE_BATCH) -> int:
+    """Release up to ``batch`` of the rows every resumed pause still holds (oldest first); how
+    many. A pause whose rows are all released is marked so; the caller repeats while a whole
+    batch came back (a transaction each: the rows go back as they were held)."""
     pause_ids = [row[0] for row in _run(conn, "pending_releases", {}).fetchall()]
-    total = 0
-    while pause_ids:
-        moved = release_held(conn, pause_ids, limit=batch)
-        total += moved
-        if moved < batch:
-            _run(conn, "mark_released", {"pause_ids": pause_ids})
-            break
-        if not more(total):
-            break
-    return total
+    if not pause_ids:
+        return 0
+    moved = release_held(conn, pause_ids, limit=batch)
+    if moved < batch:
+        _run(conn, "mark_released", {"pause_ids": pause_ids})
+    return moved
 
 
 @translated
