@@ -17,14 +17,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, config, observability
 from webhook_inbox.errors import SecretUnavailable
-from webhook_inbox.processing import batch, handler_keys, handlers
+from webhook_inbox.processing import batch, handler_keys, handlers, pacing
 from webhook_inbox.processing.passes import EventResult
 from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.wakeups import parse_body
-from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
+from webhook_inbox_app import handlers as application
 
+APPLICATION_HANDLERS = application.HANDLERS
 aws.use(aws.PROCESSOR)
 handlers.install(APPLICATION_HANDLERS)  # the application's handlers (ApplicationLayer)
+pacing.install(getattr(application, "PACING", {}))  # its optional limits per handler key
 logger = batch.logger
 metrics = batch.metrics
 # Once per execution environment: a key that can never match would end its events `ignored`.
@@ -43,6 +45,7 @@ _METRIC_OF = {
     "failed": "Failed",
     "dead_letter": "DeadLettered",
     "ignored": "Ignored",
+    "deferred": "Paced",
 }
 
 
@@ -62,6 +65,8 @@ def observe(result: EventResult) -> list[Any] | None:
         metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
     if result.outcome == "processed":
         return [event.id, event.provider, event.event_id, event.attempts]
+    if result.outcome == "deferred":
+        return None  # by design, and possibly many: counted (Paced), never one line each
     fields: dict[str, Any] = {
         "row_id": event.id,
         "provider": event.provider,

@@ -1,8 +1,9 @@
 """The structure the design asks for, checked on the code rather than described.
 
 - Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events),
-  ``outbox.py`` (outbox_messages) and ``pauses.py`` (handler_pauses, handler_failures, and the
-  held rows they release), each with the one SQL file of the same name beside it. The
+  ``outbox.py`` (outbox_messages), ``pauses.py`` (handler_pauses, handler_failures, and the
+  held rows they release) and ``pacing.py`` (handler_pacing, handler_admissions, and the leased
+  rows pacing hands back), each with the one SQL file of the same name beside it. The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
   ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
   other modules that talk SQL, and none touches a table's rows; the one exception is the
@@ -24,7 +25,14 @@ from pathlib import Path
 
 from tests.infra_support import PACKAGE_DIR, ROOT
 
-DATA_MODULES = {"inbox.py": "inbox.sql", "outbox.py": "outbox.sql", "pauses.py": "pauses.sql"}
+DATA_MODULES = {
+    "inbox.py": "inbox.sql",
+    "outbox.py": "outbox.sql",
+    "pauses.py": "pauses.sql",
+    "pacing.py": "pacing.sql",
+}
+# Besides inbox.sql, the statements that move webhook_events rows, and the one move each makes.
+MOVES_INBOX_ROWS = {"pauses.sql", "pacing.sql"}
 # Transaction control around the processor's handlers: savepoints and a setting, no table.
 TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
@@ -101,13 +109,18 @@ def test_each_table_is_in_its_own_sql_file_only() -> None:
     for sql_file, table in owners.items():
         assert table in _statements(sql_file)
         for other in set(DATA_MODULES.values()) - {sql_file}:
-            # pauses.sql moves held rows (status 'held') and nothing else of webhook_events.
-            if (other, table) != ("pauses.sql", "webhook_events"):
+            # pauses.sql releases held rows, pacing.sql hands back the leased rows it defers.
+            if not (other in MOVES_INBOX_ROWS and table == "webhook_events"):
                 assert table not in _statements(other), (other, table)
     for table in ("handler_pauses", "handler_failures"):
         assert table in _statements("pauses.sql")
         # The lease reads the pauses (to hold what they match); nothing else does.
         assert f"update {table}" not in _statements("inbox.sql").lower()
+    for table in ("handler_pacing", "handler_admissions"):
+        for other in set(DATA_MODULES.values()) - {"pacing.sql"}:
+            assert table not in _statements(other), (other, table)
+    # pacing.sql's one statement on webhook_events: the leased rows it defers, handed back.
+    assert _statements("pacing.sql").lower().count("webhook_events") == 1
 
 
 def test_the_runtime_imports_neither_tools_nor_application() -> None:

@@ -61,7 +61,7 @@ from webhook_inbox.ingest import pipeline as ingest
 from webhook_inbox.ingest import provider_registry, provider_source, providers
 from webhook_inbox.maintenance import publishers
 from webhook_inbox.processing import batch as processing
-from webhook_inbox.processing import handlers
+from webhook_inbox.processing import handlers, pacing
 from webhook_inbox.store import db
 
 MISSING_SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gone-AbCdEf"
@@ -180,6 +180,17 @@ def runs(
             )
             rows.append(store_event(conn, event_type="charge.unknown", payload={"id": "ch_1"}))
             found["batch"] = process(rows)
+            with monkeypatch.context() as patch:  # a paced key turns its second event away
+                patch.setattr(pacing, "LIMITS", {})
+                patch.setattr(pacing, "_PROVIDERS", set())
+                handlers.HANDLERS[("stripe", "invoice.upcoming")] = lambda conn, event: None
+                pacing.install({("stripe", "invoice.upcoming"): pacing.Pacing(per_second=1)})
+                found["paced_batch"] = process(
+                    [
+                        store_event(conn, event_type="invoice.upcoming", payload={"id": f"in_{n}"})
+                        for n in (3, 4)
+                    ]
+                )
             found["sweep"] = sweep()
             found.update(_sweeps_with_registry(monkeypatch, sweep))
             found["dead_letter"] = process(

@@ -93,7 +93,7 @@ METRIC_OWNERS = {
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",
-        "SecretUnavailable",
+        "Paced", "SecretUnavailable",
     },
     "SweeperFunction": {
         "LeasesExpired", "Reenqueued", "OutboxPublished", "OutboxFailed", "OutboxDead",

@@ -31,7 +31,9 @@ re-wake ``{"ids": [<row id>, …]}``: :mod:`webhook_inbox.wakeups`):
    charged once, when nothing could tell them apart; repeated, they would all have been
    dead-lettered).
 5. After the commits, failed events whose retry is due within SQS's 900 s ``DelaySeconds`` limit
-   are sent back to the queue with that delay; longer delays are left to the sweeper.
+   are sent back to the queue with that delay; longer delays are left to the sweeper. So are
+   events of a paced handler key that its rate or concurrency turned away right after the lease
+   (:mod:`webhook_inbox.processing.pacing`: handed back unspent, ``deferred``).
 
 SQS must redeliver a record (it becomes a batch item failure) only when the database could not
 record its outcome: the connection broke or the commit failed (nothing of that chunk committed but
@@ -42,7 +44,7 @@ could not be sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +54,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, deadlines, observability
 from webhook_inbox.errors import StoreError
-from webhook_inbox.processing import circuits, leasing, passes
+from webhook_inbox.processing import circuits, leasing, pacing, passes
 from webhook_inbox.processing.passes import MAX_ERROR_CHARS, EventResult
 from webhook_inbox.settings import ProcessorSettings
 from webhook_inbox.store import db, inbox
@@ -225,12 +227,15 @@ def _process_chunk(
     chunk = _lease_rows(row_ids, owner=owner, remaining_ms=remaining_ms, settings=settings)
     results = _dead_on_takeover(chunk.dead_lettered)
     conn = db.get_connection(application_name="webhook-inbox-processor")
-    leased, suspects = _set_suspects_aside(conn, chunk.leased, owner=owner)
+    paced = pacing.pace(conn, chunk.leased, owner=owner)
+    results += paced.deferred
+    leased, suspects = _set_suspects_aside(conn, paced.leased, owner=owner)
     results += _run_passes(conn, leased, owner=owner, remaining_ms=remaining_ms, settings=settings)
     alone, not_run = _run_suspects_alone(
         conn, suspects, owner=owner, remaining_ms=remaining_ms, settings=settings
     )
     results += alone
+    _finish_paced(conn, paced.finish_ids)
     circuits.settle(conn, results, failing=chunk.failing, settings=settings)
     unfinished = sorted(r.event.id for r in results if r.outcome == "unfinished")
     if unfinished:
@@ -342,6 +347,16 @@ def _run_suspects_alone(
     return results, not_run
 
 
+def _finish_paced(conn: psycopg.Connection[Any], row_ids: list[int]) -> None:
+    """Free the paced keys' places of the chunk's admitted events (committed or handed back);
+    if that fails, each place frees itself when the event's lease would have expired."""
+    try:
+        pacing.finish(conn, row_ids)
+    except StoreError as exc:
+        db.discard_connection()
+        logger.warning("paced places not freed", extra={"error_kind": type(exc).__name__})
+
+
 def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, owner: str) -> None:
     """Hand back leases this invocation had no time to use; if that fails, they just expire."""
     try:
@@ -354,12 +369,13 @@ def _release_unfinished(conn: psycopg.Connection[Any], row_ids: list[int], *, ow
 
 
 def _schedule_retries(
-    conn: psycopg.Connection[Any], results: Iterable[EventResult], settings: ProcessorSettings
+    conn: psycopg.Connection[Any], results: list[EventResult], settings: ProcessorSettings
 ) -> set[int]:
-    """Wake failed events up on time; return the rows whose wake-up SQS must provide instead."""
+    """Wake failed and deferred events up on time; return the rows whose wake-up SQS must
+    provide instead."""
     delays: dict[int, int] = {}
     for result in results:
-        if result.outcome == "failed" and result.retry_delay_s is not None:
+        if result.outcome in ("failed", "deferred") and result.retry_delay_s is not None:
             delay = sqs_delay_for(result.retry_delay_s)
             if delay is not None:
                 delays[result.event.id] = delay
@@ -370,8 +386,10 @@ def _schedule_retries(
         logger.warning("PROCESSING_QUEUE_URL unset: SQS redelivers failed events instead")
         return set(delays)
     sent = _send_retry_wakeups(settings.queue_url, delays)
+    retried = sum(1 for r in results if r.outcome == "failed" and r.event.id in sent)
+    if retried:
+        metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=retried)
     if sent:
-        metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=len(sent))
         try:
             inbox.mark_enqueued(conn, sorted(sent))
         except StoreError as exc:

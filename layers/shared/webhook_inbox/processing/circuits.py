@@ -40,7 +40,7 @@ logger = observability.lean_logger()
 # Dead letters that say nothing about the downstream: the event's own fault.
 _NOT_AN_OUTAGE = {PermanentEventError.kind, "transaction_control", "lease_expired"}
 # Outcomes that neither extend a run of failures nor, with no run to end, end one.
-_HEALTHY = {"processed", "ignored", "lease_lost", "unfinished"}
+_HEALTHY = {"processed", "ignored", "lease_lost", "unfinished", "deferred"}
 
 
 def key_outcomes(results: Iterable[EventResult], *, failing: set[str]) -> list[KeyOutcome]:

@@ -75,7 +75,7 @@ class EventResult:
     """What happened to one leased event in this batch."""
 
     event: LeasedEvent
-    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished
+    outcome: str  # processed | failed | dead_letter | ignored | lease_lost | unfinished | deferred
     duration_ms: float = 0.0
     retry_delay_s: float | None = None
     latency: timedelta | None = None
