@@ -86,6 +86,8 @@ class IngestSettings(QueueSettings, RegistrySettings):
     """The ingest function's, passed to :func:`webhook_inbox.ingest.pipeline.handle`."""
 
     max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
+    # Set by Lambda (the function's MemorySize); 0 outside Lambda. Bounds the body ingest parses.
+    memory_mb: int = setting("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", 0)
     # Ingest's copy of the registry (provider_source): re-read once it is this many seconds
     # old, never used to accept once it is the max age.
     providers_refresh_s: float = setting("PROVIDERS_REFRESH_S", DEFAULT_PROVIDERS_REFRESH_S)

@@ -437,6 +437,30 @@ def test_the_body_limit_is_configurable_and_checked_before_parsing(
     assert row_count(conn) == 1
 
 
+def test_a_body_the_functions_memory_cannot_parse_is_a_413_that_names_the_memory(
+    harness: IngestHarness,
+    conn: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At IngestMemorySize 128 a body of 1.5 MiB of small objects would peak above the memory
+    (python -m bench.ingest_memory): refused with a line saying what to raise, never parsed."""
+    monkeypatch.setenv("MAX_BODY_BYTES", str(4 * 1024 * 1024))
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+    items = ",".join('{"sku":"s","qty":1}' for _ in range(75_000))
+    big = ('{"id":"evt_heavy","type":"t","items":[' + items + "]}").encode()
+    assert 1024 * 1024 < len(big) < 4 * 1024 * 1024
+    reply = harness.deliver("acme", big, harness.sign("acme", big))
+    assert (reply.status, reply.body) == (413, {"error": "payload too large"})
+    [line] = [r for r in caplog.records if r.getMessage() == "rejected"]
+    assert "IngestMemorySize 128 MB" in line.__dict__["detail"]
+    # The default MaxBodyBytes (1 MiB) fits the smallest memory the template allows.
+    monkeypatch.setenv("MAX_BODY_BYTES", str(1024 * 1024))
+    fits = ('{"id":"evt_fits","type":"t","items":[' + items[: 900 * 1024] + '{"qty":1}]}').encode()
+    assert harness.deliver("acme", fits, harness.sign("acme", fits)).status == 202
+    assert row_count(conn) == 1
+
+
 def test_a_duplicate_delivered_sequentially_is_200_and_one_row_one_message(
     harness: IngestHarness, conn: psycopg.Connection[Any]
 ) -> None:

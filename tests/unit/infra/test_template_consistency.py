@@ -48,6 +48,7 @@ APPLICATION_FUNCTIONS = {"ProcessorFunction", "MigrationsFunction"}
 LOCAL_ONLY_ENV = {
     "DATABASE_URL": "local development and tests; deployed functions use DATABASE_SECRET_ARN",
     "PROVIDERS_CONFIG_FILE": "local alternative to PROVIDERS_CONFIG",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "set by Lambda itself: the function's MemorySize",
 }
 # Set by the template, read by the Powertools library rather than by our code.
 LIBRARY_ENV_PREFIXES = ("POWERTOOLS_",)

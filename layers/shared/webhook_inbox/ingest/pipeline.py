@@ -39,7 +39,7 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     UnknownProvider,
 )
-from webhook_inbox.ingest import provider_source
+from webhook_inbox.ingest import bodies, provider_source
 from webhook_inbox.ingest.providers import Provider, Registry
 from webhook_inbox.ingest.schemes import Delivery, Identity, Reply, Scheme
 from webhook_inbox.settings import IngestSettings
@@ -177,10 +177,12 @@ def _request_line(event: Mapping[str, Any], headers: Mapping[str, str]) -> tuple
     return method.upper(), url
 
 
-def decode_event(event: Any, limit: int) -> tuple[str, Delivery]:
+def decode_event(
+    event: Any, limit: int, too_large: str = "body over the limit"
+) -> tuple[str, Delivery]:
     """The provider name and the delivery (raw body bytes, headers, method and URL) from any of
     the three event shapes. The size limit is enforced before any parsing (and before decoding
-    base64)."""
+    base64); ``too_large`` is the 413's detail."""
     if not isinstance(event, Mapping):
         raise InvalidPayload("not an HTTP event")
     body = event.get("body") or ""
@@ -188,20 +190,20 @@ def decode_event(event: Any, limit: int) -> tuple[str, Delivery]:
         raise InvalidPayload("not an HTTP event")
     if event.get("isBase64Encoded"):
         if len(body) > 4 * ((limit + 2) // 3):
-            raise PayloadTooLarge("body over the limit")
+            raise PayloadTooLarge(too_large)
         try:
             raw = base64.b64decode(body, validate=True)
         except ValueError:  # binascii.Error, or ValueError for a non-ASCII str (found by fuzzing)
             raise InvalidPayload("body is not valid base64") from None
     else:
         if len(body) > limit:
-            raise PayloadTooLarge("body over the limit")
+            raise PayloadTooLarge(too_large)
         try:
             raw = body.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidPayload("body is not valid text") from None
     if len(raw) > limit:
-        raise PayloadTooLarge("body over the limit")
+        raise PayloadTooLarge(too_large)
     headers = _headers(event)
     method, url = _request_line(event, headers)
     return _provider_name(event), Delivery(headers, raw, method, url)
@@ -344,7 +346,9 @@ def handle(
     outcome = Outcome(_GENERIC_BODIES[500], "error")
     try:
         configured = settings()
-        provider_name, delivery = decode_event(event, configured.max_body_bytes)
+        provider_name, delivery = decode_event(
+            event, *bodies.body_limit(configured.max_body_bytes, configured.memory_mb)
+        )
         provider = _find_provider(provider_name, configured, providers, outcome)
         delivery = provider.as_called(delivery)
         verified = provider.verify(delivery, now=int(current_time()))
