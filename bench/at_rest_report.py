@@ -49,19 +49,26 @@ class SetBill:
     system_log_level: str
     lines: list[Line]
     memory_mb: dict[str, int] = field(default_factory=lambda: dict(p.TRAFFIC_MEASURED_MEMORY))
+    ingest_system_log_level: str = "WARN"  # IngestSystemLogLevel
 
 
-def platform_bytes_per_webhook(system_log_level: str) -> float:
-    """Lambda's own lines per webhook at ``system_log_level`` beyond what the measured traffic
-    figure had (it ran at WARN, without them): ingest's invocation and a batch's share of the
-    processor's, at the durations and memory of that run."""
+def platform_bytes_per_webhook(system_log_level: str, ingest_system_log_level: str) -> float:
+    """Lambda's own lines per webhook beyond what the measured traffic figure had (it ran at
+    WARN, without them): ingest's invocation at ``ingest_system_log_level`` and a batch's share
+    of the processor's at ``system_log_level``, at the durations and memory of that run."""
     from bench.cost import platform_lines
 
-    config = {"LogFormat": "JSON", "SystemLogLevel": system_log_level}
     total = 0.0
-    for per_webhook, duration_ms, memory_mb, used_mb in p.TRAFFIC_INVOCATIONS:
+    levels = (ingest_system_log_level, system_log_level)  # TRAFFIC_INVOCATIONS' order
+    for level, (per_webhook, duration_ms, memory_mb, used_mb) in zip(
+        levels, p.TRAFFIC_INVOCATIONS, strict=True
+    ):
         lines = platform_lines(
-            config, duration_ms=duration_ms, memory_mb=memory_mb, used_mb=used_mb, init_ms=None
+            {"LogFormat": "JSON", "SystemLogLevel": level},
+            duration_ms=duration_ms,
+            memory_mb=memory_mb,
+            used_mb=used_mb,
+            init_ms=None,
         )
         total += per_webhook * sum(len(line) + 1 for line in lines)
     return total
@@ -80,7 +87,9 @@ def memory_difference_per_million(memory_mb: dict[str, int]) -> float:
 def traffic_per_million(bill: SetBill) -> float:
     """The measured per-million figure without the sweeper's share (counted at rest), plus the
     platform lines the set's SystemLogLevel adds and what its memory sizes change."""
-    extra_logs = platform_bytes_per_webhook(bill.system_log_level) * 1e6 / p.GB
+    extra_logs = (
+        platform_bytes_per_webhook(bill.system_log_level, bill.ingest_system_log_level) * 1e6 / p.GB
+    )
     return (
         p.TRAFFIC_PER_MILLION[bill.endpoint]
         - p.SWEEPER_SHARE_PER_MILLION
@@ -163,7 +172,8 @@ def render(sets: dict[str, SetBill]) -> str:
         rest = total(bill.lines)
         cells = [f"{rest + traffic_per_month(bill, v):,.2f}" for v in VOLUMES]
         out.append(
-            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, memory"
+            f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, ingest's"
+            f" {bill.ingest_system_log_level}, memory"
             f" {bill.memory_mb['IngestMemorySize']}/{bill.memory_mb['ProcessorMemorySize']} MB)"
             f" | {rest:.2f}"
             f" | {' | '.join(cells)} |"
@@ -174,9 +184,10 @@ def render(sets: dict[str, SetBill]) -> str:
         f" ${p.TRAFFIC_PER_MILLION['HttpApi']} behind the HTTP API,"
         f" ${p.TRAFFIC_PER_MILLION['FunctionUrl']} behind a Function URL) less the sweeper's"
         f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus, where the"
-        " set's `SystemLogLevel` is INFO or DEBUG, Lambda's platform.start and platform.report"
-        " lines (that run had WARN: ingest's invocation and a tenth of the processor's per"
-        " webhook, rendered by bench/cost.py at that run's durations), plus or minus what the"
+        " set's `SystemLogLevel` (the processor's) or `IngestSystemLogLevel` is INFO or DEBUG,"
+        " Lambda's platform.start and platform.report lines (that run had WARN: ingest's"
+        " invocation and a tenth of the processor's per webhook, rendered by bench/cost.py at"
+        " that run's durations), plus or minus what the"
         " set's ingest/processor memory sizes change in that run's GB-seconds (its memory"
         " table; the run had 256/128 MB), plus the custom"
         f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"

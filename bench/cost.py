@@ -864,7 +864,10 @@ def render(  # noqa: PLR0917 - one report, all its inputs
                 ", ".join(f"{f} {deployments[label].memory_mb[f]}" for f in FUNCTIONS),
                 deployments[label].logging["ingest"].get("LogFormat", "Text")
                 + " / "
-                + str(deployments[label].logging["ingest"].get("SystemLogLevel", "-")),
+                + ", ".join(
+                    f"{f} {deployments[label].logging[f].get('SystemLogLevel', '-')}"
+                    for f in FUNCTIONS
+                ),
             ]
         )
     labels = list(results)

@@ -260,7 +260,8 @@ def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> di
         d = deployment(name, overrides)
         level = str(d.parameters["SystemLogLevel"])
         memory = {k: int(d.parameters[k]) for k in p.TRAFFIC_MEASURED_MEMORY}
-        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory)
+        ingest_level = str(d.parameters["IngestSystemLogLevel"])
+        sets[name] = SetBill(str(d.parameters["Endpoint"]), level, at_rest(d), memory, ingest_level)
     return sets
 
 

@@ -57,15 +57,20 @@ def reaches_cloudwatch(
     return _at_least(lambda_level(line), application_level)
 
 
-def level_combinations() -> list[tuple[str, str, str]]:
-    """Every (LogLevel, Lambda application level, SystemLogLevel) the template allows."""
+Levels = tuple[str, str, str, str]  # LogLevel, application level, SystemLogLevel, ingest's
+
+
+def level_combinations() -> list[Levels]:
+    """Every (LogLevel, Lambda application level, SystemLogLevel, IngestSystemLogLevel) the
+    template allows."""
     template = load_template()
     parameters = template["Parameters"]
     mapping = template["Mappings"]["ApplicationLogLevels"]
     return [
-        (log_level, mapping[log_level]["Lambda"], system_level)
+        (log_level, mapping[log_level]["Lambda"], system_level, ingest_level)
         for log_level in parameters["LogLevel"]["AllowedValues"]
         for system_level in parameters["SystemLogLevel"]["AllowedValues"]
+        for ingest_level in parameters["IngestSystemLogLevel"]["AllowedValues"]
     ]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from tests.alarm_model import (
     STACK,
     Datapoint,
+    Levels,
     lambda_metric,
     metrics_of,
     platform_report,
@@ -60,12 +61,14 @@ class Run:
 class Timeline:
     """What CloudWatch holds after MINUTES of one scenario, at one level combination."""
 
-    levels: tuple[str, str, str]
+    levels: Levels
     points: list[Datapoint] = field(default_factory=list)
     lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def kept(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        log_level, application, system = self.levels
+    def kept(self, lines: list[dict[str, Any]], function: str = "") -> list[dict[str, Any]]:
+        log_level, application, system, ingest_system = self.levels
+        if function == "ingest":
+            system = ingest_system
         return [
             line
             for line in lines
@@ -75,7 +78,7 @@ class Timeline:
         ]
 
     def write(self, function: str, minute: int, lines: list[dict[str, Any]]) -> None:
-        kept = self.kept(lines)
+        kept = self.kept(lines, function)
         self.lines.setdefault(function, []).extend(kept)
         self.points += metrics_of(kept, LOG_GROUP[function], minute)
 
@@ -98,7 +101,7 @@ class Timeline:
         }
 
 
-def healthy(runs: dict[str, Run], levels: tuple[str, str, str], *, skip: str = "") -> Timeline:
+def healthy(runs: dict[str, Run], levels: Levels, *, skip: str = "") -> Timeline:
     """Steady traffic: deliveries, batches and a sweep every minute (``skip``: a function
     whose invocations the scenario replaces while the failure lasts)."""
     timeline = Timeline(levels)
@@ -113,13 +116,13 @@ def healthy(runs: dict[str, Run], levels: tuple[str, str, str], *, skip: str = "
     return timeline
 
 
-Scenario = Callable[[dict[str, Run], tuple[str, str, str]], Timeline]
+Scenario = Callable[[dict[str, Run], Levels], Timeline]
 
 
 def lasting(run_name: str, times: int = 1, *, replaces: str = "") -> Scenario:
     """A real outcome that repeats every minute while the failure lasts."""
 
-    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels, skip=replaces)
         for minute in FAILING:
             timeline.run(minute, runs[run_name], times)
@@ -128,15 +131,19 @@ def lasting(run_name: str, times: int = 1, *, replaces: str = "") -> Scenario:
     return build
 
 
-def killed(function: str, status: str, error_type: str | None = None) -> Scenario:
+def killed(
+    function: str, status: str, error_type: str | None = None, *, said: str = ""
+) -> Scenario:
     """Lambda ends the invocation (timeout, memory): it counts an error, and its report is
-    the only line; the function wrote nothing after the kill."""
+    the only line it writes; ``said``: the run whose lines the function wrote before the kill
+    (ingest's own evidence, the watchdog's "timing out" or its "memory high")."""
 
-    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels, skip=function)
+        before = runs[said].lines if said else []
         for minute in FAILING:
             report = platform_report(f"req-{minute}", status, error_type=error_type)
-            timeline.invoked(function, minute, [report], failed=True)
+            timeline.invoked(function, minute, [*before, report], failed=True)
         return timeline
 
     return build
@@ -145,7 +152,7 @@ def killed(function: str, status: str, error_type: str | None = None) -> Scenari
 def raising(function: str) -> Scenario:
     """An exception escapes the handler: the runtime's error line and an error."""
 
-    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels, skip=function)
         for minute in FAILING:
             line = runtime_error_line(f"req-{minute}", "KeyError")
@@ -158,7 +165,7 @@ def raising(function: str) -> Scenario:
 def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) -> Scenario:
     """A failure seen only in a metric (a queue's depth, a gauge the sweeper reports)."""
 
-    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels)
         dims = tuple(sorted(dimensions.items()))
         timeline.points += [Datapoint(m, namespace, name, dims, value) for m in FAILING]
@@ -167,7 +174,7 @@ def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) 
     return build
 
 
-def dead_letters(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+def dead_letters(runs: dict[str, Run], levels: Levels) -> Timeline:
     """Events dead-lettered, and from then on every sweep reports the rows waiting."""
     timeline = healthy(runs, levels, skip="sweeper")
     for minute in FAILING:
@@ -176,12 +183,12 @@ def dead_letters(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline
     return timeline
 
 
-def sweeper_stops(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+def sweeper_stops(runs: dict[str, Run], levels: Levels) -> Timeline:
     return healthy(runs, levels, skip="sweeper")
 
 
 def throttled(per_minute: float, minutes: range) -> Scenario:
-    def build(runs: dict[str, Run], levels: tuple[str, str, str]) -> Timeline:
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels)
         for minute in minutes:
             timeline.points.append(lambda_metric(minute, "Throttles", "IngestFunction", per_minute))
@@ -192,6 +199,14 @@ def throttled(per_minute: float, minutes: range) -> Scenario:
 
 
 GAUGE = {"service": STACK}
+
+
+def _memory_high(function: str) -> str:
+    """Ingest's line before a memory kill: its peak passed 80 % of its size in an earlier
+    delivery (a body that cannot fit is refused before it is parsed, so the growth is gradual)."""
+    return "ingest_memory_high" if function == "ingest" else ""
+
+
 # The RUNBOOK table's classes: (function it names for "the function", scenario) per variant.
 CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "ingest answers 500": [("ingest", lasting("ingest_500"))],
@@ -219,9 +234,12 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("sweeper", raising("sweeper")),
     ],
     "an operator function raises": [("operator", raising("operator"))],
-    "a function times out": [(fn, killed(fn, "timeout")) for fn in FUNCTIONS],
+    "a function times out": [
+        (fn, killed(fn, "timeout", said="ingest_timing_out" if fn == "ingest" else ""))
+        for fn in FUNCTIONS
+    ],
     "a function runs out of memory": [
-        (fn, killed(fn, "error", "Runtime.OutOfMemory")) for fn in FUNCTIONS
+        (fn, killed(fn, "error", "Runtime.OutOfMemory", said=_memory_high(fn))) for fn in FUNCTIONS
     ],
     "throttling that lasts 15 minutes": [("ingest", throttled(3, FAILING))],
     "an event dead-lettered": [("processor", dead_letters)],

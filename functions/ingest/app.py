@@ -10,9 +10,10 @@ import time.
 
 from __future__ import annotations
 
+import resource
 from typing import Any
 
-from webhook_inbox import aws, config, observability
+from webhook_inbox import aws, config, deadlines, observability
 from webhook_inbox.ingest import pipeline, provider_source
 from webhook_inbox.settings import IngestSettings
 
@@ -91,7 +92,46 @@ def observe(outcome: pipeline.Outcome, context: Any) -> None:
         logger.info(outcome.outcome, extra=fields)
 
 
+# Lambda's own report of an invocation (its timeout, its memory) is not kept at ingest's
+# IngestSystemLogLevel, WARN: it would be two thirds of ingest's log bytes. Ingest says it
+# itself: a line this long before the timeout stops an invocation still running, and one line
+# per execution environment whose peak memory passes this share of its size (a body too large to
+# parse is refused before it is parsed: bodies.body_limit).
+LAST_WORD_MARGIN_S = 0.5
+MEMORY_HIGH_SHARE = 0.8
+_said_once: set[str] = set()  # the lines said once per execution environment
+
+
+def _timing_out(request_id: str, seconds: float) -> None:
+    logger.error(
+        "timing out",
+        extra={"service": logger.service, "request_id": request_id, "after_s": round(seconds, 1)},
+    )
+
+
+def _check_memory(context: Any) -> None:
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    memory_mb = getattr(context, "memory_limit_in_mb", 0)
+    if "memory high" in _said_once or not memory_mb:
+        return
+    if peak_mb >= MEMORY_HIGH_SHARE * int(memory_mb):
+        _said_once.add("memory high")
+        logger.warning(
+            "memory high",
+            extra={
+                "service": logger.service,
+                "request_id": context.aws_request_id,
+                "peak_mb": round(peak_mb),
+                "memory_mb": int(memory_mb),
+            },
+        )
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    outcome = pipeline.handle(event, sqs_client=sqs_client, settings=settings)
-    observe(outcome, context)
+    seconds = context.get_remaining_time_in_millis() / 1000 - LAST_WORD_MARGIN_S
+    request_id = context.aws_request_id
+    with deadlines.last_word(seconds, lambda: _timing_out(request_id, seconds)):
+        outcome = pipeline.handle(event, sqs_client=sqs_client, settings=settings)
+        observe(outcome, context)
+    _check_memory(context)
     return outcome.response()

@@ -5,11 +5,13 @@ The real handlers run in-process over a real PostgreSQL and moto: 20 new Stripe 
 duplicates, the stored rows in two processor batches of 10, one sweep. Everything the functions
 write is captured: the shared Powertools handler's stream (every function's log lines and the
 metrics the processor and sweeper embed) and stdout (the sweeper's per-status BacklogCount
-documents). The runtime's own lines (platform.start and platform.report, kept since issue 27:
-the report is the only line a timeout or a memory kill leaves) are not the functions' to cut:
-bench/cost.py prices them from the template's LoggingConfig. Line counts and field sets are
-exact; bytes vary only with the width of measured numbers (durations, latencies, row ids), so the
-byte bounds are exact figures with a few bytes of room, far below any added field.
+documents). The runtime's own lines (platform.start and platform.report) are counted as the
+template's LoggingConfig keeps them, rendered as bench/cost.py renders them: at the defaults the
+processor's report is kept (the evidence of a timeout or a memory kill, shared by a batch of ten)
+and ingest's is not (it writes its own evidence), and the total per webhook stays under 400 B.
+Line counts and field sets are exact; bytes vary only with the width of measured numbers
+(durations, latencies, row ids), so the byte bounds are exact figures with a few bytes of room,
+far below any added field.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from bench.cost import _stripe_id
+from bench.cost import ROOT, Deployment, _stripe_id, platform_lines
 from bench.ingest_throughput import stripe_body
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_event, load_function
@@ -38,6 +40,10 @@ INGEST_BYTES_PER_WEBHOOK = 198  # 22 lines of ~177 B for 20 events
 PROCESSOR_BYTES_PER_WEBHOOK = 103  # one ~1 KB summary per batch listing its ten events
 # The sweeper runs once a minute whatever the traffic: bytes per run.
 SWEEPER_BYTES_PER_RUN = 2_500
+# Everything per webhook at the template's defaults, Lambda's own lines included as its
+# LoggingConfig keeps them: ingest's and the processor's lines and reports (22 deliveries and
+# 2 batches for 20 webhooks).
+BYTES_PER_WEBHOOK = 400
 
 INGEST_FIELDS = {"level", "message", "timestamp", "service", "provider", "event_id", "row_id"}
 BATCH_FIELDS = {
@@ -137,3 +143,21 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
     assert _size(ingest_lines) / 20 <= INGEST_BYTES_PER_WEBHOOK, ingest_lines[0]
     assert _size(processor_lines) / 20 <= PROCESSOR_BYTES_PER_WEBHOOK, processor_lines[0]
     assert _size(sweeper_lines) <= SWEEPER_BYTES_PER_RUN, sweeper_lines[0]
+
+    # With Lambda's lines as the template keeps them (bench/cost.py renders them the same way).
+    template = Deployment.of(ROOT)
+    runtime = {
+        function: _size(
+            platform_lines(
+                template.logging[function],
+                duration_ms=12.345,
+                memory_mb=template.memory_mb[function],
+                used_mb=99,
+                init_ms=None,
+            )
+        )
+        for function in ("ingest", "processor")
+    }
+    total = _size(ingest_lines) + 22 * runtime["ingest"]
+    total += _size(processor_lines) + 2 * runtime["processor"]
+    assert total / 20 <= BYTES_PER_WEBHOOK, (runtime, total / 20)

@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import shlex
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -192,6 +193,7 @@ def runs(
                     ]
                 )
             found["sweep"] = sweep()
+            found.update(_ingest_last_words(recorder, ingest_app, delivery))
             found.update(_sweeps_with_registry(monkeypatch, sweep))
             found["dead_letter"] = process(
                 [store_event(conn, event_type="invoice.finalized", payload={"id": "in_2"})]
@@ -240,6 +242,48 @@ def runs(
             found.update(_registry_unreadable(monkeypatch, ingest_app, deliver, delivery))
     finally:
         handler.setStream(previous)
+    return found
+
+
+def _ingest_last_words(
+    recorder: Recorder,
+    ingest_app: Any,
+    delivery: Callable[[], dict[str, Any]],
+) -> dict[str, Run]:
+    """What ingest writes before Lambda stops it, its report not kept at IngestSystemLogLevel
+    WARN: the watchdog's "timing out" for a delivery still running 0.5 s before its timeout, and
+    "memory high" once its peak passes 80 % of its memory size."""
+    said = threading.Event()
+
+    def stall(*_: Any, **__: Any) -> Any:
+        for _ in range(200):  # bounded: the line is due 0.1 s in
+            if '"timing out"' in recorder.buffer.getvalue():
+                break
+            said.wait(0.05)
+        raise RuntimeError("Lambda stops the invocation here")
+
+    original = ingest_app.pipeline.handle
+    ingest_app.pipeline.handle = stall
+    try:
+        event = delivery()
+        timing_out = recorder.invoke(
+            "ingest", lambda: ingest_app.handler(event, FakeLambdaContext(remaining_ms=600))
+        )
+    finally:
+        ingest_app.pipeline.handle = original
+    ingest_app._said_once.clear()
+    event = delivery()
+    small = recorder.invoke(
+        "ingest", lambda: ingest_app.handler(event, FakeLambdaContext(memory_limit_in_mb=16))
+    )
+    found = {
+        "ingest_timing_out": timing_out,
+        "ingest_memory_high": Run(
+            "ingest", [line for line in small.lines if line.get("message") == "memory high"]
+        ),
+    }
+    assert [line["message"] for line in timing_out.lines] == ["timing out"]
+    assert found["ingest_memory_high"].lines, small.lines
     return found
 
 
@@ -417,6 +461,8 @@ def test_counting_does_not_depend_on_the_log_levels(runs: dict[str, Run]) -> Non
         assert used - arrived == set(), (levels, sorted(used - arrived))
         report = platform_report("r", "timeout")
         assert timeline.kept([report]) == [report], (levels, "a timeout leaves no line")
+        last_word = runs["ingest_timing_out"].lines
+        assert timeline.kept(last_word, "ingest") == last_word, (levels, "ingest's is dropped")
 
 
 def test_every_runbook_query_names_fields_the_lines_carry(runs: dict[str, Run]) -> None:

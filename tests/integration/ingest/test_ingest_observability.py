@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,9 @@ import psycopg
 import pytest
 
 from tests.infra_support import metric_filters
-from tests.integration.ingest.conftest import IngestHarness, providers_config, row_count
+from tests.integration.ingest.conftest import SHAPES, IngestHarness, providers_config, row_count
+from tests.support import FakeLambdaContext
+from webhook_inbox import deadlines
 
 MARKER = "PAYLOAD-MARKER-7f3a9c"
 
@@ -147,3 +150,60 @@ def test_a_failed_enqueue_is_counted_beside_its_acceptance(
     assert "request_id" in line
     filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
     assert sorted(f.metric for f in filters if f.matches(line)) == ["Accepted", "EnqueueFailed"]
+
+
+def _lines(sink: io.StringIO, message: str) -> list[dict[str, Any]]:
+    found = []
+    for line in sink.getvalue().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("message") == message:
+            found.append(record)
+    return found
+
+
+def test_an_invocation_still_running_near_its_timeout_says_so_itself(
+    harness: IngestHarness, captured_logs: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At IngestSystemLogLevel WARN, Lambda's report of a timeout is not kept: ingest's own line,
+    written by the watchdog's thread while the delivery still runs, is the evidence."""
+    stalled = threading.Event()
+
+    def stall_until_said(*_: Any, **__: Any) -> Any:
+        # The delivery outlives its deadline: it waits (bounded) for the line it should cause.
+        for _ in range(200):
+            if _lines(captured_logs, "timing out"):
+                break
+            stalled.wait(0.05)
+        raise RuntimeError("stalled delivery ends")
+
+    monkeypatch.setattr(harness.app.pipeline, "handle", stall_until_said)
+    context = FakeLambdaContext(remaining_ms=600)  # the line is due 0.5 s before: at 0.1 s
+    with pytest.raises(RuntimeError):
+        harness.app.handler({}, context)
+    [line] = _lines(captured_logs, "timing out")
+    assert (line["level"], line["request_id"]) == ("ERROR", context.aws_request_id)
+
+
+def test_a_delivery_that_ends_in_time_leaves_no_last_word_behind(
+    harness: IngestHarness, captured_logs: io.StringIO
+) -> None:
+    body = b'{"id":"evt_in_time","type":"t"}'
+    assert harness.deliver("acme", body, harness.sign("acme", body)).status == 202
+    assert deadlines._watchdog._blocks == []  # its block is forgotten: nothing left to say
+    assert _lines(captured_logs, "timing out") == []
+
+
+def test_memory_past_eighty_percent_of_the_size_is_said_once_per_environment(
+    harness: IngestHarness, captured_logs: io.StringIO
+) -> None:
+    harness.app._said_once.clear()
+    for n in range(2):
+        body = f'{{"id":"evt_mem_{n}","type":"t"}}'.encode()
+        event = SHAPES["v2"]("acme", body, harness.sign("acme", body))
+        harness.app.handler(event, FakeLambdaContext(memory_limit_in_mb=16))
+    [line] = _lines(captured_logs, "memory high")
+    assert (line["level"], line["memory_mb"]) == ("WARNING", 16)
+    assert line["peak_mb"] >= 13

@@ -214,11 +214,15 @@ def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
 
 def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
     quiet = report.SetBill("HttpApi", "WARN", [])
-    chatty = report.SetBill("HttpApi", "INFO", [])
+    processor = report.SetBill("HttpApi", "INFO", [])  # the defaults: ingest's WARN
+    chatty = report.SetBill("HttpApi", "INFO", [], ingest_system_log_level="INFO")
     assert report.traffic_per_million(quiet) == pytest.approx(
         p.TRAFFIC_PER_MILLION["HttpApi"] - p.SWEEPER_SHARE_PER_MILLION
     )
-    # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million.
+    # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million
+    # for ingest's, a tenth of that for a batch's share of the processor's.
+    processor_share = report.traffic_per_million(processor) - report.traffic_per_million(quiet)
+    assert 0.01 < processor_share < 0.025
     assert 0.1 < report.traffic_per_million(chatty) - report.traffic_per_million(quiet) < 0.25
 
 

@@ -504,10 +504,12 @@ def test_functions_reach_a_database_the_stack_creates_only_through_its_proxy() -
 @pytest.mark.parametrize("name", FUNCTION_NAMES)
 def test_every_function_logs_json_with_the_stacks_levels_into_its_own_group(name: str) -> None:
     """JSON format: Lambda reads each line's level and timestamp, and SystemLogLevel can drop its
-    own per-invocation lines; the application level follows LogLevel (Powertools' spelling)."""
+    own per-invocation lines (IngestSystemLogLevel for ingest, which writes its own evidence);
+    the application level follows LogLevel (Powertools' spelling)."""
     config = FUNCTIONS[name]["LoggingConfig"]
     assert config["LogFormat"] == "JSON"
-    assert config["SystemLogLevel"] == {"Ref": "SystemLogLevel"}
+    system = "IngestSystemLogLevel" if name == "IngestFunction" else "SystemLogLevel"
+    assert config["SystemLogLevel"] == {"Ref": system}
     assert config["ApplicationLogLevel"] == {
         "Fn::FindInMap": ["ApplicationLogLevels", {"Ref": "LogLevel"}, "Lambda"]
     }
@@ -524,6 +526,9 @@ def test_every_log_level_maps_to_a_lambda_application_log_level() -> None:
     # Issue 27: no level drops a line a metric counts, or the report of a timeout / memory kill.
     assert set(allowed) == {"DEBUG", "INFO"}
     assert set(template["Parameters"]["SystemLogLevel"]["AllowedValues"]) == {"DEBUG", "INFO"}
+    # Ingest's evidence of a timeout or a memory limit is its own lines, kept at every level.
+    ingest = template["Parameters"]["IngestSystemLogLevel"]
+    assert (ingest["Default"], set(ingest["AllowedValues"])) == ("WARN", {"WARN", "INFO", "DEBUG"})
 
 
 @pytest.mark.parametrize(
