@@ -260,6 +260,8 @@ def template_alarms() -> dict[str, Alarm]:
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
         props = resource["Properties"]
+        if not props.get("AlarmActions"):
+            continue  # a deploy's rollback trigger, watched by CodeDeploy: it pages nobody
         name = _resolve(props["AlarmName"]).removeprefix(f"{STACK}-")
         series, filled, period = _series_of(props)
         threshold = props["Threshold"]

@@ -106,7 +106,8 @@ def test_the_http_api_routes_post_webhooks_provider_to_ingest() -> None:
     integration = operations["post"]["x-amazon-apigateway-integration"]
     assert integration["type"] == "aws_proxy"
     assert integration["payloadFormatVersion"] == "2.0"
-    assert "${IngestFunction.Arn}" in integration["uri"]["Fn::Sub"]
+    # The alias a deploy shifts (docs/deploy.md, "Gradual deployments"), not the function.
+    assert "${IngestFunctionAliaslive}" in integration["uri"]["Fn::Sub"]
     permission = load_template()["Resources"]["IngestFunctionDeliveryPermission"]["Properties"]
     assert permission["Principal"] == "apigateway.amazonaws.com"
     assert permission["SourceArn"]["Fn::Sub"].endswith("${HttpApi}/*/POST/webhooks/*")
@@ -128,7 +129,8 @@ def test_the_webhook_url_output_names_the_endpoint_that_exists(endpoint: str, ur
 def test_the_function_url_is_public_only_through_the_url_and_without_cors() -> None:
     resources = load_template()["Resources"]
     url = resources["IngestFunctionUrl"]["Properties"]
-    assert url["TargetFunctionArn"] == {"Fn::GetAtt": ["IngestFunction", "Arn"]}
+    assert url["TargetFunctionArn"] == {"Ref": "IngestFunction"}
+    assert url["Qualifier"] == "live"  # the alias a deploy shifts
     assert url["AuthType"] == "NONE"  # providers sign their deliveries; ingest verifies them
     assert "Cors" not in url
     statements = {
@@ -143,7 +145,7 @@ def test_the_function_url_is_public_only_through_the_url_and_without_cors() -> N
     # Without this condition the public could call the Invoke API directly.
     assert by_action["lambda:InvokeFunction"]["InvokedViaFunctionUrl"] is True
     for permission in statements.values():
-        assert permission["FunctionName"] == {"Ref": "IngestFunction"}
+        assert permission["FunctionName"] == {"Ref": "IngestFunctionAliaslive"}
         assert resources_condition(permission) == "UseFunctionUrl"
 
 

@@ -35,6 +35,7 @@ from tests.infra_support import (
     resources_of_type,
     serverless_functions,
     settings_variables,
+    translated_template,
 )
 
 FUNCTIONS = serverless_functions()
@@ -409,6 +410,53 @@ def test_metric_filters_use_bounded_dimensions_and_the_service_one() -> None:
         assert len(metric_filter.dimensions) <= 3  # CloudWatch's limit per filter
 
 
+ROLLBACK_TRIGGERS = {"IngestCanaryErrorsAlarm", "ProcessorCanaryErrorsAlarm"}
+
+
+@pytest.mark.parametrize("name", ["IngestFunction", "ProcessorFunction"])
+def test_a_deploy_shifts_traffic_gradually_and_rolls_back_on_its_own_versions_errors(
+    name: str,
+) -> None:
+    """The endpoint and the queue call the alias; CodeDeploy moves it as DeploymentType says and
+    back when the alarm on the new version's own errors (not the function's) fires."""
+    props = FUNCTIONS[name]
+    assert props["AutoPublishAlias"] == "live"
+    assert props["DeploymentPreference"]["Type"] == {"Ref": "DeploymentType"}
+    # The alarm exists (and is watched) only when traffic shifts in steps: AllAtOnce has no
+    # canary to judge.
+    condition, [trigger], none = props["DeploymentPreference"]["Alarms"]["Fn::If"]
+    assert (condition, none) == ("GradualDeploys", [])
+    alarm_name = trigger["Ref"]
+    assert alarm_name in ROLLBACK_TRIGGERS
+    translated = translated_template()["Resources"]
+    dimensions = {d["Name"]: d["Value"] for d in translated[alarm_name]["Properties"]["Dimensions"]}
+    # The version this deploy publishes (SAM's generated Version resource of the function).
+    version, attribute = dimensions["ExecutedVersion"]["Fn::GetAtt"]
+    assert attribute == "Version"
+    assert translated[version]["Type"] == "AWS::Lambda::Version"
+    assert translated[version]["Properties"]["FunctionName"] == {"Ref": name}
+    assert dimensions["Resource"] == {"Fn::Sub": f"${{{name}}}:live"}
+    alias = f"{name}Aliaslive"
+    assert translated[alias]["Type"] == "AWS::Lambda::Alias"
+    callers = {
+        key: json.dumps(resource["Properties"])
+        for key, resource in translated.items()
+        if resource["Type"]
+        in {"AWS::Lambda::Permission", "AWS::Lambda::Url", "AWS::Lambda::EventSourceMapping"}
+        and name in json.dumps(resource["Properties"])
+    }
+    if name == "ProcessorFunction":
+        callers = {
+            k: v for k, v in callers.items() if "EventSourceMapping" in translated[k]["Type"]
+        }
+    assert callers, name
+    for key, text in callers.items():
+        assert alias in text or '"Qualifier": "live"' in text, key
+    if name == "IngestFunction":
+        route = json.dumps(translated["HttpApi"]["Properties"]["Body"])
+        assert "IngestFunctionAliaslive" in route
+
+
 def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
     runbook = (ROOT / "infra" / "RUNBOOK.md").read_text()
     anchors = {
@@ -420,8 +468,14 @@ def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
     assert len(alarms) >= 8
     for name, alarm in alarms.items():
         props = alarm["Properties"]
-        assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
-        assert props["OKActions"] == [{"Ref": "AlarmTopic"}], name
+        if name in ROLLBACK_TRIGGERS:
+            # CodeDeploy's, not the operator's: a failed canary rolls back and fails the deploy;
+            # the function's errors alarm pages for the same errors.
+            assert "AlarmActions" not in props, name
+            assert "OKActions" not in props, name
+        else:
+            assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
+            assert props["OKActions"] == [{"Ref": "AlarmTopic"}], name
         link = re.search(r"infra/RUNBOOK\.md#([a-z0-9-]+)", props["AlarmDescription"])
         assert link, f"{name}: no runbook link"
         assert link[1] in anchors, f"{name}: runbook has no entry #{link[1]}"
