@@ -186,3 +186,14 @@ def test_the_dashboard_is_valid_json_and_shows_the_endpoint_that_exists(endpoint
         assert "AWS/ApiGateway" not in namespaces
         assert '"UrlRequestCount", "FunctionName", "<IngestFunction>"' in text
         assert "<HttpApi>" not in text
+
+
+@pytest.mark.parametrize("proxy", ["true", "false"])
+def test_the_dashboard_shows_rds_proxys_pinned_sessions_where_there_is_a_proxy(proxy: str) -> None:
+    body = load_template()["Resources"]["Dashboard"]["Properties"]["DashboardBody"]
+    dashboard = json.loads(resolver("HttpApi", CreateDatabaseProxy=proxy).resolve(body))
+    text = json.dumps(dashboard)
+    if proxy == "true":
+        assert '"DatabaseConnectionsCurrentlySessionPinned", "ProxyName", "<DatabaseProxy>"' in text
+    else:
+        assert "DatabaseConnectionsCurrentlySessionPinned" not in text
