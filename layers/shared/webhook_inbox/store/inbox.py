@@ -2,7 +2,8 @@
 
 The only module that runs SQL on webhook_events, and every statement it runs is in
 ``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
-statement, hence one round trip, but for two: ``mark_done`` sends two before reading either,
+statement, hence one round trip, but for three: ``mark_done`` sends two before reading either,
+``send_batch_marks`` sends one whose answer the caller reads later (after its pipeline's sync),
 and ``claim_events`` reads the stored rows and claims the rest when its lock wait runs out.
 None commits: the caller owns the transaction (docs/design.md says which each path uses).
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, Cursor
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
@@ -242,8 +243,8 @@ def mark_done(
 ) -> tuple[dict[int, timedelta], set[int]]:
     """Mark rows processed and rows ignored (still leased to ``owner``); return what was marked.
 
-    Both statements are sent before either answer is read: in pipeline mode (the fast pass)
-    that is one wait. A row missing from the answer lost its lease.
+    Both statements are sent before either answer is read. A row missing from the answer lost
+    its lease. (The fast pass marks its batch with :func:`send_batch_marks` instead.)
     """
     processed_cur = ignored_cur = None
     if processed:
@@ -258,6 +259,43 @@ def mark_done(
     latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
     marked_ignored = {int(r[0]) for r in ignored_cur.fetchall()} if ignored_cur else set()
     return latency_of, marked_ignored
+
+
+@translated
+def send_batch_marks(
+    conn: Connection[Any],
+    *,
+    processed: Sequence[int],
+    ignored: Sequence[int],
+    owner: str,
+    disposition: str,
+) -> Cursor[Any]:
+    """Send the batch's processed and ignored marks (lease-guarded) without reading the answer.
+
+    For pipeline mode (the fast pass): the statement fails, and aborts the pipeline with
+    everything queued behind it (the batch's COMMIT), unless every row given is still leased to
+    ``owner``; the failure reaches the caller at the pipeline's sync as :class:`LeaseLost`
+    naming those rows. Read the answer with :func:`batch_latencies` after the sync.
+    """
+    return conn.execute(
+        _statement("mark_batch_done"),
+        {
+            "processed": list(processed),
+            "ignored": list(ignored),
+            "owner": owner,
+            "disposition": disposition,
+        },
+    )
+
+
+@translated
+def batch_latencies(sent: Cursor[Any]) -> dict[int, timedelta]:
+    """The received → processed latency of each processed row :func:`send_batch_marks` marked."""
+    row = sent.fetchone()
+    if row is None:  # cannot happen: the statement always answers one row
+        raise StoreError("the batch's mark answered no row")
+    _, ids, latencies = row
+    return dict(zip(ids, latencies, strict=True))
 
 
 @translated
