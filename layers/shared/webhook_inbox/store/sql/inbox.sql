@@ -124,13 +124,13 @@ RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
--- the caller must roll back its domain work. The careful pass passes one id (the fast pass
--- marks its batch with mark_batch_done).
+-- the caller must roll back its domain work. One row (the careful pass; the fast pass marks
+-- its batch with mark_batch_done).
 UPDATE webhook_events
    SET status = 'processed', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
- WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
-RETURNING id, processed_at - received_at AS latency
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING processed_at - received_at AS latency
 
 -- name: mark_failed
 UPDATE webhook_events
@@ -152,7 +152,7 @@ RETURNING id
 UPDATE webhook_events
    SET status = 'ignored', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
- WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
 RETURNING id
 
 -- name: mark_batch_done
