@@ -14,9 +14,10 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
   guard's cost is their ratio;
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
   transactions and the same waits (the lease as one autocommit statement, then one pipelined
-  transaction: the guard's transaction id, then per event the guard's mark, the conditional
-  INSERT, read, the outbox INSERT, not read; the guard's check; one batched
-  ``processed`` mark, read; COMMIT), issued as plain ``conn.execute`` calls;
+  transaction: BEGIN and the guard's transaction id, then per event the guard's mark, the
+  conditional INSERT, read, the outbox INSERT, not read; the guard's check; one batched
+  lease-checked mark and COMMIT, sent together; the mark's answer read after the sync), issued
+  as plain ``conn.execute`` calls;
 * ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
   its own transaction, then the handler's statements and the mark in another;
 * ``processor, another key paced``: the processor with a pacing limit (rate and concurrency) on
@@ -73,7 +74,8 @@ LEASE_SECONDS = 90.0
 _LEASE = query("inbox", "lease_events")
 _CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
-_PROCESSED = query("inbox", "mark_processed")  # one statement for a batch or one row
+_PROCESSED = query("inbox", "mark_processed")  # one row
+_BATCH_MARKS = query("inbox", "mark_batch_done")  # the fast pass's whole batch
 _GUARD_XID = query("handler_guard", "batch_transaction")
 _GUARD_MARK = query("handler_guard", "mark_handler")
 _GUARD_CHECK = query("handler_guard", "check_handler_marks")
@@ -133,10 +135,15 @@ def same_sql(conn: Conn, ids: list[int]) -> None:
             conn.execute(_GUARD_MARK, {"token": str(row[0])})
             apply_customer_created(conn, row, read_outbox=False)
         conn.execute(_GUARD_CHECK, {"expected": "".join(f"{r[0]}," for r in rows)})
-        marked = conn.execute(_PROCESSED, {"ids": [r[0] for r in rows], "owner": owner})
-        if len(marked.fetchall()) != len(rows):
-            raise RuntimeError("lease lost")
+        # Fails (and so stops the COMMIT behind it) when a lease was lost.
+        marked = conn.execute(
+            _BATCH_MARKS,
+            {"processed": [r[0] for r in rows], "ignored": [], "owner": owner, "disposition": ""},
+        )
         conn.execute("COMMIT")
+    (_, ids, _) = marked.fetchone() or (None, [], [])  # the latencies, read after the sync
+    if len(ids) != len(rows):
+        raise RuntimeError("not every row was marked")
 
 
 def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
@@ -157,7 +164,7 @@ def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
         row = row[1:]  # the lease's answer starts with the row's new status
         with conn.transaction():
             apply_customer_created(conn, row)
-            if conn.execute(_PROCESSED, {"ids": [row_id], "owner": owner}).fetchone() is None:
+            if conn.execute(_PROCESSED, {"id": row_id, "owner": owner}).fetchone() is None:
                 raise RuntimeError("lease lost")
 
 

@@ -21,13 +21,12 @@ from webhook_inbox.ingest import providers
 INGEST_DUPLICATE_ROUND_TRIPS = 1
 INGEST_NEW_ROUND_TRIPS = 1
 
-# Target 3 round trips per batch; today 15, exactly: the lease (1), BEGIN (1: the batch runs in
-# conn.transaction(), which refuses a handler's commit/rollback, and it opens before the pipeline),
-# one wait per event where the example handler reads its conditional INSERT's answer (10; the
-# unread outbox INSERTs travel with them), the batched processed mark (1), the pipeline's closing
-# sync (1) and COMMIT (1). Fewer needs handlers that work on the whole batch: with
-# handler(conn, event) each event's read is a wait of its own.
-PROCESSING_ROUND_TRIPS = 15
+# Target 3 round trips per batch; today 12, exactly: the lease (1), one wait per event where the
+# example handler reads its conditional INSERT's answer (10; the batch's BEGIN travels with the
+# first, the unread outbox INSERTs with the next), and the pipeline's one closing sync (1), which
+# carries the guard's check, the lease-checked batched mark and COMMIT. Fewer needs handlers that
+# work on the whole batch: with handler(conn, event) each event's read is a wait of its own.
+PROCESSING_ROUND_TRIPS = 12
 PROCESSING_COMMITS = 2
 
 

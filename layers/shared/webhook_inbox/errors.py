@@ -43,7 +43,15 @@ class StoreConflict(StoreError):
 
 
 class LeaseLost(StoreError):
-    """The worker's lease on an inbox row expired and another worker may own the row now."""
+    """The worker's lease on an inbox row expired and another worker may own the row now.
+
+    ``rows``: the inbox rows no longer leased, when the database named them (the fast pass's
+    batched mark does); empty when the caller knows which row it asked about.
+    """
+
+    def __init__(self, message: str, rows: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.rows = rows
 
 
 class MigrationError(StoreError):

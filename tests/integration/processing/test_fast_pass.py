@@ -1,8 +1,10 @@
 """The pipelined fast pass: it commits only when the whole batch went through.
 
-Its own failure paths: a lease lost before the batched mark, and a handler statement whose
-failure surfaces only at the batched mark (nobody read its answer). Either way nothing of the
-fast pass commits, and the careful pass records each event's own outcome.
+Its own failure paths: a lease lost before the batched mark (while a handler runs, or after the
+last one), and a handler statement whose failure surfaces only at the pipeline's one sync
+(nobody read its answer). Either way nothing of the fast pass commits — its BEGIN, marks and
+COMMIT travel in the same pipeline, and the first error aborts the rest — the session is idle
+again before the careful pass, which records each event's own outcome.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from types import ModuleType
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg.pq import TransactionStatus
 
 from bench.common import count_wire
 from tests.integration.processing.helpers import failures, invoke, row, sqs_event_for, store_event
+from webhook_inbox.processing import passes
 from webhook_inbox.store import db, inbox
 from webhook_inbox.store.inbox import LeasedEvent
 
@@ -94,6 +99,69 @@ def test_a_lease_lost_before_the_batched_mark_commits_nothing_of_the_fast_pass(
     assert {row(conn, second)["status"], row(conn, third)["status"]} == {"processed"}
 
 
+def test_a_lease_lost_after_the_last_handler_stops_the_commit_queued_behind_the_mark(
+    processor: ModuleType,
+    conn: psycopg.Connection[Any],
+    database_url: str,
+    log_output: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lease goes between the handlers and the batched mark: the mark fails in the database
+    (nobody reads its answer before COMMIT is sent), so COMMIT never runs; the pass rolls back
+    and leaves the session idle, and the careful pass runs only the rows still ours."""
+    first, second, third = store_customer_events(conn, 3)
+    ignored = store_event(conn, event_type="charge.refunded", payload={})
+    send_batch_marks = inbox.send_batch_marks
+
+    def lease_lost_first(c: psycopg.Connection[Any], **marks: Any) -> Any:
+        # Another worker's lease, written directly: the lease statement skips rows this batch
+        # holds locked (its outbox messages' foreign key takes a KEY SHARE lock on theirs).
+        with psycopg.connect(database_url, autocommit=True) as other:
+            other.execute(
+                "UPDATE webhook_events SET lease_owner = 'other-worker', attempts = attempts + 1,"
+                " lease_expires_at = now() + interval '60 seconds' WHERE id = ANY(%s)",
+                ([second, ignored],),
+            )
+        return send_batch_marks(c, **marks)
+
+    monkeypatch.setattr(inbox, "send_batch_marks", lease_lost_first)
+    seen_by_careful: list[tuple[TransactionStatus, int, int, int]] = []
+    careful = passes.careful
+
+    def careful_after_the_fast_pass(c: psycopg.Connection[Any], *args: Any, **kw: Any) -> Any:
+        # What the fast pass left: the processor's session, and what it committed (nothing).
+        monkeypatch.setattr(inbox, "send_batch_marks", send_batch_marks)
+        (customers,) = conn.execute("SELECT count(*) FROM customers").fetchone() or (0,)
+        (messages,) = conn.execute("SELECT count(*) FROM outbox_messages").fetchone() or (0,)
+        (marked,) = conn.execute(
+            "SELECT count(*) FROM webhook_events WHERE status IN ('processed', 'ignored')"
+        ).fetchone() or (0,)
+        seen_by_careful.append((c.info.transaction_status, customers, messages, marked))
+        return careful(c, *args, **kw)
+
+    monkeypatch.setattr(passes, "careful", careful_after_the_fast_pass)
+
+    assert failures(invoke(processor, sqs_event_for([first, second, third, ignored]))) == []
+
+    assert fast_pass_log_reasons(log_output.getvalue()) == ["lease_lost"]
+    assert seen_by_careful == [(TransactionStatus.IDLE, 0, 0, 0)]
+    assert db.get_connection().info.transaction_status == TransactionStatus.IDLE
+    for row_id in (second, ignored):  # the other worker's now; not run again by us
+        assert (row(conn, row_id)["status"], row(conn, row_id)["lease_owner"]) == (
+            "processing",
+            "other-worker",
+        )
+    assert conn.execute("SELECT customer_id FROM customers ORDER BY 1").fetchall() == [
+        ("cus_0",),
+        ("cus_2",),
+    ]
+    assert conn.execute("SELECT source_event_id FROM outbox_messages ORDER BY 1").fetchall() == [
+        (first,),
+        (third,),
+    ]
+    assert [row(conn, i)["status"] for i in (first, third)] == ["processed", "processed"]
+
+
 def test_an_unread_failing_statement_in_the_last_handler_is_caught_before_the_commit(
     processor: ModuleType,
     conn: psycopg.Connection[Any],
@@ -122,7 +190,7 @@ def test_an_unread_failing_statement_in_the_last_handler_is_caught_before_the_co
     assert [row(conn, row_id)["status"] for row_id in good] == ["processed", "processed"]
 
 
-def test_a_batch_of_ten_takes_fifteen_round_trips_and_writes_in_one_transaction(
+def test_a_batch_of_nine_takes_eleven_round_trips_and_writes_in_one_transaction(
     processor: ModuleType, conn: psycopg.Connection[Any]
 ) -> None:
     row_ids = store_customer_events(conn, 10)
@@ -132,8 +200,9 @@ def test_a_batch_of_ten_takes_fifteen_round_trips_and_writes_in_one_transaction(
     with count_wire(processor_conn) as box:
         assert failures(invoke(processor, sqs_event_for(row_ids[1:]))) == []
 
-    # lease, BEGIN, one wait per handler (9), the batched mark, the pipeline's sync, COMMIT
-    assert (box[0].round_trips, box[0].commits) == (14, 2)
+    # lease, one wait per handler (9: BEGIN travels with the first), and the pipeline's one
+    # sync, which carries the guard's check, the batched mark and COMMIT
+    assert (box[0].round_trips, box[0].commits) == (11, 2)
     # No savepoints: the domain rows, messages and marks of the batch share one transaction id.
     xids = conn.execute(
         "SELECT DISTINCT xmin::text FROM customers WHERE customer_id <> 'cus_0'"

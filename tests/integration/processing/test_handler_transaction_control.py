@@ -1,12 +1,13 @@
 """A handler cannot end or rewind the batch's transaction (issue 14 defect 4, issue 24 item 1).
 
-``conn.transaction()`` makes psycopg refuse a handler's ``commit()`` / ``rollback()``, but the
-same sent as SQL went through: in the fast pass a ``ROLLBACK`` undid the writes of the events
-before it, and the batched mark then recorded them ``processed`` outside any transaction. Now
-every handler runs in a savepoint of ours with a mark inside it, checked right after the
-handler (``webhook_inbox.processing.handler_guard``): the fast pass gives up, the careful pass
-dead-letters the offender alone (``transaction_control``, on its first attempt) and runs its
-batch-mates as if it were not there.
+The processor's connection refuses a handler's ``commit()`` / ``rollback()`` in either pass
+(``webhook_inbox.store.db.handler_batch``), but the same sent as SQL went through: in the fast
+pass a ``ROLLBACK`` undid the writes of the events before it, and the batched mark then recorded
+them ``processed`` outside any transaction. Now every handler runs in a savepoint of ours with a
+mark inside it, checked right after the handler (``webhook_inbox.processing.handler_guard``):
+the fast pass gives up, the careful pass dead-letters the offender alone
+(``transaction_control``, on its first attempt) and runs its batch-mates as if it were not
+there.
 
 Each case runs in three ways: the handler takes the transaction in the fast pass only (the
 careful pass then runs it normally), in the careful pass only (a flaky batch-mate sends the
@@ -24,6 +25,7 @@ import pytest
 
 from tests.integration.processing.helpers import failures, invoke, row, sqs_event_for, store_event
 from tests.integration.processing.test_fast_pass import fast_pass_log_reasons
+from webhook_inbox.store import db
 from webhook_inbox.store.inbox import LeasedEvent
 from webhook_inbox_app import examples
 
@@ -60,13 +62,14 @@ CASES: dict[str, tuple[Callable[[psycopg.Connection[Any]], Any], str, bool]] = {
     # max_prepared_transactions is 0 (PostgreSQL's and RDS's default): the server refuses the
     # PREPARE, which rolls the transaction back; the handler sees the error.
     "PREPARE TRANSACTION": (lambda c: c.execute("PREPARE TRANSACTION 'rogue'"), ROLLED_BACK, False),
+    # The connection (store.db.Connection) refuses them inside either pass.
     "commit()": (
-        psycopg.Connection.commit,
+        lambda c: c.commit(),
         "called conn.commit() in the batch's transaction (refused)",
         False,
     ),
     "rollback()": (
-        psycopg.Connection.rollback,
+        lambda c: c.rollback(),
         "called conn.rollback() in the batch's transaction (refused)",
         False,
     ),
@@ -147,6 +150,63 @@ def test_a_handler_that_takes_the_transaction_fails_alone_and_batch_mates_apply_
     ).fetchone() == (0,)
 
 
+@pytest.mark.parametrize("call", ["commit", "rollback"])
+def test_conn_commit_and_rollback_in_the_fast_pass_are_refused_before_reaching_the_server(
+    processor: ModuleType,
+    conn: psycopg.Connection[Any],
+    registry: dict[tuple[str, str], Any],
+    log_output: Any,
+    call: str,
+) -> None:
+    """The fast pass opens its transaction with a BEGIN of its own (no ``conn.transaction()``):
+    the connection itself refuses the call. A handler that lets the refusal propagate sends the
+    batch the careful way for that reason (not the guard's), and is dead-lettered there as
+    before; one that swallows it changed nothing, and the batch commits in the fast pass."""
+    refusals: list[str] = []
+
+    def calls_it(swallow: bool) -> Callable[[psycopg.Connection[Any], LeasedEvent], None]:
+        def handler(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
+            examples.stripe_customer_created(c, event)
+            try:
+                getattr(c, call)()
+            except db.CommitRefused as refused:
+                refusals.append(refused.call)
+                if not swallow:
+                    raise
+
+        return handler
+
+    registry[("stripe", "swallows.event")] = calls_it(swallow=True)
+    mates = [_customer_event(conn, f"cus_{i}", "customer.created") for i in range(2)]
+    swallows = _customer_event(conn, "cus_swallows", "swallows.event")
+
+    assert failures(invoke(processor, sqs_event_for([mates[0], swallows, mates[1]]))) == []
+
+    assert refusals == [call]
+    assert fast_pass_log_reasons(log_output.getvalue()) == []
+    assert [row(conn, i)["status"] for i in (*mates, swallows)] == ["processed"] * 3
+    xids = conn.execute("SELECT DISTINCT xmin::text FROM customers").fetchall()
+    assert len(xids) == 1  # one transaction: the refused call sent nothing
+
+    registry[("stripe", "raises.event")] = calls_it(swallow=False)
+    refusals.clear()
+    mates = [_customer_event(conn, f"cus_{i}", "customer.created") for i in range(2, 4)]
+    raises = _customer_event(conn, "cus_raises", "raises.event")
+
+    assert failures(invoke(processor, sqs_event_for([mates[0], raises, mates[1]]))) == []
+
+    assert refusals == [call, call]  # refused in the fast pass, then in the careful pass
+    assert fast_pass_log_reasons(log_output.getvalue()) == ["CommitRefused"]
+    raised_row = row(conn, raises)
+    assert (raised_row["status"], raised_row["attempts"]) == ("dead_letter", 1)
+    assert raised_row["error_kind"] == "transaction_control"
+    assert raised_row["last_error"] == (
+        f"handler called conn.{call}() in the batch's transaction (refused)"
+    )
+    assert [row(conn, i)["status"] for i in mates] == ["processed", "processed"]
+    assert _applied(conn) == dict.fromkeys(["cus_0", "cus_1", "cus_swallows", "cus_2", "cus_3"], 1)
+
+
 def test_the_first_event_of_a_batch_ending_the_transaction_leaves_the_rest_intact(
     processor: ModuleType, conn: psycopg.Connection[Any], registry: dict[tuple[str, str], Any]
 ) -> None:
@@ -164,16 +224,22 @@ def test_the_first_event_of_a_batch_ending_the_transaction_leaves_the_rest_intac
     assert [row(conn, i)["status"] for i in mates] == ["processed"] * 3
 
 
+@pytest.mark.parametrize("reads_first", [False, True])
 def test_a_handler_with_savepoints_of_its_own_is_not_taken_for_one_that_takes_the_transaction(
     processor: ModuleType,
     conn: psycopg.Connection[Any],
     registry: dict[tuple[str, str], Any],
     log_output: Any,
+    reads_first: bool,
 ) -> None:
     """Nested ``conn.transaction()`` and savepoints the handler names itself are allowed: the
-    guard must not send the batch the careful way, nor fail the event."""
+    guard must not send the batch the careful way, nor fail the event. ``reads_first``: with
+    every answer read, psycopg knows the session's status only from the last sync, which in the
+    fast pass came before its BEGIN; the nested block must still be a savepoint."""
 
     def careful_handler(c: psycopg.Connection[Any], event: LeasedEvent) -> None:
+        if reads_first:
+            c.execute("SELECT 1").fetchone()
         with c.transaction():
             examples.stripe_customer_created(c, event)
         c.execute("SAVEPOINT mine")

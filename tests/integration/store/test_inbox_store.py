@@ -111,6 +111,45 @@ def test_a_lost_lease_refuses_the_old_owners_transition(conn: psycopg.Connection
     inbox.mark_processed(conn, row_id, owner="fast")
 
 
+def test_the_batched_mark_fails_whole_and_names_the_rows_whose_lease_was_lost(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """mark_batch_done marks nothing unless every row is still leased to its owner: the error
+    (LeaseLost, the lost rows named) aborts the transaction it runs in, COMMIT included."""
+    kept, lost, ignored_kept, ignored_lost = (_claim(conn, f"evt_{i}").id for i in range(4))
+    inbox.lease_events(
+        conn, [kept, lost, ignored_kept, ignored_lost], owner="slow", lease_seconds=60
+    )
+    for row_id in (lost, ignored_lost):
+        _expire_lease(conn, row_id)
+        inbox.lease_events(conn, [row_id], owner="fast", lease_seconds=60)
+
+    with pytest.raises(LeaseLost) as raised, conn.transaction():
+        inbox.send_batch_marks(
+            conn,
+            processed=[kept, lost],
+            ignored=[ignored_kept, ignored_lost],
+            owner="slow",
+            disposition="none",
+        )
+
+    assert raised.value.rows == {lost, ignored_lost}
+    statuses = conn.execute(
+        "SELECT status, lease_owner FROM webhook_events WHERE id = ANY(%s) ORDER BY id",
+        ([kept, lost, ignored_kept, ignored_lost],),
+    ).fetchall()
+    assert statuses == [("processing", "slow"), ("processing", "fast")] * 2
+
+    marked = inbox.send_batch_marks(
+        conn, processed=[kept], ignored=[ignored_kept], owner="slow", disposition="none"
+    )
+    assert list(inbox.batch_latencies(marked)) == [kept]
+    assert inbox.statuses_of(conn, [kept, ignored_kept]) == {
+        kept: ("processed", False),
+        ignored_kept: ("ignored", False),
+    }
+
+
 def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
     inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)

@@ -1,12 +1,13 @@
 """Catch a handler that ends or rewinds the batch's transaction, right after it returns.
 
-``conn.transaction()`` makes psycopg refuse a handler's ``commit()`` and ``rollback()``, but the
-same thing sent as SQL goes through: ``ROLLBACK`` silently undoes the batch-mates handled
-before, ``COMMIT`` commits them without their marks, ``… AND CHAIN`` does either and opens a
-fresh transaction, ``RELEASE``/``ROLLBACK TO`` a savepoint the handler did not create rewinds
-or flattens the structure the passes rely on, and ``PREPARE TRANSACTION`` hands the batch's
-work and its locks to a prepared transaction. Whatever ran after that would be marked
-``processed`` without the writes it made before.
+Both passes run their handlers inside :func:`webhook_inbox.store.db.handler_batch`, where the
+connection refuses a handler's ``commit()`` and ``rollback()`` (:func:`refused_call` names the
+refusal for the careful pass), but the same thing sent as SQL goes through: ``ROLLBACK``
+silently undoes the batch-mates handled before, ``COMMIT`` commits them without their marks,
+``… AND CHAIN`` does either and opens a fresh transaction, ``RELEASE``/``ROLLBACK TO`` a
+savepoint the handler did not create rewinds or flattens the structure the passes rely on, and
+``PREPARE TRANSACTION`` hands the batch's work and its locks to a prepared transaction.
+Whatever ran after that would be marked ``processed`` without the writes it made before.
 
 In the careful pass every handler runs inside a savepoint of ours, with a transaction-local
 mark set inside it (``sql/handler_guard.sql``). Right after the handler, these facts tell what
@@ -21,13 +22,13 @@ it did (:func:`guarded` raises :class:`TransactionTaken`):
 The fast pass (pipeline mode, nothing waited for) cannot ask as it goes, and needs no savepoint
 (it never rolls one event back alone): :class:`PipelineMarks` appends each handler's token to a
 transaction-local list before the handler runs, and one statement after the last handler fails
-unless the list is whole, which aborts the pipeline before the batch's marks. The pass then
-gives up, and the careful pass finds the handler.
+unless the list is whole, which aborts the pipeline before the batch's marks and its COMMIT
+(:func:`begin_batch` and :func:`commit_batch` bracket the pass, both sent without waiting). The
+pass then gives up, and the careful pass finds the handler.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,10 +39,9 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from webhook_inbox.errors import TransactionControlError
+from webhook_inbox.store.db import CommitRefused
 from webhook_inbox.store.queries import SqlFile
 from webhook_inbox.store.store_errors import translate, translated
-
-_REFUSED_CALL = re.compile(r"Explicit (commit|rollback)\(\) forbidden within a Transaction context")
 
 
 class TransactionTaken(Exception):
@@ -60,6 +60,16 @@ def _taken(what: str) -> TransactionTaken:
 
 
 # --- the fast pass: statements sent in pipeline mode, never waited for ---------------------
+
+
+def begin_batch(conn: psycopg.Connection[Any]) -> None:
+    """Open the fast pass's transaction: the first statement in its pipeline."""
+    conn.execute(_statement("begin_batch"))
+
+
+def commit_batch(conn: psycopg.Connection[Any]) -> None:
+    """Queue the fast pass's COMMIT behind its marks; it runs only if nothing before it failed."""
+    conn.execute(_statement("commit_batch"))
 
 
 def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
@@ -203,14 +213,13 @@ def settle(conn: psycopg.Connection[Any], xid: str) -> bool:
 
 
 def refused_call(exc: BaseException) -> TransactionControlError | None:
-    """The error to record when psycopg refused a handler's ``commit()`` / ``rollback()``."""
+    """The error to record when the connection refused a handler's ``commit()`` /
+    ``rollback()`` (:func:`webhook_inbox.store.db.handler_batch`)."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, psycopg.ProgrammingError):
-            found = _REFUSED_CALL.search(str(seen))
-            if found:
-                return TransactionControlError(
-                    f"handler called conn.{found[1]}() in the batch's transaction (refused)"
-                )
+        if isinstance(seen, CommitRefused):
+            return TransactionControlError(
+                f"handler called conn.{seen.call}() in the batch's transaction (refused)"
+            )
         seen = seen.__cause__
     return None

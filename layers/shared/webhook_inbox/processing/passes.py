@@ -3,11 +3,13 @@
 **The fast pass** (:func:`fast`): the batch in one pipelined transaction, checked at the end.
 
 In psycopg's pipeline mode a statement is sent without waiting for its answer; the connection
-waits only when a result is read (by a handler, or by us). So a batch whose handlers each read one
-result costs one round trip per event and four around them, instead of one per statement:
+waits only when a result is read (by a handler), or at the pipeline's closing sync. So a batch
+whose handlers each read one result costs one round trip per event and one after them, instead
+of one per statement:
 
-* ``BEGIN`` opens ``conn.transaction()`` before the pipeline (one wait): inside that block
-  psycopg refuses a handler's ``commit()`` or ``rollback()``, which would otherwise end the
+* ``BEGIN`` is the pipeline's first statement (:func:`handler_guard.begin_batch`), answered with
+  the first wait. Inside the pass the connection refuses a handler's ``commit()`` or
+  ``rollback()`` (:func:`webhook_inbox.store.db.handler_batch`), which would otherwise end the
   batch's transaction under the events after it;
 * every statement whose answer nobody reads travels with the next wait — among them one before
   each handler, adding its token to a transaction-local list, and one after the last
@@ -16,26 +18,31 @@ result costs one round trip per event and four around them, instead of one per s
   list with it;
 * each handler waits where it reads (the example handlers read their conditional write's answer
   to decide whether to emit an outbox message);
-* every ``processed`` row is marked by one ``UPDATE … RETURNING``, every ``ignored`` row by
-  another, both read in one wait; the lease guard (status and owner) is in their ``WHERE``;
-* the pipeline's closing sync, then ``COMMIT``, are the last waits.
+* every ``processed`` and ``ignored`` row is marked by one statement (``mark_batch_done``), with
+  ``COMMIT`` queued right behind it; the lease guard (status and owner) is in its ``WHERE``, and
+  it fails (``LeaseLost``, naming the rows) unless it marked every row it was given;
+* the pipeline's closing sync is the last wait: it carries the check, the marks and ``COMMIT``.
+  The first error in the pipeline aborts everything after it, so ``COMMIT`` runs only if nothing
+  before it failed; the marks' answer (the latencies) is read after it.
 
 The price of not waiting is that an error shows up late — at the connection's next wait, which
 may belong to a later event — so this pass does not try to attribute failures. It uses no
 savepoints: the first failure of any kind (a handler raises, a statement fails, a handler ended
 or rewound the transaction, or a row's lease was lost before the final mark) rolls the whole
-transaction back (a transaction a handler prepared included), and the caller
-runs the batch again the careful way (a savepoint per event, every statement checked as it
-runs), which records which event failed and why. Either way a domain change commits only
-together with its ``processed`` mark, and only while the row is leased to us — except what a
-handler's own ``COMMIT`` committed before it was caught. A handler may therefore run twice in
-one invocation (its first run rolled back), as it may on any redelivery.
+transaction back (a ``ROLLBACK`` leaves the session idle; a transaction a handler prepared is
+rolled back too), and the caller runs the batch again the careful way (a savepoint per event,
+every statement checked as it runs), which records which event failed and why. Either way a
+domain change commits only together with its ``processed`` mark, and only while the row is
+leased to us — except what a handler's own ``COMMIT`` committed before it was caught. A handler
+may therefore run twice in one invocation (its first run rolled back), as it may on any
+redelivery.
 
-**The careful pass** (:func:`careful`): the same transaction shape (``conn.transaction()``), with
-the guard's savepoint per event: a failing event rolls back to its savepoint and is marked
-``failed`` (backoff with jitter) or ``dead_letter`` (permanent error, attempts spent); the others
-commit with their marks. A handler that ended or rewound the transaction is dead-lettered alone
-(``transaction_control``) and the pass starts again without it.
+**The careful pass** (:func:`careful`): one transaction (``conn.transaction()``, inside the same
+refusal of ``commit()``/``rollback()``), with the guard's savepoint per event: a failing event
+rolls back to its savepoint and is marked ``failed`` (backoff with jitter) or ``dead_letter``
+(permanent error, attempts spent); the others commit with their marks. A handler that ended
+or rewound the transaction is dead-lettered alone (``transaction_control``) and the pass starts
+again without it.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -61,7 +69,7 @@ from webhook_inbox.errors import (
 from webhook_inbox.processing import handler_guard, handlers
 from webhook_inbox.processing.handler_guard import TransactionTaken
 from webhook_inbox.settings import ProcessorSettings
-from webhook_inbox.store import inbox
+from webhook_inbox.store import db, inbox
 from webhook_inbox.store.inbox import LeasedEvent
 from webhook_inbox.store.store_errors import translate
 
@@ -92,13 +100,6 @@ class FastPass:
     lease_lost: frozenset[int] = frozenset()  # rows another worker owns now: do not run again
 
 
-class _GiveUp(Exception):
-    def __init__(self, reason: str, lease_lost: frozenset[int] = frozenset()) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.lease_lost = lease_lost
-
-
 def fast(
     conn: psycopg.Connection[Any],
     events: Sequence[LeasedEvent],
@@ -108,61 +109,103 @@ def fast(
 ) -> FastPass:
     """Process ``events`` in one pipelined transaction on an autocommit connection.
 
-    Raises StoreError when the connection broke or the commit failed: then nothing of the batch
-    committed, and the caller lets SQS redeliver it.
+    Raises StoreError when the connection broke: then nothing of the batch committed, and the
+    caller lets SQS redeliver it.
     """
     if not events:
         return FastPass([])
+    if not conn.autocommit:
+        conn.autocommit = True  # the pass's BEGIN must open its transaction, not psycopg's
+    asked: psycopg.Cursor[Any] | None = None
     try:
-        # conn.transaction(), not a raw BEGIN: psycopg then refuses a handler's commit() or
-        # rollback() (which would end the batch's transaction under the later events), and the
-        # handler raises as it does in the careful pass's savepoint.
-        with translate(), conn.transaction(), conn.pipeline() as pipeline:
-            batch_xid = handler_guard.ask_batch_transaction(conn)  # read only on giving up
-            results = _run_all(conn, pipeline, events, owner=owner, remaining_ms=remaining_ms)
-    except _GiveUp as give_up:
+        # The connection refuses a handler's commit() or rollback() in here (which would end the
+        # batch's transaction under the later events): the handler raises, as in the careful pass.
+        with translate(), db.handler_batch(conn, pipelined=True):
+            handler_guard.begin_batch(conn)  # answered with the first wait
+            asked = handler_guard.ask_batch_transaction(conn)  # read only on giving up
+            results, marked = _run_all(conn, events, owner=owner, remaining_ms=remaining_ms)
+            handler_guard.commit_batch(conn)
+        # The pipeline's closing sync was the one wait for the guard's check, the marks and COMMIT.
+    except Exception as exc:  # any failure, a handler's included: the batch goes the careful way
         if _connection_lost(conn):
-            raise StoreError("connection lost while giving up the fast pass") from give_up
-        handler_guard.settle_asked(conn, batch_xid)
-        return FastPass(None, give_up.reason, give_up.lease_lost)
-    return FastPass(results)
+            if isinstance(exc, StoreError):
+                raise  # infrastructure: the whole batch is lost, SQS redelivers it
+            raise StoreError("connection lost while giving up the fast pass") from exc
+        lost = exc.rows if isinstance(exc, LeaseLost) else frozenset()
+        reason = "lease_lost" if isinstance(exc, LeaseLost) else _reason(exc)
+        _roll_back(conn)
+        if asked is not None:
+            handler_guard.settle_asked(conn, asked)
+        return FastPass(None, reason, lost)
+    except BaseException:
+        with suppress(Exception):
+            _roll_back(conn)  # leave no transaction open behind an interruption
+        raise
+    if marked is None:
+        return FastPass(results)
+    latency_of = inbox.batch_latencies(marked)
+    return FastPass(
+        [
+            dataclasses.replace(r, latency=latency_of[r.event.id])
+            if r.outcome == "processed"
+            else r
+            for r in results
+        ]
+    )
+
+
+def _reason(exc: Exception) -> str:
+    """Why the pass gave up, for the log: an error class name, never a message."""
+    return type(exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ else exc).__name__
+
+
+def _roll_back(conn: psycopg.Connection[Any]) -> None:
+    """End what is left of the pass's transaction (ROLLBACK unless the session is idle: a
+    failed pipeline leaves it in error, a raising handler leaves it open)."""
+    if not _connection_lost(conn):
+        with translate():
+            conn.rollback()
 
 
 def _run_all(
     conn: psycopg.Connection[Any],
-    pipeline: psycopg.Pipeline,
     events: Sequence[LeasedEvent],
     *,
     owner: str,
     remaining_ms: Callable[[], int],
-) -> list[EventResult]:
+) -> tuple[list[EventResult], psycopg.Cursor[Any] | None]:
+    """Run every handler, then send the guard's check and the batch's marks (none is waited
+    for); returns the results and the marks' statement, to read after the sync."""
     results: list[EventResult] = []
     marks = handler_guard.PipelineMarks(conn)
-    try:
-        for event in events:
-            if remaining_ms() < STOP_MARGIN_MS:
-                results.append(EventResult(event, "unfinished"))
-            else:
-                results.append(_run_in_pipeline(conn, event, marks))
-        marks.finish()  # the last handler's check travels with the batch's marks
-        return _mark(conn, pipeline, results, owner=owner)
-    except _GiveUp:
-        raise
-    except StoreError as exc:
-        if _connection_lost(conn):
-            raise  # infrastructure: the whole batch is lost, SQS redelivers it
-        raise _GiveUp(type(exc.__cause__ or exc).__name__) from exc
-    except Exception as exc:  # any handler failure sends the batch the careful way
-        raise _GiveUp(type(exc).__name__) from exc
+    for event in events:
+        if remaining_ms() < STOP_MARGIN_MS:
+            results.append(EventResult(event, "unfinished"))
+        else:
+            results.append(_run_in_pipeline(conn, event, marks))
+    marks.finish()  # the last handler's check travels with the batch's marks
+    processed = [r.event.id for r in results if r.outcome == "processed"]
+    ignored = [r.event.id for r in results if r.outcome == "ignored"]
+    if not processed and not ignored:
+        return results, None
+    # Fails, and aborts the COMMIT behind it, unless every row is still leased to us (LeaseLost).
+    marked = inbox.send_batch_marks(
+        conn,
+        processed=processed,
+        ignored=ignored,
+        owner=owner,
+        disposition=NO_HANDLER_DISPOSITION,
+    )
+    return results, marked
 
 
 def _run_in_pipeline(
     conn: psycopg.Connection[Any], event: LeasedEvent, marks: handler_guard.PipelineMarks
 ) -> EventResult:
-    """The fast pass's run of one handler: nothing is checked or marked here (see _mark)."""
+    """The fast pass's run of one handler: nothing is checked or marked here (see _run_all)."""
     handler = handlers.handler_for(event.provider, event.event_type)
     if handler is None:
-        return EventResult(event, "ignored")  # marked with the others in _mark
+        return EventResult(event, "ignored")  # marked with the others in _run_all
     started = time.perf_counter()
     with translate():  # handlers may use the connection directly
         # Sent without waiting: adds this handler's token to the transaction-local list. A handler
@@ -171,35 +214,6 @@ def _run_in_pipeline(
         marks.before_handler(str(event.id))
         handler(conn, event)
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
-
-
-def _mark(
-    conn: psycopg.Connection[Any],
-    pipeline: psycopg.Pipeline,
-    results: list[EventResult],
-    *,
-    owner: str,
-) -> list[EventResult]:
-    """Mark the batch's processed and ignored rows; give up if any of them is no longer ours."""
-    processed = [r.event.id for r in results if r.outcome == "processed"]
-    ignored = [r.event.id for r in results if r.outcome == "ignored"]
-    if not processed and not ignored:
-        # Nothing to mark, but a handler's unread statement must fail before COMMIT is sent.
-        pipeline.sync()
-    latency_of, marked_ignored = inbox.mark_done(
-        conn,
-        processed=processed,
-        ignored=ignored,
-        owner=owner,
-        disposition=NO_HANDLER_DISPOSITION,
-    )
-    lost = frozenset(set(processed) - set(latency_of)) | frozenset(set(ignored) - marked_ignored)
-    if lost:
-        raise _GiveUp("lease_lost", lost)
-    return [
-        dataclasses.replace(r, latency=latency_of[r.event.id]) if r.outcome == "processed" else r
-        for r in results
-    ]
 
 
 # --- the careful pass: one savepoint per event, every statement checked as it runs ----------
@@ -228,7 +242,7 @@ def careful(
         done: list[EventResult] = []
         xid = ""
         try:
-            with translate(), conn.transaction():
+            with translate(), db.handler_batch(conn), conn.transaction():
                 xid = handler_guard.batch_transaction(conn)
                 for event in pending:
                     if remaining_ms() < STOP_MARGIN_MS:

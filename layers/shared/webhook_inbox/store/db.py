@@ -17,17 +17,24 @@ the tests before every case (:func:`webhook_inbox.config.reset`, also run by
 The sign-in itself (``DATABASE_URL`` or the secret, and the re-read after a refused login) is
 :mod:`webhook_inbox.store.credentials`; driver errors become ours in
 :mod:`webhook_inbox.store.store_errors`.
+
+:func:`connect` opens a :class:`Connection`: psycopg's, with one addition for the processor.
+Inside :func:`handler_batch` its ``commit()`` and ``rollback()`` raise :class:`CommitRefused`, so
+a handler cannot end the batch's transaction through the driver (the same sent as SQL is the
+handler guard's business: :mod:`webhook_inbox.processing.handler_guard`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
 
 from webhook_inbox import config, deadlines
 from webhook_inbox.errors import ConfigurationError, StoreCredentialsRejected, StoreUnavailable
@@ -65,6 +72,76 @@ def _send_startup_options(conninfo: str, mode: str) -> bool:
     return ".proxy-" not in host
 
 
+class CommitRefused(psycopg.ProgrammingError):
+    """A handler called ``conn.commit()`` or ``conn.rollback()`` inside the processor's batch."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(
+            f"Explicit {call}() forbidden within the processor's batch: its transaction ends"
+            " with the batch (raise to fail the event)"
+        )
+        self.call = call
+
+
+class Connection(psycopg.Connection[TupleRow]):
+    """psycopg's connection, refusing ``commit()`` and ``rollback()`` inside
+    :func:`handler_batch` (the processor's passes), as psycopg refuses them inside
+    ``conn.transaction()``."""
+
+    _batch_open = False
+    # The fast pass's pipeline, whose BEGIN psycopg may not have seen answered yet.
+    _batch_pipeline: psycopg.Pipeline | None = None
+
+    def commit(self) -> None:
+        if self._batch_open:
+            raise CommitRefused("commit")
+        super().commit()
+
+    def rollback(self) -> None:
+        if self._batch_open:
+            raise CommitRefused("rollback")
+        super().rollback()
+
+    @contextmanager
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[psycopg.Transaction]:
+        """A handler's nested block in the fast pass is a savepoint, as anywhere inside a
+        transaction. psycopg chooses BEGIN or SAVEPOINT from the last status the server
+        reported, and in pipeline mode that comes only with a sync: until the first one, the
+        batch's BEGIN is unanswered and psycopg would open (and COMMIT) a transaction of its own.
+        The sync costs a wait only when a handler nests a block (psycopg syncs there anyway
+        when anything is still unanswered)."""
+        if (
+            self._batch_pipeline is not None
+            and self.info.transaction_status != TransactionStatus.INTRANS
+        ):
+            self._batch_pipeline.sync()
+        with super().transaction(savepoint_name, force_rollback) as tx:
+            yield tx
+
+
+@contextmanager
+def handler_batch(conn: psycopg.Connection[Any], *, pipelined: bool = False) -> Iterator[None]:
+    """Refuse ``conn.commit()`` and ``conn.rollback()`` (:class:`CommitRefused`) in the block,
+    where the processor runs its handlers in one transaction of its own; ``pipelined``: the
+    block is in pipeline mode (the fast pass, whose BEGIN goes unanswered until a sync)."""
+    if not isinstance(conn, Connection):
+        raise ConfigurationError("the processor's connection must come from store.db.connect")
+    if conn._batch_open:
+        raise ConfigurationError("a handler batch is already open on this connection")
+    conn._batch_open = True
+    try:
+        if not pipelined:
+            yield
+            return
+        with conn.pipeline() as pipeline:
+            conn._batch_pipeline = pipeline
+            yield
+    finally:
+        conn._batch_open, conn._batch_pipeline = False, None
+
+
 def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """Open a connection with bounded connect, statement and lock timeouts."""
     configured = settings()
@@ -73,7 +150,7 @@ def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycop
     with translate():
         if _send_startup_options(conninfo, configured.startup_options):
             extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
-        return psycopg.connect(
+        return Connection.connect(
             conninfo,
             connect_timeout=configured.connect_timeout_s,
             prepare_threshold=None,

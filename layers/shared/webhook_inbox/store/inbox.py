@@ -2,8 +2,9 @@
 
 The only module that runs SQL on webhook_events, and every statement it runs is in
 ``sql/inbox.sql`` (one per state transition: docs/state-machine.md). Each function is one
-statement, hence one round trip, but for two: ``mark_done`` sends two before reading either,
-and ``claim_events`` reads the stored rows and claims the rest when its lock wait runs out.
+statement, hence one round trip, but for two: ``send_batch_marks`` sends one whose answer the
+caller reads later (after its pipeline's sync), and ``claim_events`` reads the stored rows and
+claims the rest when its lock wait runs out.
 None commits: the caller owns the transaction (docs/design.md says which each path uses).
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, Cursor
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
@@ -225,39 +226,42 @@ def _guarded(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
 @translated
 def mark_processed(conn: Connection[Any], event_row_id: int, *, owner: str) -> timedelta:
     """Mark one row processed; returns the received → processed latency."""
-    latency_of, _ = mark_done(conn, processed=[event_row_id], ignored=[], owner=owner)
-    if event_row_id not in latency_of:
-        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
-    return latency_of[event_row_id]
+    latency: timedelta = _guarded(conn, "mark_processed", {"id": event_row_id, "owner": owner})
+    return latency
 
 
 @translated
-def mark_done(
+def send_batch_marks(
     conn: Connection[Any],
     *,
     processed: Sequence[int],
     ignored: Sequence[int],
     owner: str,
-    disposition: str = "",
-) -> tuple[dict[int, timedelta], set[int]]:
-    """Mark rows processed and rows ignored (still leased to ``owner``); return what was marked.
+    disposition: str,
+) -> Cursor[Any]:
+    """Send the batch's processed and ignored marks without reading the answer (the fast pass,
+    in pipeline mode); read it with :func:`batch_latencies` after the sync. Unless every row is
+    still leased to ``owner`` the statement fails, aborting what is queued behind it (the
+    batch's COMMIT), and the sync raises :class:`LeaseLost` naming the rows."""
+    return conn.execute(
+        _statement("mark_batch_done"),
+        {
+            "processed": list(processed),
+            "ignored": list(ignored),
+            "owner": owner,
+            "disposition": disposition,
+        },
+    )
 
-    Both statements are sent before either answer is read: in pipeline mode (the fast pass)
-    that is one wait. A row missing from the answer lost its lease.
-    """
-    processed_cur = ignored_cur = None
-    if processed:
-        processed_cur = conn.execute(
-            _statement("mark_processed"), {"ids": list(processed), "owner": owner}
-        )
-    if ignored:
-        ignored_cur = conn.execute(
-            _statement("mark_ignored"),
-            {"ids": list(ignored), "owner": owner, "disposition": disposition},
-        )
-    latency_of: dict[int, timedelta] = dict(processed_cur.fetchall()) if processed_cur else {}
-    marked_ignored = {int(r[0]) for r in ignored_cur.fetchall()} if ignored_cur else set()
-    return latency_of, marked_ignored
+
+@translated
+def batch_latencies(sent: Cursor[Any]) -> dict[int, timedelta]:
+    """The received → processed latency of each processed row :func:`send_batch_marks` marked."""
+    row = sent.fetchone()
+    if row is None:  # cannot happen: the statement always answers one row
+        raise StoreError("the batch's mark answered no row")
+    _, ids, latencies = row
+    return dict(zip(ids, latencies, strict=True))
 
 
 @translated
@@ -298,11 +302,7 @@ def mark_dead_letter(
 
 @translated
 def mark_ignored(conn: Connection[Any], event_row_id: int, *, owner: str, disposition: str) -> None:
-    _, marked = mark_done(
-        conn, processed=[], ignored=[event_row_id], owner=owner, disposition=disposition
-    )
-    if event_row_id not in marked:
-        raise LeaseLost(f"event row {event_row_id} is no longer leased by {owner}")
+    _guarded(conn, "mark_ignored", {"id": event_row_id, "owner": owner, "disposition": disposition})
 
 
 @translated

@@ -17,6 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from webhook_inbox.errors import (
+    LeaseLost,
     StoreConflict,
     StoreCredentialsRejected,
     StoreError,
@@ -34,6 +35,10 @@ _CREDENTIALS_REJECTED = re.compile(
     r"password authentication failed|PAM authentication failed|"
     r'role ".*" (?:is not permitted to log in|does not exist)'
 )
+
+# Raised by webhook_inbox_require_marked (migration 0008) inside the fast pass's batched mark:
+# some of the rows it was given are no longer leased to the worker; its DETAIL lists them.
+LEASE_LOST_SQLSTATE = "WI001"
 
 
 @contextmanager
@@ -54,6 +59,10 @@ def translate() -> Iterator[None]:
     except psycopg.InterfaceError as exc:  # a connection closed or broken on our side
         raise StoreUnavailable(type(exc).__name__) from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == LEASE_LOST_SQLSTATE:
+            detail = exc.diag.message_detail or ""
+            rows = frozenset(int(r) for r in detail.split(",") if r.isdigit())
+            raise LeaseLost(f"{len(rows)} rows are no longer leased", rows) from exc
         if exc.sqlstate is None:
             # Refused by psycopg itself (a handler's commit() inside the batch's transaction):
             # its own words, which hold no data, say more than "None".

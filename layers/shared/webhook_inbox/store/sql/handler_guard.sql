@@ -1,8 +1,21 @@
 -- The processor's guard around each handler (webhook_inbox/processing/handler_guard.py, nothing else): a
 -- transaction-local mark per handler (and, in the careful pass, a savepoint of ours around it)
--- that tells afterwards whether the handler ended or rewound the batch's transaction. No
--- statement here touches a table or takes a row lock. Why each fact is needed: docs/design.md,
+-- that tells afterwards whether the handler ended or rewound the batch's transaction, and the
+-- fast pass's BEGIN and COMMIT around them. No statement here touches a table or takes a row
+-- lock. Why each fact is needed: docs/design.md,
 -- "A handler cannot end the batch".
+
+-- name: begin_batch
+-- The fast pass's transaction, the first statement in its pipeline: nobody waits for the
+-- answer (it travels with the first handler's read), so opening the batch costs no wait.
+BEGIN
+
+-- name: commit_batch
+-- The fast pass's last statement, right behind the batch's marks (inbox.sql, mark_batch_done):
+-- the pipeline's one closing sync carries the marks and the COMMIT together. After any error
+-- before it (a handler's statement, the guard's check, a lost lease in the marks) the pipeline
+-- is aborted and it never runs; the pass then rolls the transaction back.
+COMMIT
 
 -- name: mark_handler
 -- The fast pass, right before each handler (pipeline mode: nobody waits for the answer): append

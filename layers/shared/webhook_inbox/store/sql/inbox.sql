@@ -124,13 +124,13 @@ RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
--- the caller must roll back its domain work. One statement for a batch (the fast pass) and for
--- a single row (the careful pass passes one id).
+-- the caller must roll back its domain work. One row (the careful pass; the fast pass marks
+-- its batch with mark_batch_done).
 UPDATE webhook_events
    SET status = 'processed', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
- WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
-RETURNING id, processed_at - received_at AS latency
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
+RETURNING processed_at - received_at AS latency
 
 -- name: mark_failed
 UPDATE webhook_events
@@ -148,12 +148,38 @@ UPDATE webhook_events
 RETURNING id
 
 -- name: mark_ignored
--- No handler for the event's type; guarded like mark_processed, for a batch or one row.
+-- No handler for the event's type; guarded like mark_processed, one row (the careful pass).
 UPDATE webhook_events
    SET status = 'ignored', processed_at = now(), updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
- WHERE id = ANY(%(ids)s) AND status = 'processing' AND lease_owner = %(owner)s
+ WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
 RETURNING id
+
+-- name: mark_batch_done
+-- The fast pass: every processed and every ignored row of the batch in one statement, sent
+-- without waiting, with COMMIT right behind it in the same pipeline. Guarded by the lease as
+-- mark_processed and mark_ignored are, and it fails when any row given was not marked
+-- (webhook_inbox_require_marked, migration 0008: SQLSTATE WI001, the lost ids in its DETAIL):
+-- the error aborts the pipeline, so the COMMIT behind it never runs. One row: the processed ids
+-- and their received → processed latencies, read after the COMMIT.
+WITH processed AS (
+    UPDATE webhook_events
+       SET status = 'processed', processed_at = now(), updated_at = now(),
+           lease_owner = NULL, lease_expires_at = NULL, error_kind = NULL, last_error = NULL
+     WHERE id = ANY(%(processed)s) AND status = 'processing' AND lease_owner = %(owner)s
+    RETURNING id, processed_at - received_at AS latency
+), ignored AS (
+    UPDATE webhook_events
+       SET status = 'ignored', processed_at = now(), updated_at = now(),
+           lease_owner = NULL, lease_expires_at = NULL, disposition = left(%(disposition)s, 200)
+     WHERE id = ANY(%(ignored)s) AND status = 'processing' AND lease_owner = %(owner)s
+    RETURNING id
+)
+SELECT webhook_inbox_require_marked(%(processed)s::bigint[] || %(ignored)s::bigint[],
+                                    ARRAY(SELECT id FROM processed UNION ALL SELECT id FROM ignored))
+           AS all_marked,
+       ARRAY(SELECT id FROM processed ORDER BY id) AS processed_ids,
+       ARRAY(SELECT latency FROM processed ORDER BY id) AS latencies
 
 -- name: expire_leases
 -- Expired leases become failed (due at once: the lease already was the delay) or, once the
