@@ -191,6 +191,17 @@ def runs_in_the_vpc(props: Mapping[str, Any]) -> bool:
     return props.get("VpcConfig") not in (None, {"Ref": "AWS::NoValue"})
 
 
+# Read by every function (webhook_inbox.network, through its AWS clients) but set by the
+# Globals only: a function outside the VPC is not in the stack's own network, and unset is the
+# right value there.
+VPC_ONLY_ENV = {"NETWORK_IP_FAMILY"}
+
+
+def unset_by_design(props: Mapping[str, Any]) -> set[str]:
+    """The variables a function may read without the template setting them, given where it runs."""
+    return set() if runs_in_the_vpc(props) else VPC_ONLY_ENV
+
+
 def function_dir(props: Mapping[str, Any]) -> Path:
     return ROOT / str(props["CodeUri"]).rstrip("/")
 

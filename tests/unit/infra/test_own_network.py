@@ -207,6 +207,10 @@ def test_functions_use_ipv6_and_dual_stack_endpoints_only_in_the_own_network(
     assert (
         r.resolve(globals_["Environment"]["Variables"]["AWS_USE_DUALSTACK_ENDPOINT"]) == dual_stack
     )
+    # The same signal for our own connections (webhook_inbox.network): IPv6 where a name has it.
+    assert r.resolve(globals_["Environment"]["Variables"]["NETWORK_IP_FAMILY"]) == (
+        "ipv6" if dual_stack else ""
+    )
     for name in ("DatabaseSubnetGroup",):
         assert r.resolve(RESOURCES[name]["Properties"]["SubnetIds"]) == subnets
 

@@ -33,9 +33,11 @@ from tests.infra_support import (
     parameter_defaults,
     policy_actions,
     resources_of_type,
+    runs_in_the_vpc,
     serverless_functions,
     settings_variables,
     translated_template,
+    unset_by_design,
 )
 
 FUNCTIONS = serverless_functions()
@@ -218,8 +220,20 @@ def test_every_settings_field_is_set_by_the_template(name: str) -> None:
     template_sets = set(FUNCTIONS[name]["Environment"]["Variables"])
     if template_sets:  # proof the settings are found (one function has no environment)
         assert read, f"{name}: its code defines no settings at all"
-    missing = {var for var in read - template_sets if var not in LOCAL_ONLY_ENV}
+    missing = read - template_sets - set(LOCAL_ONLY_ENV) - unset_by_design(FUNCTIONS[name])
     assert missing == set(), f"{name} reads {sorted(missing)} but template.yaml does not set them"
+
+
+@pytest.mark.parametrize("name", FUNCTION_NAMES)
+def test_functions_in_the_stacks_own_network_connect_over_ipv6_only(name: str) -> None:
+    """NETWORK_IP_FAMILY is "ipv6" exactly where botocore uses the dual-stack endpoints: the
+    stack's own network, whose only way out is IPv6; a function outside the VPC has neither."""
+    variables = FUNCTIONS[name]["Environment"]["Variables"]
+    if not runs_in_the_vpc(FUNCTIONS[name]):
+        assert "NETWORK_IP_FAMILY" not in variables
+        return
+    assert variables["NETWORK_IP_FAMILY"] == {"Fn::If": ["CreateNetwork", "ipv6", ""]}
+    assert variables["AWS_USE_DUALSTACK_ENDPOINT"] == {"Fn::If": ["CreateNetwork", "true", ""]}
 
 
 @pytest.mark.parametrize("name", FUNCTION_NAMES)

@@ -10,6 +10,10 @@ frozen. The local ``closed``/``broken`` flags only learn of it when a statement 
 statements that are safe to repeat run through :func:`run_repeatable`, which retries once on a
 fresh connection, both attempts inside one :func:`webhook_inbox.deadlines.deadline`.
 
+In the stack's own network the host name is resolved here (:func:`webhook_inbox.network.addresses`)
+and libpq is given the addresses as ``hostaddr``, the name staying ``host`` (TLS, and the IAM
+token names it): libpq never tries an address the network would drop.
+
 Where and how to connect is :class:`~webhook_inbox.settings.DatabaseSettings`, read once per
 execution environment (:func:`settings`); the tools reset the settings before every command and
 the tests before every case (:func:`webhook_inbox.config.reset`, also run by
@@ -32,11 +36,11 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from webhook_inbox import config, deadlines
+from webhook_inbox import config, deadlines, network
 from webhook_inbox.errors import ConfigurationError, StoreCredentialsRejected, StoreUnavailable
 from webhook_inbox.settings import DatabaseSettings
 from webhook_inbox.store import credentials
@@ -142,6 +146,27 @@ def handler_batch(conn: psycopg.Connection[Any], *, pipelined: bool = False) -> 
         conn._batch_open, conn._batch_pipeline = False, None
 
 
+def with_host_addresses(conninfo: str) -> str:
+    """``conninfo`` with ``hostaddr`` set to the addresses :func:`network.addresses` picks for
+    its host (the host repeated once per address, as libpq pairs them); unchanged outside the
+    stack's own network, for a Unix socket, an address, several hosts, a ``hostaddr`` already
+    given, or a name that does not resolve (libpq reports it)."""
+    if not network.ipv6_only():
+        return conninfo
+    params = conninfo_to_dict(conninfo)
+    host = str(params.get("host") or "")
+    port = str(params.get("port") or "5432")
+    if not host or params.get("hostaddr") or "," in host + port or host.startswith("/"):
+        return conninfo
+    try:
+        chosen = network.addresses(host, int(port))
+    except (OSError, ValueError):
+        return conninfo
+    if not chosen or chosen == [host]:
+        return conninfo
+    return make_conninfo(conninfo, host=",".join([host] * len(chosen)), hostaddr=",".join(chosen))
+
+
 def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycopg.Connection[Any]:
     """Open a connection with bounded connect, statement and lock timeouts."""
     configured = settings()
@@ -151,7 +176,7 @@ def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycop
         if _send_startup_options(conninfo, configured.startup_options):
             extra["options"] = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
         return Connection.connect(
-            conninfo,
+            with_host_addresses(conninfo),
             connect_timeout=configured.connect_timeout_s,
             prepare_threshold=None,
             application_name=application_name,
