@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -25,15 +24,15 @@ NAME = "database.own-network.test"
 
 @pytest.fixture
 def given_to_libpq(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Every conninfo psycopg is asked to connect with, as a dict."""
+    """Every conninfo the store's connection class is asked to connect with, as a dict."""
     seen: list[dict[str, Any]] = []
-    real = psycopg.Connection.connect
+    real = db.Connection.connect
 
     def connect(conninfo: str = "", **kwargs: Any) -> Any:
         seen.append(conninfo_to_dict(conninfo))
         return real(conninfo, **kwargs)
 
-    monkeypatch.setattr(psycopg, "connect", connect)
+    monkeypatch.setattr(db.Connection, "connect", staticmethod(connect))
     return seen
 
 
