@@ -37,7 +37,10 @@ def test_without_a_vpc_the_stack_builds_its_own_when_the_region_has_room(aws: No
     """On 5276659 an empty VpcId was a FAIL ("no VPC or subnets given")."""
     found = findings(pf.Options(region=REGION))
     assert [f for f in found if f.status == pf.FAIL] == []
-    (network,) = of(found, "network")
+    zones, network = of(found, "network")
+    assert zones.detail == (
+        "the own network's subnets go to us-east-1a (use1-az6), us-east-1b (use1-az1)"
+    )
     assert network.detail.startswith("no VpcId: the stack builds its own")
     ec2 = boto3.client("ec2", region_name=REGION)
     for i in range(len(ec2.describe_vpcs()["Vpcs"]), 5):  # moto's default VPC, then the quota
@@ -45,6 +48,46 @@ def test_without_a_vpc_the_stack_builds_its_own_when_the_region_has_room(aws: No
     finding = only_failure(pf.Options(region=REGION), "network")
     assert "5 VPCs in us-east-1, the quota is 5" in finding.detail
     assert "L-F678F1CE" in finding.fix
+
+
+def test_a_zone_where_lambda_cannot_attach_is_refused_with_two_that_work(aws: None) -> None:
+    """Zone names differ between accounts; Zone IDs do not: us-east-1's use1-az3 (moto maps
+    us-east-1e to it) takes no Lambda function's network interface."""
+    finding = only_failure(
+        pf.Options(region=REGION, new_vpc_zones=["us-east-1a", "us-east-1e"]), "network"
+    )
+    assert finding.detail == (
+        "us-east-1e is zone use1-az3, where Lambda cannot attach functions to its subnets"
+    )
+    assert finding.fix == "set NewVpcZones=us-east-1a,us-east-1b"
+    finding = only_failure(pf.Options(region=REGION, new_vpc_zones=["us-east-1z"]), "network")
+    assert "us-east-1z is not an available zone of us-east-1" in finding.detail
+    assert "NewVpcZones names 1 zones; the own network takes two" in finding.detail
+
+
+@pytest.mark.parametrize(
+    ("region", "outbox", "missing"),
+    [
+        ("ap-east-2", "eventbridge", "sqs, secretsmanager, events have"),
+        ("ap-southeast-6", "sns", "sqs, secretsmanager, sns have"),
+        ("eu-west-1", "eventbridge", ""),
+    ],
+)
+def test_a_region_without_dual_stack_endpoints_is_refused_for_the_own_network(
+    region: str, outbox: str, missing: str
+) -> None:
+    """The own network reaches AWS over IPv6 only: botocore's endpoint data (the functions' SDK)
+    declares no dual-stack name for these services in two commercial regions."""
+    from webhook_inbox_tools.cli.preflight.own_network import check_dual_stack_region
+
+    found = check_dual_stack_region(region, pf.Options(region=region, outbox_destination=outbox))
+    if not missing:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding.status == pf.FAIL
+    assert finding.detail.startswith(missing + " no dual-stack endpoint in " + region)
+    assert "existing VPC" in finding.fix
 
 
 def test_existing_vpc_settings_without_a_vpc_fail_as_the_rules_would(aws: None) -> None:

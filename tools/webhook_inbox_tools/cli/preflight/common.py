@@ -20,6 +20,7 @@ class Options:
     vpc_id: str = ""
     security_group_id: str = ""
     subnet_ids: list[str] = field(default_factory=list)
+    new_vpc_zones: list[str] = field(default_factory=list)  # the own network's two zones
     route_table_ids: list[str] = field(default_factory=list)
     create_vpc_endpoints: bool = True
     create_database_proxy: bool = True

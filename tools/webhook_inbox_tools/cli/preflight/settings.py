@@ -20,6 +20,7 @@ PARAMETERS = {
     "VpcId": "vpc_id",
     "SecurityGroupId": "security_group_id",
     "SubnetIds": "subnet_ids",
+    "NewVpcZones": "new_vpc_zones",
     "PrivateRouteTableIds": "route_table_ids",
     "CreateVpcEndpoints": "create_vpc_endpoints",
     "CreateDatabaseProxy": "create_database_proxy",
@@ -44,7 +45,7 @@ def _csv(text: str) -> list[str]:
 
 
 def _coerce(name: str, value: str) -> Any:
-    if name in {"subnet_ids", "route_table_ids", "existing_vpc_endpoints"}:
+    if name in {"subnet_ids", "route_table_ids", "existing_vpc_endpoints", "new_vpc_zones"}:
         return _csv(value)
     if name in {"create_vpc_endpoints", "create_database_proxy"}:
         return value.strip().lower() == "true"
@@ -132,6 +133,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--providers-config", help="the ProvidersConfig JSON")
     parser.add_argument("--processor-max-concurrency", help="ProcessorMaxConcurrency")
     parser.add_argument("--endpoint", choices=ENDPOINTS, help="Endpoint (default HttpApi)")
+    parser.add_argument(
+        "--new-vpc-zones", help="the own network's two zones, comma-separated (NewVpcZones)"
+    )
     parser.add_argument("--ingest-reserved-concurrency", help="with --endpoint FunctionUrl")
     parser.add_argument(
         "--parameter-overrides",
