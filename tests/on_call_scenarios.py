@@ -227,6 +227,9 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "a provider has no live secret": [
         ("sweeper", lasting("sweep_provider_without_live_secret", replaces="sweeper"))
     ],
+    "the providers registry emptied (wiped, or its last provider removed)": [
+        ("sweeper", lasting("sweep_registry_empty", replaces="sweeper"))
+    ],
     "ingest raises": [("ingest", raising("ingest"))],
     "the processor raises": [("processor", raising("processor"))],
     "the sweeper fails (raises, or its database fails)": [

@@ -319,8 +319,8 @@ def _registry_unreadable(
 def _sweeps_with_registry(
     monkeypatch: pytest.MonkeyPatch, sweep: Callable[[], Run]
 ) -> dict[str, Run]:
-    """The sweeper's read of the providers registry once a run: a registry that cannot be
-    read, then one whose provider's every secret has expired."""
+    """The sweeper's read of the providers registry once a run: one whose provider's every
+    secret has expired, one in use with no provider, then one that cannot be read."""
     secrets = boto3.client("secretsmanager", region_name="us-east-1")
     expired = {
         "stripe": {
@@ -335,6 +335,9 @@ def _sweeps_with_registry(
         patch.setenv("PROVIDERS_REGISTRY_ARN", arn)
         config.reset()  # the sweeper's settings, read again with the registry's ARN
         found["sweep_provider_without_live_secret"] = sweep()
+        empty = provider_registry.dump_document(provider_registry.RegistryDocument({}, []))
+        secrets.put_secret_value(SecretId=arn, SecretString=empty)
+        found["sweep_registry_empty"] = sweep()
         secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
         found["sweep_registry_unreadable"] = sweep()
     config.reset()

@@ -181,6 +181,25 @@ def test_providers_with_no_live_secret_are_named_and_counted(
     assert "gone-secret" not in json.dumps(line)
 
 
+def test_a_registry_in_use_with_no_provider_pages_as_a_provider_refused(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Wiped, or its last provider removed: ingest answers 404 to every delivery. The same
+    gauge (and so the same page) as a provider refused, the cause in the line. A registry not
+    in use yet (ProvidersConfig serves) is not empty."""
+    registry.write({})
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert line["providers_registry_empty"] is True
+    assert metrics == {"ProvidersWithoutLiveSecret": 1.0}
+    registry.write(None)  # not in use: PROVIDERS_CONFIG's acme, live
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert "providers_registry_empty" not in line
+    assert metrics == {}
+
+
 def test_the_registry_is_reported_when_the_database_is_down_too(
     sweeper_app: ModuleType,
     registry: Registry,

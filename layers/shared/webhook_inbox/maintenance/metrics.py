@@ -14,13 +14,15 @@ from webhook_inbox.maintenance.report import SweepReport
 
 def emit_registry_metrics(health: RegistryHealth, metrics: Any) -> None:
     """A failed read of the providers registry (the metric ingest's failed reads feed too) and
-    the providers with no live secret; nothing while the registry is healthy."""
+    the providers with no live secret (an emptied registry as one); nothing while it is healthy."""
     from aws_lambda_powertools.metrics import MetricUnit
 
     if health.read_failed:
         metrics.add_metric(name="ProvidersRefreshFailed", unit=MetricUnit.Count, value=1)
-    if health.without_live_secret:
-        count = len(health.without_live_secret)
+    if health.without_live_secret or health.empty:
+        # An emptied registry counts as one provider refused: the same page (no delivery is
+        # accepted), its cause named in the run's line (providers_registry_empty).
+        count = len(health.without_live_secret) or 1
         metrics.add_metric(name="ProvidersWithoutLiveSecret", unit=MetricUnit.Count, value=count)
 
 

@@ -9,7 +9,10 @@ validated whole) and reports
 * a failed read, as ``ProvidersRefreshFailed`` (the same metric ingest's lines feed, so the
   same alarm pages, once, at any traffic), with the reason code in its line;
 * the providers whose every secret has expired (they refuse every delivery), as the
-  ``ProvidersWithoutLiveSecret`` gauge and their names in the line.
+  ``ProvidersWithoutLiveSecret`` gauge and their names in the line;
+* a registry in use that holds no provider at all (wiped, or its last provider removed: every
+  delivery is a 404), as the same gauge at 1 — the same page, for the same consequence: no
+  delivery is accepted — and ``providers_registry_empty`` in the line.
 
 Nothing is reported while all is well (a custom metric bills for every hour it receives a
 value). One GetSecretValue a run: 43,200 a month, counted in docs/costs.md's at-rest table.
@@ -34,6 +37,7 @@ class RegistryHealth:
 
     read_failed: str | None = None
     without_live_secret: tuple[str, ...] = ()
+    empty: bool = False  # in use, with no provider: every delivery is refused
 
     def as_log(self) -> dict[str, Any]:
         """The fields for the run's line: none while all is well."""
@@ -42,6 +46,8 @@ class RegistryHealth:
             fields["providers_refresh_failed"] = self.read_failed
         if self.without_live_secret:
             fields["providers_without_live_secret"] = list(self.without_live_secret)
+        if self.empty:
+            fields["providers_registry_empty"] = True
         return fields
 
 
@@ -60,6 +66,8 @@ def check_registry(configured: RegistrySettings, now: float) -> RegistryHealth:
         return RegistryHealth(read_failed=aws.error_code(exc))
     except ConfigurationError:
         return RegistryHealth(read_failed=INVALID_DOCUMENT)
+    if document.registry is not None and not document.registry.providers:
+        return RegistryHealth(empty=True)
     try:
         registry = document.registry
         if registry is None:  # not in use yet: PROVIDERS_CONFIG serves
