@@ -18,6 +18,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
+from webhook_inbox import config
+
 LOOPBACKS = ("127.0.0.1", "::1")
 
 
@@ -75,3 +79,13 @@ class Connects:
     @property
     def families(self) -> list[socket.AddressFamily]:
         return [family for family, _ in self.calls]
+
+
+def set_ip_family(monkeypatch: pytest.MonkeyPatch, family: str | None) -> None:
+    """``NETWORK_IP_FAMILY`` as the template sets it (``ipv6`` in the own network, None: unset),
+    the settings read again."""
+    if family is None:
+        monkeypatch.delenv("NETWORK_IP_FAMILY", raising=False)
+    else:
+        monkeypatch.setenv("NETWORK_IP_FAMILY", family)
+    config.reset()

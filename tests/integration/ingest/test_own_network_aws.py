@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.faults.resolver import Connects, resolving
-from webhook_inbox import aws, config
+from tests.faults.resolver import Connects, resolving, set_ip_family
+from webhook_inbox import aws
 
 NAME = "sqs.own-network.test"
 
@@ -45,18 +45,10 @@ def _send_wakeup(port: int) -> str | None:
     return aws.send_wakeup(sqs, queue_url, 7)
 
 
-def _set_family(monkeypatch: pytest.MonkeyPatch, family: str | None) -> None:
-    if family is None:
-        monkeypatch.delenv("NETWORK_IP_FAMILY", raising=False)
-    else:
-        monkeypatch.setenv("NETWORK_IP_FAMILY", family)
-    config.reset()
-
-
 def test_in_the_own_network_no_ipv4_connect_is_attempted(
     ipv6_moto: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _set_family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     with resolving(NAME, ["127.0.0.1", "::1"]), Connects() as seen:
         assert _send_wakeup(ipv6_moto) is None
 
@@ -69,7 +61,7 @@ def test_outside_the_own_network_the_resolvers_order_is_kept(
     ipv6_moto: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As botocore always did: IPv4 first (refused here, nothing listens there), then IPv6."""
-    _set_family(monkeypatch, None)
+    set_ip_family(monkeypatch, None)
     with resolving(NAME, ["127.0.0.1", "::1"]), Connects() as seen:
         assert _send_wakeup(ipv6_moto) is None
 
@@ -84,7 +76,7 @@ def test_a_name_without_ipv6_is_still_reached_on_ipv4(monkeypatch: pytest.Monkey
     """In the own network only a name with no IPv6 address at all is tried on IPv4."""
     from moto.server import ThreadedMotoServer
 
-    _set_family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -101,7 +93,7 @@ def test_every_ipv6_address_is_tried_in_turn(
 ) -> None:
     """The first IPv6 address refuses: the next is tried, as urllib3 goes through a name's.
     (An IPv4-mapped loopback address: an AF_INET6 socket, on which nothing listens.)"""
-    _set_family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     refusing = "::ffff:127.0.0.1"
     monkeypatch.setattr(
         "webhook_inbox.network.addresses",

@@ -15,7 +15,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.faults.proxy import FaultProxy, pg_upstream
-from tests.faults.resolver import resolving
+from tests.faults.resolver import resolving, set_ip_family
 from webhook_inbox import config
 from webhook_inbox.store import db
 
@@ -50,10 +50,7 @@ def ipv6_proxy(database_url: str) -> Iterator[FaultProxy]:
 
 def _use(monkeypatch: pytest.MonkeyPatch, url: str, family: str | None) -> None:
     monkeypatch.setenv("DATABASE_URL", url)
-    if family is None:
-        monkeypatch.delenv("NETWORK_IP_FAMILY", raising=False)
-    else:
-        monkeypatch.setenv("NETWORK_IP_FAMILY", family)
+    set_ip_family(monkeypatch, family)
     db.reset_for_tests()
 
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests.faults.resolver import resolving
+from tests.faults.resolver import resolving, set_ip_family
 from webhook_inbox import config, network
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.settings import NetworkSettings
@@ -14,31 +14,23 @@ from webhook_inbox.settings import NetworkSettings
 NAME = "endpoint.own-network.test"
 
 
-def _family(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
-    if value is None:
-        monkeypatch.delenv("NETWORK_IP_FAMILY", raising=False)
-    else:
-        monkeypatch.setenv("NETWORK_IP_FAMILY", value)
-    config.reset()
-
-
 def test_in_the_own_network_a_dual_stack_name_gives_its_ipv6_addresses_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     with resolving(NAME, ["127.0.0.1", "::1"]):
         assert network.ipv6_only()
         assert network.addresses(NAME, 443) == ["::1"]
 
 
 def test_a_name_without_ipv6_keeps_its_ipv4_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
-    _family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     with resolving(NAME, ["127.0.0.1"]):
         assert network.addresses(NAME, 5432) == ["127.0.0.1"]
 
 
 def test_outside_the_own_network_nothing_is_resolved(monkeypatch: pytest.MonkeyPatch) -> None:
-    _family(monkeypatch, None)
+    set_ip_family(monkeypatch, None)
     monkeypatch.setattr(socket, "getaddrinfo", pytest.fail)
     assert not network.ipv6_only()
     assert network.addresses(NAME, 443) is None
@@ -47,7 +39,7 @@ def test_outside_the_own_network_nothing_is_resolved(monkeypatch: pytest.MonkeyP
 def test_a_name_that_does_not_resolve_raises_the_resolvers_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _family(monkeypatch, "ipv6")
+    set_ip_family(monkeypatch, "ipv6")
     with resolving(NAME, []), pytest.raises(socket.gaierror):
         network.addresses(NAME, 443)
 
