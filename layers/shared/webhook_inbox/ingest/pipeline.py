@@ -234,16 +234,20 @@ def _accept(
     scheme: Scheme,
     identities: Sequence[Identity],
     payload: Any,
+    stored: Any,
     body: bytes,
     sqs_client: Callable[[], Any],
     queue_url: str,
 ) -> None:
-    """Claim the delivery's events, answer from the claims, wake the processor for new rows."""
+    """Claim the delivery's events, answer from the claims, wake the processor for new rows.
+
+    ``payload`` is the parsed body; ``stored`` what an event without a payload of its own stores
+    (the same value, or the body's text when the scheme keeps it as it came)."""
     events = [
         inbox.NewEvent(
             event_id=identity.event_id,
             event_type=identity.event_type,
-            payload=payload if identity.payload is None else identity.payload,
+            payload=stored if identity.payload is None else identity.payload,
             delivery_id=identity.delivery_id,
         )
         for identity in identities
@@ -362,12 +366,15 @@ def handle(
         else:
             outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
             outcome.delivery_id = found[0].delivery_id
+            as_is = verified.payload is None and scheme.stores_body_as_is
             _accept(
                 outcome,
                 provider=provider.name,
                 scheme=scheme,
                 identities=found,
                 payload=payload,
+                # parse() checked it: jsonb accepts the text, which is what payload holds.
+                stored=inbox.JsonText(delivery.body.decode()) if as_is else payload,
                 body=delivery.body,
                 sqs_client=sqs_client,
                 queue_url=configured.queue_url,

@@ -9,8 +9,17 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class JsonText:
+    """A payload that is already JSON text, checked to be what jsonb accepts (ingest's body as it
+    came): stored as sent, without serialising a parsed copy again."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class NewEvent:
-    """One authentic event to store: its key, type, informational delivery id and payload."""
+    """One authentic event to store: its key, type, informational delivery id and payload (a
+    JSON-serialisable value, or :class:`JsonText`)."""
 
     event_id: str
     event_type: str

@@ -7,7 +7,9 @@
 -- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
 -- new and duplicate alike. DO UPDATE (not DO NOTHING) so that a duplicate returns the stored
 -- row even when the first insert committed after our snapshot; xmax = 0 only on a freshly
--- inserted tuple. Rows are inserted in key order, so two concurrent deliveries of overlapping
+-- inserted tuple. The payloads come as one jsonb array (the client builds it as text; a jsonb[]
+-- literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
+-- Rows are inserted in key order, so two concurrent deliveries of overlapping
 -- batches take their row locks in the same order and cannot deadlock; the caller passes each
 -- key once (a second copy in one statement would be an error). A caller about to send the
 -- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
@@ -32,8 +34,9 @@ INSERT INTO webhook_events AS e
 SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
        CASE WHEN %(enqueuing)s THEN now() END
   FROM lock_wait,
-       unnest(%(event_ids)s::text[], %(delivery_ids)s::text[], %(event_types)s::text[],
-              %(payloads)s::jsonb[]) AS c (event_id, delivery_id, event_type, payload)
+       ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
+                  unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
+         AS c (event_id, delivery_id, event_type, payload)
  ORDER BY c.event_id
 ON CONFLICT (provider, event_id) DO UPDATE
     SET delivery_count = e.delivery_count + 1,

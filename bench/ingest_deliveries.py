@@ -1,0 +1,107 @@
+"""The signed deliveries the ingest benchmarks send, and what stands in for SQS.
+
+Signed Stripe ``customer.created`` events of a realistic size (~1 KB) as HTTP API v2 events, each
+with the claim statement's parameters for the bare-``INSERT`` baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from bench.common import ROOT
+from tests.ingest_support import v2_event
+from webhook_inbox.ingest import providers
+from webhook_inbox.store import inbox
+
+PROVIDER = "stripe"
+
+
+class StubSQS:
+    """Stands in for the boto3 SQS client: accepts every message, sends nothing."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self._lock = threading.Lock()
+
+    def send_message(self, *, QueueUrl: str, MessageBody: str) -> dict[str, str]:
+        with self._lock:
+            self.sent += 1
+        return {"MessageId": str(uuid.uuid4())}
+
+
+@dataclass
+class Delivery:
+    event: dict[str, Any]
+    params: dict[str, Any]  # the claim statement's parameters, for the baseline
+
+
+def stripe_body(event_id: str, created: int) -> bytes:
+    """A Stripe ``customer.created`` event of realistic size (~1 KB)."""
+    customer = f"cus_{uuid.uuid4().hex[:14]}"
+    body = {
+        "id": event_id,
+        "object": "event",
+        "api_version": "2024-06-20",
+        "created": created,
+        "type": "customer.created",
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": f"req_{uuid.uuid4().hex[:14]}", "idempotency_key": str(uuid.uuid4())},
+        "data": {
+            "object": {
+                "id": customer,
+                "object": "customer",
+                "address": {"city": "Berlin", "country": "DE", "line1": "Example 1"},
+                "balance": 0,
+                "created": created,
+                "currency": "eur",
+                "description": "benchmark customer",
+                "email": f"{customer}@example.com",
+                "invoice_prefix": uuid.uuid4().hex[:8].upper(),
+                "invoice_settings": {"default_payment_method": None, "footer": None},
+                "livemode": False,
+                "metadata": {"plan": "pro", "source": "bench"},
+                "name": "Benchmark Customer",
+                "preferred_locales": ["de", "en"],
+                "shipping": None,
+                "tax_exempt": "none",
+            }
+        },
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def make_deliveries(n: int, now: int) -> list[Delivery]:
+    provider = providers.registry()[PROVIDER]
+    made = []
+    for _ in range(n):
+        event_id = f"evt_{uuid.uuid4().hex}"
+        body = stripe_body(event_id, now)
+        headers = providers.sign_delivery(provider, body, timestamp=now).headers
+        params = {
+            "provider": PROVIDER,
+            "event_ids": [event_id],
+            "delivery_ids": [None],
+            "event_types": ["customer.created"],
+            "body_sha256": hashlib.sha256(body).digest(),
+            # Already-serialised JSON, sent as is: the baseline does no client-side work.
+            "payloads": inbox.payloads_array([inbox.JsonText(body.decode())]),
+            "enqueuing": True,
+            "rewake_after_s": inbox.REWAKE_AFTER_S,
+            "lock_timeout": None,  # the session's (the claim bounds its own wait, see inbox.py)
+        }
+        made.append(Delivery(v2_event(PROVIDER, body, headers), params))
+    return made
+
+
+def configure_providers() -> None:
+    os.environ["PROVIDERS_CONFIG_FILE"] = str(ROOT / "events" / "providers.local.json")
+    os.environ.pop("PROVIDERS_CONFIG", None)
+    os.environ["PROCESSING_QUEUE_URL"] = "https://sqs.us-east-1.amazonaws.com/123456789012/bench"
+    providers.reset_for_tests()
