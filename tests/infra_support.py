@@ -66,9 +66,10 @@ def load_template() -> dict[str, Any]:
 
 
 @functools.cache
-def translated_template() -> dict[str, Any]:
+def translated_template(**parameter_overrides: str) -> dict[str, Any]:
     """template.yaml translated by SAM (the AWS::Serverless-2016-10-31 transform), as CloudFormation
-    receives it. Local code paths stand in for the S3 locations ``sam package`` would upload."""
+    receives it, for the defaults or the given parameter values. Local code paths stand in for
+    the S3 locations ``sam package`` would upload."""
     import boto3
     from samtranslator.parser.parser import Parser
     from samtranslator.translator.translator import Translator
@@ -81,7 +82,7 @@ def translated_template() -> dict[str, Any]:
                 properties[key] = f"s3://bucket/{properties[key].strip('/')}"
     translator = Translator(None, Parser(), boto_session=boto3.Session(region_name="us-east-1"))
     translated: dict[str, Any] = translator.translate(
-        template, parameter_values={}, get_managed_policy_map=lambda: {}
+        template, parameter_values=dict(parameter_overrides), get_managed_policy_map=lambda: {}
     )
     return translated
 

@@ -9,7 +9,8 @@ region included). Secret values are read only to check their shape and are never
 The checks live in one module per family: account (stack, Lambda concurrency), network (subnets,
 routes, ways out), zones (Route 53 private zones and Profiles), endpoints (how the functions
 reach each service, VPC DNS), access (existing endpoints' security groups and policies), secrets
-(ProvidersConfig too), organization (SCPs against a public Function URL); settings reads the
+(ProvidersConfig too), organization (SCPs against a public Function URL), permissions (the
+caller against the deploy policy, through IAM's policy simulator); settings reads the
 deploy's parameters, common holds what they share (and how a failed call is reported).
 """
 
@@ -40,6 +41,7 @@ from webhook_inbox_tools.cli.preflight.network import (
 )
 from webhook_inbox_tools.cli.preflight.organization import check_function_url_policy
 from webhook_inbox_tools.cli.preflight.own_network import check_own_network
+from webhook_inbox_tools.cli.preflight.permissions import check_deploy_permissions
 from webhook_inbox_tools.cli.preflight.secrets import (
     check_database_secret,
     check_provider_secrets,
@@ -62,6 +64,7 @@ __all__ = [
     "Options",
     "add_arguments",
     "check_concurrency",
+    "check_deploy_permissions",
     "check_stack",
     "cmd_preflight",
     "options_from_config",
@@ -77,6 +80,7 @@ def run(aws: Clients, opts: Options) -> list[Finding]:
     findings = check_stack(aws, opts)
     if any(f.check == NO_CREDENTIALS for f in findings):
         return findings  # every other call would fail the same way
+    findings += check_deploy_permissions(aws, opts)
     findings += check_network(aws, opts)
     findings += check_providers_config(opts)
     findings += check_database_secret(aws, opts)

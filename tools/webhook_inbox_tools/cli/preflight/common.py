@@ -88,6 +88,10 @@ class Clients:
         return self._make("organizations")
 
     @cached_property
+    def iam(self) -> Any:
+        return self._make("iam")
+
+    @cached_property
     def sts(self) -> Any:
         return self._make("sts")
 

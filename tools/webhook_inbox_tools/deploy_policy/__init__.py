@@ -1,0 +1,56 @@
+"""The deploying principal's least-privilege IAM policy (docs/deploy.md, "The deploy
+principal's permissions").
+
+Two customer managed policy documents (together over IAM's 6,144-character limit for one),
+written for the stack name ``webhook-inbox``; :func:`documents` renders them for another.
+``resource_actions.json`` is what they are built from: per resource type of the translated
+template, the actions CloudFormation's handlers call, and the deploy tools' own calls
+(infra/build_deploy_policy.py rebuilds both; tests/unit/infra/test_deploy_policy.py checks that
+the documents grant every action the data requires).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+DEFAULT_STACK = "webhook-inbox"
+FILES = ("deploy-policy.json", "deploy-policy-2.json")
+
+
+def documents(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
+    """The policy documents, their resources named for ``stack_name``."""
+    found = []
+    for name in FILES:
+        document = json.loads(_read(name))
+        for statement in document["Statement"]:
+            statement["Resource"] = [_for_stack(arn, stack_name) for arn in statement["Resource"]]
+        found.append(document)
+    return found
+
+
+def _for_stack(arn: str, stack_name: str) -> str:
+    # The default name appears in the ARNs only where the stack's own name goes: as the stack
+    # (stack/webhook-inbox/), a name prefix (webhook-inbox-*) or a folder (/webhook-inbox/*).
+    return arn.replace(DEFAULT_STACK, stack_name)
+
+
+def resource_actions() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(_read("resource_actions.json"))
+    return loaded
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def granted(action: str, patterns: Iterable[str]) -> bool:
+    """Whether an Action pattern (IAM's ``*`` and ``?``; case-insensitive) covers ``action``."""
+    return any(fnmatch.fnmatchcase(action.lower(), p.lower()) for p in patterns)
+
+
+def statements(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
+    return [s for document in documents(stack_name) for s in document["Statement"]]
