@@ -107,7 +107,9 @@ def _secret_unavailable(exc: SecretUnavailable, fields: dict[str, Any]) -> dict[
     return {"unavailable": "secret"}
 
 
-def _store_unavailable(message: str, exc: StoreUnavailable, fields: dict[str, Any]) -> dict[str, Any]:
+def _store_unavailable(
+    message: str, exc: StoreUnavailable, fields: dict[str, Any]
+) -> dict[str, Any]:
     """The database failed the run: the run ends without failing the invocation.
 
     A database outage is one cause with one page, store-unavailable, whatever the traffic: the
