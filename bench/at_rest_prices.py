@@ -43,6 +43,7 @@ FREE_TYPES = {
     "AWS::SQS::QueuePolicy": "a resource policy",
     "AWS::SNS::Topic": "billed per publish and delivery",
     "AWS::SNS::TopicPolicy": "a resource policy",
+    "AWS::RDS::EventSubscription": "RDS event notifications have no charge (SNS bills delivery)",
     "AWS::SNS::Subscription": "billed per delivery",
     "AWS::Events::EventBus": "billed per event published",
     "AWS::ApiGatewayV2::Api": "billed per request",

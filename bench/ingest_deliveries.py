@@ -10,14 +10,18 @@ import hashlib
 import json
 import os
 import threading
+import time
 import uuid
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
-from bench.common import ROOT
+from bench.common import ROOT, PerThreadConnections, silence_logger
 from tests.ingest_support import v2_event
+from tests.support import load_function
 from webhook_inbox.ingest import providers
 from webhook_inbox.store import inbox
+from webhook_inbox.store.queries import query
 
 PROVIDER = "stripe"
 
@@ -105,3 +109,21 @@ def configure_providers() -> None:
     os.environ.pop("PROVIDERS_CONFIG", None)
     os.environ["PROCESSING_QUEUE_URL"] = "https://sqs.us-east-1.amazonaws.com/123456789012/bench"
     providers.reset_for_tests()
+
+
+class Rig:
+    """The ingest handler (stubbed SQS, logs to /dev/null) and the claim statement alone, over
+    one database with a connection per thread, as separate execution environments have."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.app: ModuleType = load_function("ingest")
+        silence_logger(self.app.logger)
+        self.sqs = StubSQS()
+        self.app.sqs_client = lambda: self.sqs  # the boto3 boundary
+        self.now = int(time.time())
+        self.connections = PerThreadConnections()
+        self.claim_sql = query("inbox", "claim_events")
+
+    def close(self) -> None:
+        self.connections.close_all()

@@ -29,6 +29,7 @@ from bench.common import (
     reset_tables,
     table,
 )
+from bench.ingest_deliveries import Rig, configure_providers, make_deliveries
 from tests.support import FakeLambdaContext
 from webhook_inbox.ingest import pipeline, providers
 from webhook_inbox.ingest.schemes import base
@@ -71,13 +72,11 @@ class Meter:
             yield
 
 
-def measure(bench: Any, url: str, deliveries: int) -> dict[str, float]:
+def measure(bench: Rig, url: str, deliveries: int) -> dict[str, float]:
     """Microseconds of CPU per delivery: each phase, the rest, the handler and the baseline.
 
-    ``bench`` is a ``bench.ingest_throughput.Bench`` (its handler, connections and claim
-    statement); new deliveries, the median of three passes for each figure."""
-    from bench.ingest_deliveries import make_deliveries
-
+    New deliveries through ``bench``'s handler, then the claim statement alone; the median of
+    three passes for each figure."""
     conn = bench.connections("webhook-inbox-ingest")
     conn.autocommit = True
     context = FakeLambdaContext()
@@ -117,8 +116,6 @@ def report(figures: dict[str, float]) -> str:
 
 
 def main() -> None:
-    from bench.ingest_deliveries import configure_providers
-    from bench.ingest_throughput import Bench
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deliveries", type=int, default=2000)
@@ -126,7 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     configure_providers()
     with bench_database() as url, database_behind_latency(url, args.db_rtt_ms):
-        bench = Bench(url)
+        bench = Rig(url)
         try:
             with (
                 patched(db, "get_connection", bench.connections),

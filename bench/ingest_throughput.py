@@ -25,13 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from bench import ingest_phases
 from bench.common import (
     Conn,
-    PerThreadConnections,
     bench_database,
     chart_path,
     count_wire,
@@ -44,20 +42,18 @@ from bench.common import (
     pyplot,
     quiet_output,
     reset_tables,
-    silence_logger,
     table,
     write_section,
 )
 from bench.ingest_deliveries import (
     Delivery,
-    StubSQS,
+    Rig,
     configure_providers,
     make_deliveries,
 )
-from tests.support import FakeLambdaContext, load_function
+from tests.support import FakeLambdaContext
 from webhook_inbox.ingest import pipeline as ingest
 from webhook_inbox.store import db
-from webhook_inbox.store.queries import query
 
 TARGET_RATIO = 0.8
 
@@ -109,18 +105,8 @@ def run_threads(
     return Run(seconds, [x for per in latencies for x in per])
 
 
-class Bench:
+class Bench(Rig):
     """The handler and the baseline over one database, with per-thread connections."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.app: ModuleType = load_function("ingest")
-        silence_logger(self.app.logger)
-        self.sqs = StubSQS()
-        self.app.sqs_client = lambda: self.sqs  # the boto3 boundary
-        self.now = int(time.time())
-        self.connections = PerThreadConnections()
-        self.claim_sql = query("inbox", "claim_events")
 
     def handler_run(self, deliveries: list[Delivery], concurrency: int, expect: int) -> Run:
         context = FakeLambdaContext()
@@ -179,9 +165,6 @@ class Bench:
                     conn.execute(self.claim_sql, delivery.params).fetchone()
             counts[label] = box[0] / len(sample)
         return counts
-
-    def close(self) -> None:
-        self.connections.close_all()
 
 
 def shard(items: list[Delivery], parts: int) -> list[list[Delivery]]:

@@ -11,11 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.infra_support import load_template, metric_filters, parameter_defaults
+from tests.infra_support import Resolver, load_template, metric_filters, parameter_values
 
 STACK = "webhook-inbox"  # the service dimension: POWERTOOLS_SERVICE_NAME / ${AWS::StackName}
+# Minute 0 of a timeline, unless a scenario says otherwise: a Wednesday noon (UTC), outside the
+# default maintenance window (Sunday 04:00).
+WEEKDAY_NOON = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 # --- Lambda's JSON log-level filter -----------------------------------------------------------
 
@@ -165,18 +169,19 @@ _EQUALS = re.compile(r"^(\w+) = '([^']*)'$")
 _FILL_SUM = re.compile(r"^FILL\(\w+, 0\)(?: \+ FILL\(\w+, 0\))*$")
 
 
-def _resolve(value: Any) -> str:
-    """A dimension value: resources by logical name, the stack by STACK."""
-    if isinstance(value, dict):
-        if "Ref" in value:
-            return STACK if value["Ref"] == "AWS::StackName" else str(value["Ref"])
-        if "Fn::GetAtt" in value:
-            return str(value["Fn::GetAtt"][0])
-        if "Fn::Sub" in value:
-            return str(value["Fn::Sub"]).replace("${AWS::StackName}", STACK)
-    if isinstance(value, str):
-        return value
-    raise ValueError(f"cannot resolve {value!r}")
+class _LogicalNames(dict[str, str]):
+    """A resource's Ref and GetAtt read as its logical name (``!Ref IngestFunction`` is the
+    dimension value "IngestFunction" here): the model matches datapoints by those names."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return key.split(".", 1)[0]
+
+
+def _resolver(**overrides: str) -> Resolver:
+    return Resolver(parameter_values(**overrides), _LogicalNames(), stack_name=STACK)
 
 
 class Series:
@@ -200,12 +205,12 @@ class Series:
 
 
 def _exactly(dimensions: list[dict[str, Any]]) -> Any:
-    wanted = {d["Name"]: _resolve(d["Value"]) for d in dimensions}
+    wanted = {d["Name"]: str(d["Value"]) for d in dimensions}
     return lambda dims: dims == wanted
 
 
-def _insights(expression: Any) -> Series:
-    match = _INSIGHTS.match(_resolve(expression))
+def _insights(expression: str) -> Series:
+    match = _INSIGHTS.match(expression)
     if match is None:
         raise ValueError(f"unsupported query {expression!r}")
     wanted = {}
@@ -233,8 +238,12 @@ class Alarm:
     threshold: float
     greater: bool
     missing_breaches: bool
+    # (ISO weekday, hour): metric math reads the value as 0 then (IF(DAY(x) == d && HOUR(x) ==
+    # h, 0, x)), the maintenance window's hour; None: no such expression.
+    quiet: tuple[int, int] | None = None
 
-    def fires(self, points: list[Datapoint], minutes: int) -> bool:
+    def fires(self, points: list[Datapoint], minutes: int, clock: datetime = WEEKDAY_NOON) -> bool:
+        """Whether it reaches ALARM within ``minutes``, minute 0 being ``clock``."""
         breaches = []
         for start in range(0, minutes, self.period_min):
             values = [s.value(points, start, self.period_min) for s in self.series]
@@ -242,6 +251,9 @@ class Alarm:
                 value: float | None = sum(v or 0.0 for v in values)
             else:
                 value = values[0]
+            at = clock + timedelta(minutes=start)
+            if value is not None and self.quiet == (at.isoweekday(), at.hour):
+                value = 0.0
             if value is None:
                 breaches.append(self.missing_breaches)
             else:
@@ -252,21 +264,21 @@ class Alarm:
         )
 
 
-def template_alarms() -> dict[str, Alarm]:
-    """Every AWS::CloudWatch::Alarm of the template, by its RUNBOOK name."""
-    defaults = parameter_defaults()
+def template_alarms(**overrides: str) -> dict[str, Alarm]:
+    """Every paging AWS::CloudWatch::Alarm of the template (its condition true for the
+    parameters: the defaults, then ``overrides``), by its RUNBOOK name."""
+    resolver = _resolver(**overrides)
     alarms: dict[str, Alarm] = {}
     for resource in load_template()["Resources"].values():
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
-        props = resource["Properties"]
+        if "Condition" in resource and not resolver.condition(resource["Condition"]):
+            continue
+        props = resolver.resolve(resource["Properties"])
         if not props.get("AlarmActions"):
             continue  # a deploy's rollback trigger, watched by CodeDeploy: it pages nobody
-        name = _resolve(props["AlarmName"]).removeprefix(f"{STACK}-")
-        series, filled, period = _series_of(props)
-        threshold = props["Threshold"]
-        if isinstance(threshold, dict):
-            threshold = defaults[threshold["Ref"]]
+        name = props["AlarmName"].removeprefix(f"{STACK}-")
+        series, filled, period, quiet = _series_of(props)
         operator = props["ComparisonOperator"]
         if operator not in {"GreaterThanThreshold", "LessThanThreshold"}:
             raise ValueError(f"{name}: unsupported {operator}")
@@ -279,14 +291,23 @@ def template_alarms() -> dict[str, Alarm]:
             period_min=period // 60,
             evaluation_periods=int(props["EvaluationPeriods"]),
             datapoints_to_alarm=int(props.get("DatapointsToAlarm", props["EvaluationPeriods"])),
-            threshold=float(threshold),
+            threshold=float(props["Threshold"]),
             greater=operator == "GreaterThanThreshold",
             missing_breaches=props["TreatMissingData"] == "breaching",
+            quiet=quiet,
         )
     return alarms
 
 
-def _series_of(props: Mapping[str, Any]) -> tuple[list[Series], bool, int]:
+_QUIET = re.compile(
+    r"^IF\(DAY\((?P<id>\w+)\) == (?P<day>[1-7]) && HOUR\((?P=id)\) == (?P<hour>\d{1,2}), 0,"
+    r" (?P=id)\)$"
+)
+
+
+def _series_of(
+    props: Mapping[str, Any],
+) -> tuple[list[Series], bool, int, tuple[int, int] | None]:
     if "MetricName" in props:
         stream = Series(
             props["Namespace"],
@@ -294,13 +315,15 @@ def _series_of(props: Mapping[str, Any]) -> tuple[list[Series], bool, int]:
             props["Statistic"],
             _exactly(props["Dimensions"]),
         )
-        return [stream], False, int(props["Period"])
+        return [stream], False, int(props["Period"]), None
     queries = props["Metrics"]
     (returned,) = [q for q in queries if q.get("ReturnData", True)]
-    if "MetricStat" not in returned and str(_resolve(returned["Expression"])).startswith("SELECT"):
-        return [_insights(returned["Expression"])], False, int(returned["Period"])
-    if not _FILL_SUM.match(returned["Expression"]):
-        raise ValueError(f"unsupported expression {returned['Expression']!r}")
+    expression = str(returned["Expression"])
+    if "MetricStat" not in returned and expression.startswith("SELECT"):
+        return [_insights(expression)], False, int(returned["Period"]), None
+    quiet = _QUIET.match(expression)
+    if not (_FILL_SUM.match(expression) or quiet):
+        raise ValueError(f"unsupported expression {expression!r}")
     streams, periods = [], set()
     for query in queries:
         if query is returned:
@@ -317,7 +340,10 @@ def _series_of(props: Mapping[str, Any]) -> tuple[list[Series], bool, int]:
         )
         periods.add(int(stat["Period"]))
     (period,) = periods
-    return streams, True, period
+    if quiet:
+        (stream,) = streams  # IF(...) over the one metric it names
+        return [stream], False, period, (int(quiet["day"]), int(quiet["hour"]))
+    return streams, True, period, None
 
 
 # --- Logs Insights: the filter clauses the RUNBOOK's queries use ---------------------------------

@@ -132,25 +132,30 @@ _TERM = re.compile(
 def filter_pattern_matches(pattern: str, line: Mapping[str, Any]) -> bool:
     """CloudWatch Logs' JSON filter pattern semantics for the subset the template uses:
     ``{ $.field = "text" && $.flag IS TRUE && $.other = "*" }`` (``"*"``: the field is there,
-    whatever its value). Anything else raises, so a new pattern needs this evaluator (and its
-    test) to learn it first."""
+    whatever its value), and alternatives of those joined by ``||`` (no parentheses: ``&&``
+    binds tighter). Anything else raises, so a new pattern needs this evaluator (and its test)
+    to learn it first."""
     body = pattern.strip()
     if not (body.startswith("{") and body.endswith("}")):
         raise ValueError(f"not a JSON filter pattern: {pattern!r}")
-    for term in body[1:-1].split("&&"):
-        match = _TERM.match(term.strip())
-        if match is None:
-            raise ValueError(f"unsupported term {term.strip()!r} in {pattern!r}")
-        value = line.get(match["field"])
-        if match["constant"] is not None:
-            if value is not (match["constant"] == "TRUE"):
-                return False
-        elif match["text"] == "*":
-            if value is None:
-                return False
-        elif value != match["text"]:
-            return False
-    return True
+    if "(" in body:
+        raise ValueError(f"unsupported parentheses in {pattern!r}")
+    return any(
+        all(_term_matches(term.strip(), pattern, line) for term in group.split("&&"))
+        for group in body[1:-1].split("||")
+    )
+
+
+def _term_matches(term: str, pattern: str, line: Mapping[str, Any]) -> bool:
+    match = _TERM.match(term)
+    if match is None:
+        raise ValueError(f"unsupported term {term!r} in {pattern!r}")
+    value = line.get(match["field"])
+    if match["constant"] is not None:
+        return value is (match["constant"] == "TRUE")
+    if match["text"] == "*":
+        return value is not None
+    return bool(value == match["text"])
 
 
 def resources_of_type(kind: str) -> dict[str, dict[str, Any]]:
@@ -339,6 +344,9 @@ class Resolver:
             if target in self.refs:
                 return self.refs[target]
             raise KeyError(f"no test value for !GetAtt {target}")
+        if key == "Fn::FindInMap":
+            mapping, top, second = (self.resolve(v) for v in arg)
+            return load_template()["Mappings"][mapping][str(top)][str(second)]
         if key == "Fn::Sub":
             text, variables = (arg, {}) if isinstance(arg, str) else arg
             resolved = {k: self.resolve(v) for k, v in variables.items()}

@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.alarm_model import (
     STACK,
+    WEEKDAY_NOON,
     Datapoint,
     Levels,
     lambda_metric,
@@ -64,6 +66,8 @@ class Timeline:
     levels: Levels
     points: list[Datapoint] = field(default_factory=list)
     lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    clock: datetime = WEEKDAY_NOON  # minute 0, UTC
+    parameters: dict[str, str] = field(default_factory=dict)  # the template's, over defaults
 
     def kept(self, lines: list[dict[str, Any]], function: str = "") -> list[dict[str, Any]]:
         log_level, application, system, ingest_system = self.levels
@@ -97,22 +101,40 @@ class Timeline:
 
     def firing(self) -> set[str]:
         return {
-            name for name, alarm in template_alarms().items() if alarm.fires(self.points, MINUTES)
+            name
+            for name, alarm in template_alarms(**self.parameters).items()
+            if alarm.fires(self.points, MINUTES, self.clock)
         }
 
 
-def healthy(runs: dict[str, Run], levels: Levels, *, skip: str = "") -> Timeline:
-    """Steady traffic: deliveries, batches and a sweep every minute (``skip``: a function
+def healthy(
+    runs: dict[str, Run],
+    levels: Levels,
+    *,
+    skip: str | set[str] = "",
+    clock: datetime = WEEKDAY_NOON,
+) -> Timeline:
+    """Steady traffic: deliveries, batches and a sweep every minute (``skip``: the functions
     whose invocations the scenario replaces while the failure lasts)."""
-    timeline = Timeline(levels)
+    skipped = {skip} if isinstance(skip, str) else skip
+    timeline = Timeline(levels, clock=clock)
     for minute in range(MINUTES):
         replaced = minute in FAILING
-        if not (replaced and skip == "ingest"):
+        if not (replaced and "ingest" in skipped):
             timeline.run(minute, runs["accepted"], times=3)
-        if not (replaced and skip == "processor"):
+        if not (replaced and "processor" in skipped):
             timeline.run(minute, runs["batch"])
-        if not (replaced and skip == "sweeper"):
+        if not (replaced and "sweeper" in skipped):
             timeline.run(minute, runs["sweep"])
+    return timeline
+
+
+def idle(runs: dict[str, Run], levels: Levels, *, sweep: str = "sweep") -> Timeline:
+    """No delivery at all, so no batch: only the sweeper's runs (``sweep`` while the failure
+    lasts). What a stack sees between a sender's rare deliveries."""
+    timeline = Timeline(levels)
+    for minute in range(MINUTES):
+        timeline.run(minute, runs[sweep if minute in FAILING else "sweep"])
     return timeline
 
 
@@ -174,6 +196,43 @@ def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) 
     return build
 
 
+def database_down(clock: datetime = WEEKDAY_NOON) -> Scenario:
+    """The database unreachable: every delivery answered 503, every sweep ends without it, and
+    the processor gets no batch (nothing new is stored, and the sweeper sends no re-wake)."""
+
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
+        timeline = healthy(runs, levels, skip={"ingest", "processor", "sweeper"}, clock=clock)
+        for minute in FAILING:
+            timeline.run(minute, runs["ingest_503_store"], times=3)
+            timeline.run(minute, runs["sweep_database_down"])
+        return timeline
+
+    return build
+
+
+# The default maintenance window (MaintenanceWindowDay sun, MaintenanceWindowHour 04): the
+# timeline starts five minutes before it, so the instance is down from 04:00 to 04:20.
+BEFORE_MAINTENANCE = datetime(2026, 12, 6, 3, 55, tzinfo=UTC)
+
+
+def exhausted_concurrency(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """The account's concurrency used up elsewhere: Lambda refuses every function's
+    invocations (a throttle each, no line), the schedule's included."""
+    timeline = healthy(runs, levels, skip={"ingest", "processor", "sweeper"})
+    for minute in FAILING:
+        for function, refused in (("IngestFunction", 3), ("ProcessorFunction", 1)):
+            timeline.points.append(lambda_metric(minute, "Throttles", function, refused))
+        timeline.points.append(lambda_metric(minute, "Throttles", "SweeperFunction"))
+    return timeline
+
+
+def deliveries_stop(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """A sender that stopped sending, with the no-delivery alarm on (an hour)."""
+    timeline = idle(runs, levels)
+    timeline.parameters["NoDeliveryAlarmHours"] = "1"
+    return timeline
+
+
 def dead_letters(runs: dict[str, Run], levels: Levels) -> Timeline:
     """Events dead-lettered, and from then on every sweep reports the rows waiting."""
     timeline = healthy(runs, levels, skip="sweeper")
@@ -210,7 +269,12 @@ def _memory_high(function: str) -> str:
 # The RUNBOOK table's classes: (function it names for "the function", scenario) per variant.
 CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "ingest answers 500": [("ingest", lasting("ingest_500"))],
-    "ingest answers 503: the database": [("ingest", lasting("ingest_503_store"))],
+    "the database is down or does not answer": [
+        ("ingest", database_down()),
+        # No delivery at all: the sweeper's run, once a minute, pages alone.
+        ("sweeper", lambda runs, levels: idle(runs, levels, sweep="sweep_database_down")),
+    ],
+    "RDS maintenance in the weekly window": [("ingest", database_down(BEFORE_MAINTENANCE))],
     "a secret cannot be read (ingest, processor, sweeper)": [
         ("ingest", lasting("ingest_secret")),
         ("processor", lasting("processor_secret", replaces="processor")),
@@ -232,10 +296,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     ],
     "ingest raises": [("ingest", raising("ingest"))],
     "the processor raises": [("processor", raising("processor"))],
-    "the sweeper fails (raises, or its database fails)": [
-        ("sweeper", lasting("sweep_database_down", replaces="sweeper")),
-        ("sweeper", raising("sweeper")),
-    ],
+    "the sweeper raises": [("sweeper", raising("sweeper"))],
     "an operator function raises": [("operator", raising("operator"))],
     "a function times out": [
         (fn, killed(fn, "timeout", said="ingest_timing_out" if fn == "ingest" else ""))
@@ -245,6 +306,9 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         (fn, killed(fn, "error", "Runtime.OutOfMemory", said=_memory_high(fn))) for fn in FUNCTIONS
     ],
     "throttling that lasts 15 minutes": [("ingest", throttled(3, FAILING))],
+    "the account's concurrency exhausted (every function throttled)": [
+        ("ingest", exhausted_concurrency)
+    ],
     "an event dead-lettered": [("processor", dead_letters)],
     "a handler key fails on every event (a downstream down)": [
         ("sweeper", lasting("sweep_with_open_circuit", replaces="sweeper"))
@@ -270,6 +334,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("sweeper", metric("WebhookInbox", "OldestOutboxAgeSeconds", GAUGE, 1200))
     ],
     "the sweeper does not run": [("sweeper", sweeper_stops)],
+    "no delivery for `NoDeliveryAlarmHours` (when set)": [("ingest", deliveries_stop)],
     "signatures rejected, sustained": [("ingest", lasting("rejected_signature", 30))],
     "accepted events wait past the threshold": [
         ("sweeper", metric("WebhookInbox", "OldestUnprocessedAgeSeconds", GAUGE, 1200))

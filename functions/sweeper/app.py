@@ -14,7 +14,7 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, config, observability
-from webhook_inbox.errors import SecretUnavailable, StoreError
+from webhook_inbox.errors import SecretUnavailable, StoreError, StoreUnavailable
 from webhook_inbox.maintenance import publishers, registry_check
 from webhook_inbox.maintenance.metrics import emit_metrics, emit_registry_metrics
 from webhook_inbox.maintenance.publishers import Publisher
@@ -59,20 +59,26 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except SecretUnavailable as exc:
         return _secret_unavailable(exc, invocation)
+    except StoreUnavailable as exc:
+        return _store_unavailable("sweep not started: database unavailable", exc, invocation)
     except StoreError:
         db.discard_connection()
-        logger.exception(
-            "sweep not started: database unavailable", extra={**invocation, **_embedded()}
-        )
+        logger.exception("sweep not started: database error", extra={**invocation, **_embedded()})
         raise
-    # The one place where errors become outcomes: a database failure aborts the run, reports
-    # what was done, and fails the invocation (visible in the function's Errors metric); the
-    # next scheduled run starts over, since every step is safe to repeat.
+    # The one place where errors become outcomes: a database that cannot be reached or does not
+    # answer aborts the run, reports what was done and counts StoreUnavailable, as ingest's 503
+    # does; any other database error (a statement the schema refuses) fails the invocation
+    # (the function's Errors). Either way the next run starts over: every step is safe to repeat.
     try:
         report = sweep.run()
     except SecretUnavailable as exc:
         emit_metrics(sweep.report, metrics)
         return _secret_unavailable(exc, {**invocation, "sweep": sweep.report.as_log()})
+    except StoreUnavailable as exc:
+        emit_metrics(sweep.report, metrics)
+        return _store_unavailable(
+            "sweep aborted", exc, {**invocation, "sweep": sweep.report.as_log()}
+        )
     except StoreError:
         db.discard_connection()
         emit_metrics(sweep.report, metrics)
@@ -99,6 +105,23 @@ def _secret_unavailable(exc: SecretUnavailable, fields: dict[str, Any]) -> dict[
     detail = {"reason": "secret", "detail": str(exc)}
     logger.error("unavailable", extra={**fields, **detail, **_embedded()})
     return {"unavailable": "secret"}
+
+
+def _store_unavailable(
+    message: str, exc: StoreUnavailable, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """The database failed the run: the run ends without failing the invocation.
+
+    A database outage is one cause with one page, store-unavailable, whatever the traffic: the
+    sweeper counts ``StoreUnavailable`` once a run as ingest does once per 503, so an idle stack
+    pages too, and sweeper-errors stays the page for the sweeper's own failures (a bug, a
+    timeout, a memory kill). The kept connection is dropped so the next run opens a new one.
+    """
+    db.discard_connection()
+    metrics.add_metric(name="StoreUnavailable", unit=MetricUnit.Count, value=1)
+    detail = {"reason": "store", "detail": str(exc)}
+    logger.error(message, extra={**fields, **detail, **_embedded()})
+    return {"unavailable": "store"}
 
 
 def _embedded() -> dict[str, Any]:

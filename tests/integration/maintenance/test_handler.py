@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.maintenance.conftest import Aws, RecordingEvents, claim
 from tests.support import FakeLambdaContext, load_event, load_function
-from webhook_inbox.errors import ConfigurationError, StoreUnavailable
+from webhook_inbox.errors import ConfigurationError, StoreError, StoreUnavailable
 from webhook_inbox.maintenance.publishers import EventBridgePublisher
 from webhook_inbox.store import db, inbox, outbox
 
@@ -155,7 +155,7 @@ def test_outbox_dead_metric_is_emitted_when_a_message_exhausts_its_attempts(  # 
     assert conn.execute("SELECT status FROM outbox_messages").fetchone() == ("dead",)
 
 
-def test_a_database_outage_fails_the_invocation_after_reporting_what_was_done(
+def test_a_database_outage_ends_the_run_as_store_unavailable_after_reporting_what_was_done(
     conn: psycopg.Connection[Any],
     sweeper_app: ModuleType,
     monkeypatch: pytest.MonkeyPatch,
@@ -177,20 +177,49 @@ def test_a_database_outage_fails_the_invocation_after_reporting_what_was_done(
 
     with monkeypatch.context() as patch:
         patch.setattr(inbox, "claim_due_for_enqueue", outage)
-        with pytest.raises(StoreUnavailable):
-            sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+        # Not the invocation's failure (sweeper-errors is for the sweeper's own): the run is
+        # counted as StoreUnavailable, the metric ingest's 503s feed, so one alarm pages.
+        result = sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+    assert result == {"unavailable": "store"}
 
     [aborted] = [
         line for line in _formatted_logs(sweeper_app, caplog) if line["message"] == "sweep aborted"
     ]
     assert aborted["sweep"]["completed_steps"] == ["expire_leases", "paused_events"]
+    assert (aborted["reason"], aborted["detail"]) == ("store", "OperationalError")
     assert "LeasesExpired" in aborted  # the counters so far, as EMF in the same line
-    assert "LeasesExpired" in {name for name, _, _ in _emf_metrics(json.dumps(aborted))}
+    emitted = {name: value for name, value, _ in _emf_metrics(json.dumps(aborted))}
+    assert emitted["StoreUnavailable"] == 1.0
+    assert "LeasesExpired" in emitted
     # The connection is dropped, so the next invocation opens a fresh one...
     assert db._connection is None
     # ...and, the database back, simply does the work.
     result = sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
     assert result["reenqueued"] == 2  # evt_1, and evt_2 now failed and due
+
+
+def test_a_database_error_that_is_no_outage_fails_the_invocation(
+    conn: psycopg.Connection[Any],
+    sweeper_app: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A statement the database refuses (a schema the code does not match) is the sweeper's
+    own failure: sweeper-errors pages for it, not store-unavailable."""
+    caplog.set_level(logging.INFO)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("UndefinedColumn")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(inbox, "claim_due_for_enqueue", refused)
+        with pytest.raises(StoreError):
+            sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+    [aborted] = [
+        line for line in _formatted_logs(sweeper_app, caplog) if line["message"] == "sweep aborted"
+    ]
+    assert "StoreUnavailable" not in aborted
+    assert db._connection is None
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")

@@ -207,18 +207,21 @@ def test_the_registry_is_reported_when_the_database_is_down_too(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from webhook_inbox.errors import StoreUnavailable
     from webhook_inbox.store import db
 
     registry.fail = _throttled
     monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1")
     db.reset_for_tests()
     capsys.readouterr()
-    with pytest.raises(StoreUnavailable):
-        sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
+    assert sweeper_app.handler(load_event("schedule"), FakeLambdaContext()) == {
+        "unavailable": "store"
+    }
     line = _formatted_logs(sweeper_app, caplog)[-1]
     assert line["message"] == "sweep not started: database unavailable"
+    assert line["reason"] == "store"
     assert line["providers_refresh_failed"] == "ThrottlingException"
     emitted = _emf_metrics(_emf_everywhere(capsys.readouterr().out, sweeper_app, caplog))
-    assert ("ProvidersRefreshFailed", 1.0) in [(name, value) for name, value, _ in emitted]
+    named = [(name, value) for name, value, _ in emitted]
+    assert ("ProvidersRefreshFailed", 1.0) in named
+    assert ("StoreUnavailable", 1.0) in named
     db.reset_for_tests()

@@ -3,6 +3,8 @@ Lambda's JSON log-level filter as AWS documents it, alarm evaluation, Logs Insig
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from tests.alarm_model import (
@@ -16,6 +18,7 @@ from tests.alarm_model import (
     runtime_error_line,
     template_alarms,
 )
+from tests.infra_support import filter_pattern_matches
 
 
 @pytest.mark.parametrize(
@@ -84,3 +87,41 @@ def test_logs_insights_filters_and_fields() -> None:
     assert not filter_matches("ispresent(errorType)", line)
     query = 'filter message = "x" | stats max(@timestamp) as last_run, count() by provider'
     assert query_fields(query) == {"message", "@timestamp", "provider"}
+
+
+def test_the_maintenance_hour_reads_store_unavailable_as_zero() -> None:
+    """IF(DAY(x) == 7 && HOUR(x) == 4, 0, x) at the defaults (sun, 04): the same failure pages
+    on a Wednesday and not from Sunday 04:00 to 04:59 (UTC), and pages again after it."""
+    alarm = template_alarms()["store-unavailable"]
+    assert alarm.quiet == (7, 4)
+    failing = [
+        Datapoint(m, "WebhookInbox", "StoreUnavailable", (("service", "webhook-inbox"),), 1.0)
+        for m in range(5, 25)
+    ]
+    assert alarm.fires(failing, 30)
+    assert not alarm.fires(failing, 30, datetime(2026, 12, 6, 3, 55, tzinfo=UTC))
+    assert alarm.fires(failing, 30, datetime(2026, 12, 6, 4, 50, tzinfo=UTC))  # past 05:00
+    moved = template_alarms(MaintenanceWindowDay="tue", MaintenanceWindowHour="22")
+    assert moved["store-unavailable"].quiet == (2, 22)
+
+
+def test_a_throttled_sweeper_counts_as_scheduled() -> None:
+    alarm = template_alarms()["sweeper-not-running"]
+    assert alarm.fires([], 10)
+    throttled = [lambda_metric(m, "Throttles", "SweeperFunction") for m in range(10)]
+    assert not alarm.fires(throttled, 10)
+
+
+def test_the_no_delivery_alarm_exists_only_when_asked_for() -> None:
+    assert "no-delivery" not in template_alarms()
+    alarm = template_alarms(NoDeliveryAlarmHours="6")["no-delivery"]
+    assert (alarm.period_min, alarm.evaluation_periods, alarm.missing_breaches) == (60, 6, True)
+
+
+def test_filter_patterns_with_alternatives() -> None:
+    pattern = '{ $.message = "accepted" || $.message = "duplicate" && $.provider = "*" }'
+    assert filter_pattern_matches(pattern, {"message": "accepted"})
+    assert filter_pattern_matches(pattern, {"message": "duplicate", "provider": "stripe"})
+    assert not filter_pattern_matches(pattern, {"message": "duplicate"})
+    with pytest.raises(ValueError, match="parentheses"):
+        filter_pattern_matches('{ ($.a = "x") }', {})

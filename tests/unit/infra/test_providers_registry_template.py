@@ -115,6 +115,9 @@ def test_a_failed_refresh_is_counted_and_alarmed() -> None:
 
 # What holds state nothing else keeps, and what a delete or a replacement does with it.
 STATEFUL_TYPES = {"AWS::SecretsManager::Secret", "AWS::KMS::Key", "AWS::RDS::DBInstance"}
+# Stateful too (cfn-lint's I3011), deleted with the stack on purpose, but said so explicitly:
+# the log groups are named after the stack, and the queues only point at rows.
+DELETED_TYPES = {"AWS::Logs::LogGroup", "AWS::SQS::Queue"}
 # (on delete, on replacement). RetainExceptOnCreate: kept, except by a failed first create,
 # which holds nothing to keep and would leak them (a key is $1 a month).
 KEPT = {
@@ -132,6 +135,10 @@ def test_no_stateful_resource_goes_without_an_explicit_policy() -> None:
             continue
         assert "DeletionPolicy" in resource, name
         assert "UpdateReplacePolicy" in resource, name
+    for name, resource in RESOURCES.items():
+        if resource["Type"] in DELETED_TYPES:
+            policies = (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy"))
+            assert policies == ("Delete", "Delete"), name
     for name, (on_delete, on_replace) in KEPT.items():
         assert RESOURCES[name]["DeletionPolicy"] == on_delete, name
         assert RESOURCES[name]["UpdateReplacePolicy"] == on_replace, name

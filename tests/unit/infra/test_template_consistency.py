@@ -94,6 +94,7 @@ METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
+        "VerifiedDeliveries",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",
@@ -105,7 +106,7 @@ METRIC_OWNERS = {
         "DeadLetteredEvents", "EnqueueFailed", "DeadLettered", "SecretUnavailable",
         "ProvidersRefreshFailed", "ProvidersWithoutLiveSecret",
         "HeldEvents", "OldestHeldAgeSeconds", "OpenCircuits", "OldestPauseAgeHours",
-        "HeldReleased", "ProbesSent",
+        "HeldReleased", "ProbesSent", "StoreUnavailable",
     },
 }  # fmt: skip
 

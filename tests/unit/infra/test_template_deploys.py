@@ -265,12 +265,41 @@ def test_only_this_accounts_alarms_may_publish_in_awss_documented_form() -> None
     """AWS documents the topic policy for alarms with the alarm's ARN as aws:SourceArn; a
     condition alarms are not documented to send (aws:SourceAccount) could drop every alarm."""
     policy = RESOURCES["AlarmTopicPolicy"]["Properties"]["PolicyDocument"]
-    (statement,) = policy["Statement"]
+    statement, rds_events = policy["Statement"]
     assert statement["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     assert statement["Action"] == "sns:Publish"
     assert resolver().resolve(statement["Condition"]) == {
         "ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:123456789012:alarm:*"}
     }
+    # The database's events (information, not alarms): this account's event subscriptions only.
+    assert rds_events["Principal"] == {"Service": "events.rds.amazonaws.com"}
+    assert rds_events["Action"] == "sns:Publish"
+    assert resolver().resolve(rds_events["Condition"]) == {
+        "ArnLike": {"aws:SourceArn": "arn:aws:rds:us-east-1:123456789012:es:*"},
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+    }
+
+
+def test_the_database_has_a_fixed_maintenance_window_and_a_backup_window_apart() -> None:
+    """PreferredMaintenanceWindow from the two parameters store-unavailable's quiet hour reads,
+    and a backup window that never overlaps it (RDS refuses an update that would)."""
+    props = RESOURCES["Database"]["Properties"]
+    for hour in [f"{h:02d}" for h in range(24)]:
+        values = resolver(MaintenanceWindowDay="wed", MaintenanceWindowHour=hour)
+        window = values.resolve(props["PreferredMaintenanceWindow"])
+        assert window == f"wed:{hour}:00-wed:{hour}:30"
+        backup = values.resolve(props["PreferredBackupWindow"])
+        start, end = (int(t[:2]) * 60 + int(t[3:]) for t in backup.split("-"))
+        maintenance = int(hour) * 60
+        assert end - start == 30
+        # 30-minute spans on a 24-hour clock: apart when neither starts inside the other.
+        assert (start - maintenance) % 1440 >= 30
+        assert (maintenance - start) % 1440 >= 30
+    events = RESOURCES["DatabaseEvents"]
+    assert events["Condition"] == "CreateDatabase"
+    categories = set(events["Properties"]["EventCategories"])
+    assert categories == {"maintenance", "availability", "failover"}
+    assert events["Properties"]["SnsTopicArn"] == {"Ref": "AlarmTopic"}
 
 
 # Which AWS services encrypt with the stack's key on a function's behalf, by what it calls.
