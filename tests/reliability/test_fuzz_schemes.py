@@ -93,7 +93,7 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ("gitlab-signed", schemes.build("gitlab", {"auth": "signing-token"}), SVIX_SECRET),
     # The named presets (docs/providers.md, "Named presets").
     *[(n, schemes.build(n), SVIX_SECRET) for n in ("clerk", "resend", "openai", "replicate")],
-    ("polar", schemes.build("polar"), "polar_whs_fuzz"),
+    ("polar", schemes.build("polar"), "fuzz-polar-secret"),
     *[
         (name, schemes.build(name), PLAIN_SECRET)
         for name in (

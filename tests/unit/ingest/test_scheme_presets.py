@@ -57,7 +57,7 @@ NOW = int(time.time())
 def secret_for(name: str) -> str:
     if name in STANDARD and name != "polar":
         return WHSEC
-    return "polar_whs_test" if name == "polar" else f"test-{name}-secret"
+    return "test-polar-secret" if name == "polar" else f"test-{name}-secret"
 
 
 def lower(headers: dict[str, str]) -> dict[str, str]:
@@ -174,7 +174,7 @@ def test_polars_sdk_verifies_ours_and_we_verify_a_whsec_secret_in_both_of_its_fo
     event = body, event_type, _ = sample("polar")
     headers, _ = signed("polar", event=event)
     checked = polar_webhooks.validate_event(
-        body, headers, "polar_whs_test", frozenset({event_type}), lambda data: data
+        body, headers, "test-polar-secret", frozenset({event_type}), lambda data: data
     )
     assert checked["type"] == event_type
     # Polar's SDK also reads a whsec_ secret as base64: a delivery keyed either way verifies.

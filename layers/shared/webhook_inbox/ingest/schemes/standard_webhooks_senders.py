@@ -70,10 +70,10 @@ class Replicate(_Sender):
 
 
 class Polar(_Sender):
-    """Polar: ``webhook-*`` headers, but the HMAC key is the secret's own UTF-8 bytes (Polar's
-    secrets are not base64): Polar signs with the standard library over
-    ``base64(secret)``. As Polar's SDK does, a ``whsec_`` secret is also tried base64-decoded,
-    so a secret in either form verifies; signing uses the UTF-8 form."""
+    """Polar: ``webhook-*`` headers, but the HMAC key is the secret's own UTF-8 bytes, not a
+    base64 key after ``whsec_`` (what Polar's SDK verifies with). As that SDK does, a ``whsec_``
+    secret is also tried base64-decoded, so a secret in either form verifies; signing uses the
+    UTF-8 form."""
 
     name = "polar"
 
