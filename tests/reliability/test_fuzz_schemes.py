@@ -91,7 +91,18 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
     ("twitch", schemes.build("twitch"), PLAIN_SECRET),
     ("gitlab", schemes.build("gitlab"), PLAIN_SECRET),
     ("gitlab-signed", schemes.build("gitlab", {"auth": "signing-token"}), SVIX_SECRET),
-]
+    # The named presets (docs/providers.md, "Named presets").
+    *[(n, schemes.build(n), SVIX_SECRET) for n in ("clerk", "resend", "openai", "replicate")],
+    ("polar", schemes.build("polar"), "fuzz-polar-secret"),
+    *[
+        (name, schemes.build(name), PLAIN_SECRET)
+        for name in (
+            "intercom", "bitbucket", "jira", "gitea", "typeform", "sentry", "vercel",
+            "lemonsqueezy", "razorpay", "coinbase-commerce", "checkout-com", "cal-com",
+            "woocommerce", "calendly", "mux", "zendesk", "docusign", "telegram",
+        )
+    ],
+]  # fmt: skip
 # Where the URL-signed schemes (Twilio, Square, HubSpot) are told the sender called.
 URL = "https://hooks.example.com/webhooks/fuzz?tenant=a%20b"
 URL_SIGNED = [label for label, scheme, _ in SCHEMES if scheme.signs_url]
@@ -143,6 +154,30 @@ HEADER_NAMES = [
     "x-gitlab-event",
     "x-gitlab-event-uuid",
     "idempotency-key",
+    "x-hub-signature",
+    "x-event-key",
+    "x-request-uuid",
+    "x-atlassian-webhook-identifier",
+    "x-gitea-signature",
+    "x-gitea-event",
+    "typeform-signature",
+    "sentry-hook-signature",
+    "sentry-hook-resource",
+    "x-vercel-signature",
+    "x-signature",
+    "x-razorpay-signature",
+    "x-cc-webhook-signature",
+    "cko-signature",
+    "x-cal-signature-256",
+    "x-wc-webhook-signature",
+    "x-wc-webhook-topic",
+    "calendly-webhook-signature",
+    "mux-signature",
+    "x-zendesk-webhook-signature",
+    "x-zendesk-webhook-signature-timestamp",
+    "x-docusign-signature-1",
+    "x-docusign-signature-2",
+    "x-telegram-bot-api-secret-token",
 ]
 
 hex_digits = st.one_of(
@@ -309,7 +344,12 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
         document = json.loads(body)
         value = document["signature"]["signature"]
     else:
-        name = next(n for n in headers if "sig" in n or "hmac" in n or n == "x-gitlab-token")
+        tokens = ("x-gitlab-token", "x-telegram-bot-api-secret-token")
+        name = next(
+            n
+            for n in headers
+            if ("sig" in n and "timestamp" not in n) or "hmac" in n or n in tokens
+        )
         value = headers[name]
     # Not the last digit before base64 padding: its low bits are unused, so some replacements
     # decode to the same digest (and a hex digit's case is no change either).

@@ -65,6 +65,15 @@ MINIMUM |= {
     "standard-webhooks": 4,
     "hmac-sha256": 3,
 }
+# Named presets of those schemes: each sender's common types (2 to 4), after its documentation.
+MINIMUM |= dict.fromkeys(
+    ("clerk", "resend", "openai", "replicate", "polar", "intercom", "lemonsqueezy", "razorpay",
+     "coinbase-commerce", "checkout-com", "cal-com", "woocommerce", "mux", "zendesk", "docusign",
+     "telegram", "sentry", "vercel"),
+    4,
+)  # fmt: skip
+MINIMUM |= dict.fromkeys(("bitbucket", "jira", "gitea", "calendly"), 3)
+MINIMUM["typeform"] = 2  # Typeform sends two: a response, and a partial one
 # The types handlers are most often written for, which each file must have.
 REQUIRED = {
     "github": {

@@ -42,7 +42,23 @@ from webhook_inbox.ingest.schemes.base import (
 )
 
 if TYPE_CHECKING:
+    from webhook_inbox.ingest.schemes.body_hmac import (
+        Bitbucket,
+        CalCom,
+        CheckoutCom,
+        CoinbaseCommerce,
+        Gitea,
+        Intercom,
+        Jira,
+        LemonSqueezy,
+        Razorpay,
+        Sentry,
+        Typeform,
+        Vercel,
+        WooCommerce,
+    )
     from webhook_inbox.ingest.schemes.discord import Discord
+    from webhook_inbox.ingest.schemes.docusign import DocuSign
     from webhook_inbox.ingest.schemes.gitlab import GitLab
     from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
     from webhook_inbox.ingest.schemes.hubspot import HubSpot
@@ -52,9 +68,18 @@ if TYPE_CHECKING:
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
     from webhook_inbox.ingest.schemes.square import Square
     from webhook_inbox.ingest.schemes.standard_webhooks import StandardWebhooks
-    from webhook_inbox.ingest.schemes.stripe import Stripe
+    from webhook_inbox.ingest.schemes.standard_webhooks_senders import (
+        Clerk,
+        OpenAI,
+        Polar,
+        Replicate,
+        Resend,
+    )
+    from webhook_inbox.ingest.schemes.stripe import Calendly, Mux, Stripe
+    from webhook_inbox.ingest.schemes.telegram import Telegram
     from webhook_inbox.ingest.schemes.twilio import Twilio
     from webhook_inbox.ingest.schemes.twitch import Twitch
+    from webhook_inbox.ingest.schemes.zendesk import Zendesk
     from webhook_inbox.ingest.schemes.zoom import Zoom
 
 __all__ = [
@@ -62,29 +87,52 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_TYPE_CHARS",
     "SCHEMES",
+    "Bitbucket",
+    "CalCom",
+    "Calendly",
+    "CheckoutCom",
+    "Clerk",
+    "CoinbaseCommerce",
     "Delivery",
     "Discord",
+    "DocuSign",
     "GenericHmac",
     "GitHub",
     "GitLab",
+    "Gitea",
     "Headers",
     "HubSpot",
     "Identity",
+    "Intercom",
+    "Jira",
+    "LemonSqueezy",
     "Linear",
     "Mailgun",
+    "Mux",
+    "OpenAI",
     "Paddle",
+    "Polar",
+    "Razorpay",
+    "Replicate",
     "Reply",
+    "Resend",
     "Scheme",
     "SendGrid",
+    "Sentry",
     "Shopify",
     "Signed",
     "Slack",
     "Square",
     "StandardWebhooks",
     "Stripe",
+    "Telegram",
     "Twilio",
     "Twitch",
+    "Typeform",
+    "Vercel",
     "Verified",
+    "WooCommerce",
+    "Zendesk",
     "Zoom",
     "body_digest_id",
     "bounded_text",
@@ -95,7 +143,7 @@ __all__ = [
 
 # Scheme name -> (its module in this package, its class). A scheme's module is imported when a
 # provider uses it, not with this package: ingest's cold start pays for the schemes its
-# providers name (about 20 ms for all fifteen, most of this package's import time).
+# providers name (about 20 ms for the fifteen first, most of this package's import time).
 _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "standard-webhooks": ("standard_webhooks", "StandardWebhooks"),
     "stripe": ("stripe", "Stripe"),
@@ -117,6 +165,31 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "zoom": ("zoom", "Zoom"),
     "twitch": ("twitch", "Twitch"),
     "gitlab": ("gitlab", "GitLab"),
+    # Named presets of the schemes above: Standard Webhooks senders, body-HMAC senders (the
+    # X-Hub-Signature family and its cousins), Stripe's header shape, and three of their own.
+    "clerk": ("standard_webhooks_senders", "Clerk"),
+    "resend": ("standard_webhooks_senders", "Resend"),
+    "openai": ("standard_webhooks_senders", "OpenAI"),
+    "replicate": ("standard_webhooks_senders", "Replicate"),
+    "polar": ("standard_webhooks_senders", "Polar"),
+    "intercom": ("body_hmac", "Intercom"),
+    "bitbucket": ("body_hmac", "Bitbucket"),
+    "jira": ("body_hmac", "Jira"),
+    "gitea": ("body_hmac", "Gitea"),
+    "typeform": ("body_hmac", "Typeform"),
+    "sentry": ("body_hmac", "Sentry"),
+    "vercel": ("body_hmac", "Vercel"),
+    "lemonsqueezy": ("body_hmac", "LemonSqueezy"),
+    "razorpay": ("body_hmac", "Razorpay"),
+    "coinbase-commerce": ("body_hmac", "CoinbaseCommerce"),
+    "checkout-com": ("body_hmac", "CheckoutCom"),
+    "cal-com": ("body_hmac", "CalCom"),
+    "woocommerce": ("body_hmac", "WooCommerce"),
+    "calendly": ("stripe", "Calendly"),
+    "mux": ("stripe", "Mux"),
+    "zendesk": ("zendesk", "Zendesk"),
+    "docusign": ("docusign", "DocuSign"),
+    "telegram": ("telegram", "Telegram"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 

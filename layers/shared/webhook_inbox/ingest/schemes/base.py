@@ -28,6 +28,10 @@ DEFAULT_TOLERANCE_S = 300
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _B64_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=")
+# The digests some senders still sign with (Intercom, Vercel: HMAC-SHA1), by digest size.
+_HEX_OF_SIZE = {32: _HEX64, 20: re.compile(r"[0-9a-fA-F]{40}")}
+_B64_OF_SIZE = {32: _B64_SHA256, 20: re.compile(r"[A-Za-z0-9+/]{27}=")}
+DIGEST_SIZES = {"sha256": 32, "sha1": 20}
 # Canonical decimal only: no sign, no leading zero. The timestamp is signed as text, and with
 # leading zeros a template without a separator ("{id}{timestamp}") would let a replayer move
 # an id's trailing zeros into the timestamp: same signature, new deduplication key.
@@ -128,15 +132,17 @@ def required_header(headers: Headers, name: str) -> str:
     return value
 
 
-def hex_digest(text: str) -> bytes:
-    if not _HEX64.fullmatch(text):
-        raise fail("signature is not 64 hex digits")
+def hex_digest(text: str, size: int = 32) -> bytes:
+    """A hex digest of ``size`` bytes (SHA-256 unless a sender signs with SHA-1), else 401."""
+    if not _HEX_OF_SIZE[size].fullmatch(text):
+        raise fail(f"signature is not {2 * size} hex digits")
     return bytes.fromhex(text)
 
 
-def b64_digest(text: str) -> bytes:
-    if not _B64_SHA256.fullmatch(text):
-        raise fail("signature is not a base64 SHA-256 digest")
+def b64_digest(text: str, size: int = 32) -> bytes:
+    """A base64 digest of ``size`` bytes, padded, nothing around it, else 401."""
+    if not _B64_OF_SIZE[size].fullmatch(text):
+        raise fail(f"signature is not a base64 {size}-byte digest")
     return base64.b64decode(text, validate=True)
 
 
@@ -166,6 +172,14 @@ def check_fresh_subsecond(count: int, per_second: int, now: int, tolerance: int)
         seconds += 1
     check_fresh(seconds, now, tolerance)
     return seconds
+
+
+def token_digest(text: str) -> bytes:
+    """A shared token (GitLab's, Telegram's) as a SHA-256 digest: compared as digests, the
+    comparison takes the same time whatever the token's length (compare_digest on the raw
+    strings would reveal it). surrogatepass: a secret read from the environment may hold one
+    (an undecodable byte); a header cannot (required_header)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 def compute_mac(key: bytes, *parts: bytes, digest: str = "sha256") -> bytes:

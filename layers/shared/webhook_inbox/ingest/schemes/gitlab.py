@@ -13,7 +13,6 @@ the type.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,11 +26,7 @@ AUTH_BY_TOKEN = "secret-token"  # noqa: S105 - an option value (GitLab's term), 
 AUTH_BY_SIGNING = "signing-token"
 
 
-def _digest(text: str) -> bytes:
-    # Compared as SHA-256 digests, so the comparison takes the same time whatever the token's
-    # length (compare_digest on the raw strings would reveal it). surrogatepass: a secret read
-    # from the environment may hold one (an undecodable byte); the header cannot (required_header).
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+_digest = base.token_digest
 
 
 class GitLab(Scheme):

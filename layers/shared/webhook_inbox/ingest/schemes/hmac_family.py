@@ -34,6 +34,9 @@ class GenericHmac(Scheme):
     """
 
     name = "hmac-sha256"
+    # The hash a preset's sender signs with (a few still use SHA-1); not an option of the
+    # generic scheme, whose name says SHA-256.
+    digest: ClassVar[str] = "sha256"
     option_names = frozenset(
         {
             "signature_header",
@@ -86,9 +89,9 @@ class GenericHmac(Scheme):
         self.id_path: str | None = opts.get("id_path")
         self.type_path: str = opts.get("type_path", "type")
         self.type_header: str | None = (opts.get("type_header") or "").lower() or None
-        self._decode: Callable[[str], bytes] = (
-            base.hex_digest if self.encoding == "hex" else base.b64_digest
-        )
+        size = base.DIGEST_SIZES[self.digest]
+        decode = base.hex_digest if self.encoding == "hex" else base.b64_digest
+        self._decode: Callable[[str], bytes] = lambda text: decode(text, size)
 
     def _head(self, msg_id: str, timestamp: str) -> bytes:
         """The signed content before the body, rendered in one left-to-right pass.
@@ -122,7 +125,8 @@ class GenericHmac(Scheme):
         )
         head = self._head(msg_id, timestamp_text)
         matched = base.match_index(
-            [base.compute_mac(s.encode(), head, body) for s in secrets], presented
+            [base.compute_mac(s.encode(), head, body, digest=self.digest) for s in secrets],
+            presented,
         )
         if matched is None:
             raise SignatureMismatch("signature did not match")
@@ -141,7 +145,9 @@ class GenericHmac(Scheme):
         url: str = "",
     ) -> Signed:
         msg_id = event_id or (f"evt_{_random.token_urlsafe(12)}" if self.signs_id else "")
-        mac = base.compute_mac(secret.encode(), self._head(msg_id, str(timestamp)), body)
+        mac = base.compute_mac(
+            secret.encode(), self._head(msg_id, str(timestamp)), body, digest=self.digest
+        )
         digest = mac.hex() if self.encoding == "hex" else base64.b64encode(mac).decode()
         # Sign with the header names as configured (case and all), as the sender would.
         opts = self.options
@@ -239,14 +245,15 @@ class GitHub(_Preset):
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
-        headers = delivery.headers
+        # The preset's own header names: Gitea (a subclass) sends GitHub's shape under its own.
+        event_header, delivery_header = self.preset["type_header"], self.preset["id_header"]
         event = base.bounded_text(
-            headers.get("x-github-event"), "X-GitHub-Event", base.MAX_TYPE_CHARS
+            delivery.headers.get(event_header.lower()), event_header, base.MAX_TYPE_CHARS
         )
         action = payload.get("action")
         if isinstance(action, str) and action:
             event = base.bounded_text(f"{event}.{action}", "event type", base.MAX_TYPE_CHARS)
-        return self.digest_identity(event, delivery, "x-github-delivery")
+        return self.digest_identity(event, delivery, delivery_header.lower())
 
 
 class Shopify(_Preset):

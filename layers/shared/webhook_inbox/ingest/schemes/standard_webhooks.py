@@ -114,6 +114,11 @@ class StandardWebhooks(Scheme):
             raise ConfigurationError("standard-webhooks: empty secret")
         return key
 
+    def verifying_keys(self, secret: str) -> list[bytes]:
+        """The HMAC keys one configured secret stands for (one, except for a sender whose
+        secrets come in two forms: Polar)."""
+        return [self.key(secret)]
+
     def check_secret(self, secret: str) -> None:
         if secret.startswith(_PUBLIC_KEY):
             _whpk(secret)
@@ -164,7 +169,11 @@ class StandardWebhooks(Scheme):
         verifying_keys = [_ed25519(s)[0] for s in secrets if _is_key_pair(s)]
         matched = False
         if macs and hmac_secrets:
-            expected = [base.compute_mac(self.key(s), signed_prefix, body) for s in hmac_secrets]
+            expected = [
+                base.compute_mac(key, signed_prefix, body)
+                for s in hmac_secrets
+                for key in self.verifying_keys(s)
+            ]
             matched |= base.any_match(expected, macs)
         if ed25519_signatures and verifying_keys:
             signed = signed_prefix + body

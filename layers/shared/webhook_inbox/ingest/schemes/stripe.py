@@ -1,4 +1,5 @@
-"""Stripe: ``Stripe-Signature: t=…,v1=…`` over ``{t}.{body}``; the header shape Paddle shares."""
+"""Stripe: ``Stripe-Signature: t=…,v1=…`` over ``{t}.{body}``; the header shape Paddle, Calendly
+and Mux share."""
 
 from __future__ import annotations
 
@@ -90,3 +91,29 @@ class Stripe(TimestampedHeader):
                 ),
             )
         ]
+
+
+class Calendly(TimestampedHeader):
+    """Calendly: ``Calendly-Webhook-Signature: t=…,v1=<hex>``, Stripe's construction keyed with
+    the subscription's signing key. The type is the body's ``event`` (``invitee.created``);
+    Calendly sends no event id, so the key is the body digest with the type (a retry re-signs
+    the same body under a new ``t``: a duplicate)."""
+
+    name = "calendly"
+    header_name = "Calendly-Webhook-Signature"
+    separator = ","
+    time_key = "t"
+    version = "v1"
+    joiner = "."
+
+    def identify(self, delivery: Delivery, payload: Any, verified: Verified) -> list[Identity]:
+        event = base.bounded_text(payload.get("event"), "event", base.MAX_TYPE_CHARS)
+        return [Identity(event_id=base.body_digest_id(event, delivery.body), event_type=event)]
+
+
+class Mux(Stripe):
+    """Mux: ``Mux-Signature: t=…,v1=<hex>``, Stripe's construction keyed with the webhook's
+    signing secret; the body's ``id`` is the key, ``type`` (``video.asset.ready``) the type."""
+
+    name = "mux"
+    header_name = "Mux-Signature"
