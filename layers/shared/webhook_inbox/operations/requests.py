@@ -231,6 +231,7 @@ def _event_filter(raw: _Fields) -> EventFilter:
         event_type=raw.text("type"),
         since=raw.time("since"),
         until=raw.time("until"),
+        some_id=raw.text("id"),
     )
     raw.done()
     return where
@@ -242,6 +243,7 @@ def _outbox_filter(raw: _Fields) -> OutboxFilter:
         topic=raw.text("topic"),
         since=raw.time("since"),
         until=raw.time("until"),
+        source_event=raw.number("event", 1, None),
     )
     raw.done()
     return where
