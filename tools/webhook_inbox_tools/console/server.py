@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import sys
 import threading
+import traceback
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -42,7 +44,9 @@ def static_file(name: str) -> tuple[bytes, str] | None:
     suffix = "." + parts[-1].rsplit(".", 1)[-1] if "." in parts[-1] else ""
     if suffix not in _STATIC_TYPES:
         return None
-    node = resources.files("webhook_inbox_tools.console").joinpath("static", *parts)
+    node = resources.files("webhook_inbox_tools.console") / "static"
+    for part in parts:
+        node = node / part
     if not node.is_file():
         return None
     return node.read_bytes(), _STATIC_TYPES[suffix]
@@ -109,12 +113,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             raw = self.rfile.read(length).decode("utf-8", "replace")
             form = parse_qsl(raw, keep_blank_values=True)
-        reply = self.server.pages.dispatch(
-            method,
-            self.path,
-            form,
-            partial=self.headers.get("HX-Request") == "true",
-        )
+        try:
+            reply = self.server.pages.dispatch(
+                method, self.path, form, partial=self.headers.get("HX-Request") == "true"
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug in a page: answer 500, keep serving
+            # The kind and where, not the message: it could quote what the page was showing.
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            print(f"console | {method} {path} failed: {type(exc).__name__} at {where}",
+                  file=sys.stderr)  # fmt: skip
+            reply = Reply(500, "the console failed on this page: its terminal says where")
+            reply.content_type = "text/plain; charset=utf-8"
         self._reply(reply, method)
 
     def _reply(self, reply: Reply, method: str) -> None:
