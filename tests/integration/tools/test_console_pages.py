@@ -233,3 +233,21 @@ def test_health_json_samples_the_backlog(browser: Browser, conn: psycopg.Connect
     assert point["counts"]["failed"] == 1
     assert point["counts"]["received"] == 1
     assert point["oldest_unfinished_age_s"] >= 0
+
+
+def test_a_page_that_fails_answers_500_and_the_console_keeps_serving(
+    browser: Browser, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise KeyError("a field the page expected")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(browser.server.pages, "events", broken)
+        status, _, body = browser.request("GET", "/events")
+    assert status == 500
+    assert "a field the page expected" not in body
+    # The terminal names the kind and the place, never the message.
+    said = capsys.readouterr().err
+    assert "GET /events failed: KeyError at test_console_pages.py:" in said
+    assert "a field the page expected" not in said
+    assert browser.request("GET", "/events")[0] == 200
