@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.dev_support import DevProcess, clean_env, wait_until
+from tests.e2e.dev_support import DevProcess, clean_env, post, wait_until
 from tests.e2e.test_dev_lifecycle import start, started
 from tests.e2e.test_dev_trigger_and_console import row, run
 from tests.integration.cli.conftest import CONSOLE_SCRIPT
@@ -108,13 +108,16 @@ class Console:
 
 
 @pytest.fixture
-def dev_and_console(started: list[DevProcess], tmp_path: Path) -> Iterator[tuple[str, Console]]:
+def dev_and_console(
+    started: list[DevProcess], tmp_path: Path
+) -> Iterator[tuple[str, str, Console]]:
     dev = start(started, cwd=tmp_path)
+    port = dev.wait_for(r"POST http://127\.0\.0\.1:(\d+)/webhooks/")[1]
     database_url = dev.wait_for(r"DATABASE_URL=(\S+)")[1]
     dev.wait_for(r"ready; Ctrl-C stops everything")
     console = Console(tmp_path)
     try:
-        yield database_url, console
+        yield f"http://127.0.0.1:{port}", database_url, console
     finally:
         console.stop()
 
@@ -142,14 +145,14 @@ def _triggered(folder: Path, *argv: str) -> str:
 
 
 def test_find_replay_pause_and_resume_in_a_browser_and_refuse_strangers(
-    dev_and_console: tuple[str, Console], browser: Any, tmp_path: Path
+    dev_and_console: tuple[str, str, Console], browser: Any, tmp_path: Path
 ) -> None:
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
     from selenium.webdriver.support.ui import WebDriverWait
 
-    database_url, console = dev_and_console
+    dev_url, database_url, console = dev_and_console
     folder = tmp_path  # dev's folder, where trigger finds it
     wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
@@ -204,8 +207,21 @@ def test_find_replay_pause_and_resume_in_a_browser_and_refuse_strangers(
     wait.until(seen.text_to_be_present_in_element((By.ID, "payload"), stripe_id))
     _screenshot(browser, "event", tmp_path)
 
-    # Pause stripe from the health page, see it listed, resume it.
+    # Health: a delivery dev refused (no signature) is counted for its provider, with why.
+    unsigned = post(f"{dev_url}/webhooks/stripe", {"content-type": "application/json"}, b"{}")
+    assert unsigned == 401
+    wait_until(
+        lambda: row(database_url, "SELECT count(*) FROM dev_refused_deliveries") == (1,),
+        WAIT_S, "the refusal recorded",
+    )  # fmt: skip
     browser.get(f"{console.base}/health")
+    counts = browser.find_element(By.CSS_SELECTOR, "tr[data-provider='stripe']").text.split()
+    # Two triggered (a replay is no new arrival), none delivered twice, one refused.
+    assert counts[:4] == ["stripe", "2", "0", "1"], counts
+    assert "stripe" in browser.find_element(By.ID, "reasons").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#arrivals-plot canvas")
+
+    # Pause stripe from the health page, see it listed, resume it.
     browser.find_element(By.ID, "pause-provider").send_keys("stripe")
     browser.find_element(By.ID, "pause-reason").send_keys("vendor incident")
     browser.find_element(By.XPATH, "//button[text()='Pause']").click()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -227,8 +228,6 @@ def test_health_json_samples_the_backlog(browser: Browser, conn: psycopg.Connect
     status, headers, body = browser.request("GET", "/health.json")
     assert status == 200
     assert headers["Content-Type"].startswith("application/json")
-    import json
-
     point = json.loads(body)
     assert point["counts"]["failed"] == 1
     assert point["counts"]["received"] == 1
@@ -251,3 +250,57 @@ def test_a_page_that_fails_answers_500_and_the_console_keeps_serving(
     assert "GET /events failed: KeyError at test_console_pages.py:" in said
     assert "a field the page expected" not in said
     assert browser.request("GET", "/events")[0] == 200
+
+
+def test_health_shows_each_providers_traffic_refusals_and_arrivals_in_a_window(
+    database_url: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhook_inbox_tools.console import rejections
+    from webhook_inbox_tools.dev import refusals
+
+    for i in range(3):
+        seed_event(conn, f"evt_{i}")
+    seed_event(conn, "gh_old", provider="github", event_type="push")
+    conn.execute("UPDATE webhook_events SET delivery_count = 3 WHERE event_id = 'evt_0'")
+    conn.execute(
+        "UPDATE webhook_events SET received_at = now() - interval '3 days',"
+        " last_delivery_at = now() - interval '3 days' WHERE event_id = 'gh_old'"
+    )
+    refusals.create_table(conn)
+    recorder = refusals.Recorder(database_url)
+    for provider, reason in (("stripe", "signature"), ("stripe", "signature"), ("github", "stale")):
+        recorder.record(provider, 401, {"reason": reason})
+
+    backend = LocalBackend(argparse.Namespace(database_url=database_url, operator="alice"))
+    pages = Pages(backend, refused=rejections.from_dev_database(database_url))
+    server = ConsoleServer(pages, 0, quiet=True)
+    server.start()
+    try:
+        browser = Browser(server)
+        browser.log_in()
+        page = browser.request("GET", "/health")[2]
+        rows = re.findall(
+            r'data-provider="(\w+)"><td>.*?</td><td>(\d+)</td><td>(\d+)</td><td>(\S+?)</td>', page
+        )
+        # github's one event is older than the window; its refusal is not.
+        assert rows == [("github", "0", "0", "1"), ("stripe", "3", "2", "2")]
+        reasons = page.split('id="reasons"')[1].split("</table>")[0]
+        assert re.findall(r"<td>(\w+)</td><td>(\w+)</td><td>(\d+)</td>", reasons) == [
+            ("stripe", "signature", "2"), ("github", "stale", "1"),
+        ]  # fmt: skip
+        plot = json.loads(page.split('id="arrivals-data">')[1].split("</script>")[0])
+        assert [s["provider"] for s in plot["series"]] == ["stripe"]
+        assert sum(plot["series"][0]["counts"]) == 3
+        assert len(plot["x"]) == len(plot["series"][0]["counts"]) == 49  # 24 h in 30 min
+        week = browser.request("GET", "/health?window=7d")[2]
+        assert re.search(r'data-provider="github"><td>.*?</td><td>1</td>', week)
+        assert browser.request("GET", "/health?window=1y")[0] == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+        backend.close()
+
+
+def test_without_a_source_of_refusals_the_page_says_so(browser: Browser) -> None:
+    page = browser.request("GET", "/health")[2]
+    assert "refused deliveries are counted by dev and by a stack&#39;s metrics only" in page

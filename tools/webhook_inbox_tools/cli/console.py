@@ -16,7 +16,8 @@ from contextlib import closing
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
-from webhook_inbox_tools.cli.operator_backend import backend_for
+from webhook_inbox_tools.cli.operator_backend import Backend, backend_for
+from webhook_inbox_tools.console import rejections
 
 
 def add_command(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -42,6 +43,26 @@ def add_command(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_console)
 
 
+def _refusals(args: argparse.Namespace, backend: Backend) -> rejections.Source:
+    """Where the health page counts refused deliveries: the stack's metrics with --stack, else
+    the database of the dev running here (or the one configured), which may keep them."""
+    from webhook_inbox.store import db
+    from webhook_inbox_tools.dev.env_file import running_dev_environment
+
+    if args.stack:
+        from webhook_inbox_tools.cli.operator_remote import stack_target
+
+        return rejections.from_stack_metrics(
+            args.stack, stack_target(args.stack, args.region).region
+        )
+    url = (
+        getattr(args, "database_url", None)
+        or db.settings().url
+        or running_dev_environment().get("DATABASE_URL")
+    )
+    return rejections.from_dev_database(url) if url else rejections.nowhere
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     from webhook_inbox_tools.console.pages import Pages
     from webhook_inbox_tools.console.server import ConsoleServer
@@ -50,7 +71,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--port {args.port}: a port is 0 to 65535 (0: any free one)")
     with closing(backend_for(args)) as backend:
         try:
-            server = ConsoleServer(Pages(backend), args.port)
+            server = ConsoleServer(Pages(backend, refused=_refusals(args, backend)), args.port)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise ConfigurationError(

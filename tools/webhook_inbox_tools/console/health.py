@@ -1,4 +1,6 @@
-"""Health at a glance: the backlog by status with its oldest age, from the operator's ``status``.
+"""Health at a glance: the backlog by status with its oldest age, from the operator's ``status``;
+per provider, what arrived, was redelivered and was refused in a chosen window, from ``traffic``
+and the refusals' source (:mod:`.rejections`), with arrivals per bucket for the plot.
 
 The backlog over time is drawn in the browser from samples of ``/health.json`` taken while the
 page is open (the stack keeps no history of its backlog: its metrics are CloudWatch's), which
@@ -9,13 +11,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from webhook_inbox.operations.commands import Answer, json_default
 
 if TYPE_CHECKING:
     from webhook_inbox_tools.console.pages import Reply
+    from webhook_inbox_tools.console.rejections import Source
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str
+    length: timedelta
+    bucket_seconds: int  # a plot of 48 to 60 points
+
+
+WINDOWS = {
+    w.name: w
+    for w in (
+        Window("1h", timedelta(hours=1), 60),
+        Window("24h", timedelta(hours=24), 1800),
+        Window("7d", timedelta(days=7), 3 * 3600),
+    )
+}
+DEFAULT_WINDOW = "24h"
 
 # What a backlog is: the statuses still owed work (the rest are done, one way or another).
 BACKLOG_STATUSES = ("received", "processing", "failed")
@@ -58,3 +80,49 @@ def sample(call: Callable[[dict[str, Any]], Answer]) -> Reply:
         "outbox_dead": status.get("outbox", {}).get("dead", 0),
     }
     return Reply(200, json.dumps(point, default=json_default), "application/json; charset=utf-8")
+
+
+def traffic(
+    call: Callable[[dict[str, Any]], Answer], refused_source: Source, window: Window
+) -> dict[str, Any]:
+    """Per provider: accepted, duplicates, refused, last delivery; the top refusal reasons; the
+    arrivals as uPlot's columns (bucket times, then one count column per provider)."""
+    since = datetime.now(UTC) - window.length
+    found = call(
+        {"command": "traffic", "since": since.isoformat(), "bucket_seconds": window.bucket_seconds}
+    ).result
+    names = sorted({row["provider"] for row in found["providers"]})
+    refused = refused_source(names, since, window.length)
+    names = sorted(set(names) | set(refused.by_provider))
+    by_name = {row["provider"]: row for row in found["providers"]}
+    rows = [
+        {
+            "provider": name,
+            "accepted": int(by_name.get(name, {}).get("accepted") or 0),
+            "duplicates": int(by_name.get(name, {}).get("duplicates") or 0),
+            "refused": refused.by_provider.get(name, 0) if refused.counted else None,
+            "last_delivery_at": by_name.get(name, {}).get("last_delivery_at"),
+        }
+        for name in names
+    ]
+    return {
+        "window": window,
+        "rows": rows,
+        "reasons": refused.reasons,
+        "notes": refused.notes,
+        "plot": _columns(found["arrivals"], since, window),
+    }
+
+
+def _columns(arrivals: list[dict[str, Any]], since: datetime, window: Window) -> dict[str, Any]:
+    """Every bucket of the window (empty ones as 0: a gap is a fact worth seeing)."""
+    providers = sorted({a["provider"] for a in arrivals})
+    count = int(window.length.total_seconds() // window.bucket_seconds) + 1
+    starts = [since.timestamp() + i * window.bucket_seconds for i in range(count)]
+    columns = {p: [0] * count for p in providers}
+    for a in arrivals:
+        at = datetime.fromisoformat(a["bucket"]).timestamp()
+        index = round((at - starts[0]) / window.bucket_seconds)
+        if 0 <= index < count:
+            columns[a["provider"]][index] += int(a["events"])
+    return {"x": starts, "series": [{"provider": p, "counts": columns[p]} for p in providers]}

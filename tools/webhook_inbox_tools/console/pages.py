@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from webhook_inbox.errors import OperatorNotFound, OperatorRequestRefused, WebhookInboxError
 from webhook_inbox.operations.commands import Answer
 from webhook_inbox_tools.cli.operator_backend import Backend
-from webhook_inbox_tools.console import health, views
+from webhook_inbox_tools.console import health, rejections, views
 
 PAGE_SIZE = 50
 
@@ -36,9 +36,16 @@ class Reply:
 
 
 class Pages:
-    def __init__(self, backend: Backend, *, live_every_s: float = 3.0) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        live_every_s: float = 3.0,
+        refused: rejections.Source = rejections.nowhere,
+    ) -> None:
         self.backend = backend
         self.live_every_s = live_every_s
+        self.refused = refused
         # The backend holds one connection (a database of this machine's): one call at a time.
         self._lock = threading.Lock()
         self.operator: str | None = backend.operator
@@ -254,11 +261,15 @@ class Pages:
 
     def health(self, query: list[tuple[str, str]], partial: bool) -> Reply:
         status = self.call({"command": "status"}).result
+        context: dict[str, Any] = {"status": status, "backlog": health.backlog(status)}
+        if partial:  # the live part: backlog and pauses (the traffic reads a window: on demand)
+            return self._page("health_live.html", partial, **context)
+        name = dict(query).get("window") or health.DEFAULT_WINDOW
+        if name not in health.WINDOWS:
+            raise OperatorRequestRefused(f"window: one of {', '.join(health.WINDOWS)}")
+        found = health.traffic(self.call, self.refused, health.WINDOWS[name])
         return self._page(
-            "health_live.html" if partial else "health.html",
-            partial,
-            status=status,
-            backlog=health.backlog(status),
+            "health.html", partial, **context, traffic=found, windows=list(health.WINDOWS)
         )
 
 

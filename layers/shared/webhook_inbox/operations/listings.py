@@ -222,3 +222,20 @@ def system_status(conn: Connection[Any]) -> SystemStatus:
         expired_leases=int(expired),
         outbox=outbox.message_backlog(conn),
     )
+
+
+# --- traffic -------------------------------------------------------------------------------
+
+
+@translated
+def traffic(
+    conn: Connection[Any], since: datetime, until: datetime | None, bucket_seconds: int
+) -> dict[str, Any]:
+    """Per provider over [since, until): events first received, redeliveries of the events
+    delivered in it and the latest delivery; and arrivals per provider per bucket (the buckets
+    start at ``since``). Rejected deliveries are never stored: a stack's metrics count them."""
+    params = {"since": since, "until": until, "bucket_seconds": bucket_seconds}
+    with conn.cursor(row_factory=dict_row) as cur:
+        providers = cur.execute(statement("provider_traffic"), params).fetchall()
+        arrivals = cur.execute(statement("arrivals"), params).fetchall()
+    return {"providers": providers, "arrivals": arrivals}

@@ -36,3 +36,23 @@
   setInterval(sample, every);
   window.addEventListener("resize", () => plot.setSize({ width: Math.max(320, node.clientWidth), height: 240 }));
 })();
+
+// The arrivals plot: one line per provider over the chosen window, from the page's JSON block.
+(function () {
+  "use strict";
+  const node = document.getElementById("arrivals-plot");
+  const source = document.getElementById("arrivals-data");
+  if (!node || !source || typeof uPlot === "undefined") return;
+  const plot = JSON.parse(source.textContent);
+  if (!plot.series.length) return;
+  const palette = ["#1d4f91", "#b3261e", "#1e6b2e", "#6a3fa0", "#8a4b00", "#00695c", "#4a4a4a"];
+  const chart = new uPlot({
+    width: Math.max(320, node.clientWidth || 800),
+    height: 220,
+    series: [{}].concat(plot.series.map((s, i) => ({
+      label: s.provider, stroke: palette[i % palette.length], width: 2,
+    }))),
+    axes: [{}, { label: "events" }],
+  }, [plot.x].concat(plot.series.map((s) => s.counts)), node);
+  window.addEventListener("resize", () => chart.setSize({ width: Math.max(320, node.clientWidth), height: 220 }));
+})();

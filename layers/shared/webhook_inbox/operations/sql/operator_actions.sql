@@ -130,3 +130,30 @@ SELECT min(received_at) FILTER (WHERE status IN ('received', 'processing', 'fail
            AS expired_leases
   FROM webhook_events
  WHERE status IN ('received', 'processing', 'failed')
+
+-- name: provider_traffic
+-- Per provider over [since, until): events first received in it (accepted), the redeliveries of
+-- the events delivered in it (duplicates: delivery_count counts every delivery of the row) and
+-- the latest delivery. No index leads with these times: a window reads the table (the console's
+-- health page asks on demand, not on every refresh; measured in bench/results/console_load.md).
+SELECT provider,
+       count(*) FILTER (WHERE received_at >= %(since)s::timestamptz) AS accepted,
+       coalesce(sum(delivery_count - 1), 0)::bigint AS duplicates,
+       max(last_delivery_at) AS last_delivery_at
+  FROM webhook_events
+ WHERE last_delivery_at >= %(since)s::timestamptz
+   AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+ GROUP BY provider
+ ORDER BY provider
+
+-- name: arrivals
+-- Events first received per provider per bucket, the buckets aligned on since (date_bin).
+SELECT date_bin(make_interval(secs => %(bucket_seconds)s), received_at, %(since)s::timestamptz)
+           AS bucket,
+       provider,
+       count(*) AS events
+  FROM webhook_events
+ WHERE received_at >= %(since)s::timestamptz
+   AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+ GROUP BY 1, 2
+ ORDER BY 1, 2
