@@ -247,7 +247,10 @@ def render(result: dict[str, Any], runs: int) -> str:
         "",
         "*server*: the console's HTTP answer (it calls dev's operator function, which queries "
         "PostgreSQL), median and p95 of the runs; *browser*: headless Chromium from navigation "
-        "to the load event (htmx, styles and, on health, uPlot included), median. Milliseconds.",
+        "to the load event (htmx, styles and, on health, uPlot included), median. A search that "
+        "finds one event answers with a redirect to it: its figure is the search, not the event "
+        "page. Health reads the traffic of the last 24 h (the whole table here: no index leads "
+        "with those times); its live refresh every 3 s reads only the status. Milliseconds.",
         "",
         "| page | server median | server p95 | browser median |",
         "|---|---:|---:|---:|",
