@@ -304,3 +304,32 @@ def test_health_shows_each_providers_traffic_refusals_and_arrivals_in_a_window(
 def test_without_a_source_of_refusals_the_page_says_so(browser: Browser) -> None:
     page = browser.request("GET", "/health")[2]
     assert "refused deliveries are counted by dev and by a stack&#39;s metrics only" in page
+
+
+def test_a_dead_outbox_message_is_retried_from_its_events_page(
+    browser: Browser, conn: psycopg.Connection[Any]
+) -> None:
+    from tests.integration.cli.conftest import seed_outbox
+
+    source = seed_event(conn, "evt_src", status="processed")
+    dead = seed_outbox(conn, "k-dead", status="dead", attempts=10)
+    conn.execute("UPDATE outbox_messages SET source_event_id = %s WHERE id = %s", (source, dead))
+
+    page = browser.request("GET", "/events/stripe/evt_src")[2]
+    assert f'action="/outbox/{dead}/retry"' in page
+    form = {"reason": "bus policy fixed"}
+    preview = browser.request("POST", f"/outbox/{dead}/retry", {**form, "step": "preview"})[2]
+    assert "would_retry" in preview
+    assert conn.execute("SELECT status FROM outbox_messages WHERE id = %s", (dead,)).fetchone() == (
+        "dead",
+    )
+    status, _, done = browser.request("POST", f"/outbox/{dead}/retry", {**form, "step": "confirm"})
+    assert (status, "retried" in done) == (200, True)
+    assert conn.execute(
+        "SELECT status, attempts FROM outbox_messages WHERE id = %s", (dead,)
+    ).fetchone() == ("pending", 0)
+    assert conn.execute(
+        "SELECT action, operator, reason FROM operator_actions WHERE outbox_id = %s", (dead,)
+    ).fetchall() == [("outbox_retry", "alice", "bus policy fixed")]
+    # Not a number, not a page: refused before any command.
+    assert browser.request("POST", "/outbox/abc/retry", form)[0] == 400
