@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from webhook_inbox.ingest.schemes.linear import Linear
     from webhook_inbox.ingest.schemes.mailgun import Mailgun
     from webhook_inbox.ingest.schemes.paddle import Paddle
+    from webhook_inbox.ingest.schemes.paypal import PayPal
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
+    from webhook_inbox.ingest.schemes.sns import Sns
     from webhook_inbox.ingest.schemes.square import Square
     from webhook_inbox.ingest.schemes.standard_webhooks import StandardWebhooks
     from webhook_inbox.ingest.schemes.stripe import Stripe
@@ -73,12 +75,14 @@ __all__ = [
     "Linear",
     "Mailgun",
     "Paddle",
+    "PayPal",
     "Reply",
     "Scheme",
     "SendGrid",
     "Shopify",
     "Signed",
     "Slack",
+    "Sns",
     "Square",
     "StandardWebhooks",
     "Stripe",
@@ -95,7 +99,7 @@ __all__ = [
 
 # Scheme name -> (its module in this package, its class). A scheme's module is imported when a
 # provider uses it, not with this package: ingest's cold start pays for the schemes its
-# providers name (about 20 ms for all fifteen, most of this package's import time).
+# providers name (about 20 ms for all of them, most of this package's import time).
 _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "standard-webhooks": ("standard_webhooks", "StandardWebhooks"),
     "stripe": ("stripe", "Stripe"),
@@ -117,6 +121,9 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "zoom": ("zoom", "Zoom"),
     "twitch": ("twitch", "Twitch"),
     "gitlab": ("gitlab", "GitLab"),
+    # Senders that sign with a certificate they name by URL (certificates.py fetches or pins it).
+    "sns": ("sns", "Sns"),
+    "paypal": ("paypal", "PayPal"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 
