@@ -37,9 +37,9 @@ def senders(harness: IngestHarness, monkeypatch: pytest.MonkeyPatch) -> Iterator
     providers.reset_for_tests()
     calls: list[str] = []
 
-    def unreachable(url: str, *, what: str, budget_s: float = 0) -> bytes:
+    def unreachable(url: str, *, what: str, budget_s: float = 0, cause: str = "") -> bytes:
         calls.append(url)
-        raise SenderUnavailable(f"{what}: unreachable", cause="fetch_failed")
+        raise SenderUnavailable(f"{what}: unreachable", cause=cause or "fetch_failed")
 
     monkeypatch.setattr(certificate_fetch, "https_get", unreachable)
     certificate_fetch.CACHE.clear()

@@ -94,6 +94,7 @@ METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
+        "SenderUnavailable",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",

@@ -46,9 +46,9 @@ def verify(found: dict[str, str], body: bytes = BODY, secrets: list[str] | None 
 def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     calls: list[str] = []
 
-    def refuse(url: str, *, what: str, budget_s: float = 0) -> bytes:
+    def refuse(url: str, *, what: str, budget_s: float = 0, cause: str = "") -> bytes:
         calls.append(url)
-        raise SenderUnavailable(f"{what}: no network in unit tests", cause="fetch_failed")
+        raise SenderUnavailable(f"{what}: no network in unit tests", cause=cause or "fetch_failed")
 
     monkeypatch.setattr(certificate_fetch, "https_get", refuse)
     certificate_fetch.CACHE.clear()

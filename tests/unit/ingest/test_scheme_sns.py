@@ -65,9 +65,9 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every GET a test lets through is recorded; none reaches a network."""
     calls: list[str] = []
 
-    def refuse(url: str, *, what: str, budget_s: float = 0) -> bytes:
+    def refuse(url: str, *, what: str, budget_s: float = 0, cause: str = "") -> bytes:
         calls.append(url)
-        raise SenderUnavailable(f"{what}: no network in unit tests", cause="fetch_failed")
+        raise SenderUnavailable(f"{what}: no network in unit tests", cause=cause or "fetch_failed")
 
     monkeypatch.setattr(certificate_fetch, "https_get", refuse)
     certificate_fetch.CACHE.clear()
@@ -313,8 +313,9 @@ def test_a_subscription_confirmation_is_confirmed_and_not_stored(
 def test_a_confirmation_whose_get_fails_is_503(no_network: list[str]) -> None:
     message = confirmation()
     verified = verify(message)
-    with pytest.raises(SenderUnavailable):
+    with pytest.raises(SenderUnavailable) as raised:
         scheme().identify(delivery(message), verified.payload, verified)
+    assert raised.value.cause == "confirm_failed"
     assert no_network == [message["SubscribeURL"]]
 
 

@@ -51,7 +51,9 @@ def _open_connection(host: str, timeout: float) -> http.client.HTTPSConnection:
     return _HttpsConnection(host, 443, timeout=timeout, context=ssl.create_default_context())
 
 
-def https_get(url: str, *, what: str, budget_s: float = FETCH_BUDGET_S) -> bytes:
+def https_get(
+    url: str, *, what: str, budget_s: float = FETCH_BUDGET_S, cause: str = "fetch_failed"
+) -> bytes:
     """GET an allowed ``url`` (already checked): its body when the answer is 200 and at most
     :data:`MAX_BODY_BYTES`; else :class:`SenderUnavailable`. No redirect is followed."""
     parts = urlsplit(url)
@@ -71,21 +73,19 @@ def https_get(url: str, *, what: str, budget_s: float = FETCH_BUDGET_S) -> bytes
                 answer = conn.getresponse()
                 length = answer.getheader("Content-Length")
                 if answer.status != 200:
-                    raise SenderUnavailable(f"{what}: HTTP {answer.status}", cause="fetch_failed")
+                    raise SenderUnavailable(f"{what}: HTTP {answer.status}", cause=cause)
                 if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
-                    raise SenderUnavailable(
-                        f"{what}: {length} bytes is too large", cause="fetch_failed"
-                    )
+                    raise SenderUnavailable(f"{what}: {length} bytes is too large", cause=cause)
                 body = answer.read(MAX_BODY_BYTES + 1)
             except (OSError, http.client.HTTPException) as exc:
                 late = " (out of time)" if block.fired else ""
                 raise SenderUnavailable(
-                    f"{what}: {type(exc).__name__}{late}", cause="fetch_failed"
+                    f"{what}: {type(exc).__name__}{late}", cause=cause
                 ) from None
     finally:
         conn.close()
     if len(body) > MAX_BODY_BYTES:
-        raise SenderUnavailable(f"{what}: more than {MAX_BODY_BYTES} bytes", cause="fetch_failed")
+        raise SenderUnavailable(f"{what}: more than {MAX_BODY_BYTES} bytes", cause=cause)
     return body
 
 

@@ -210,7 +210,9 @@ class Sns(CertificateScheme):
                 parts.query.split("&")
             ):
                 raise InvalidPayload("SubscribeURL is not this region's ConfirmSubscription")
-            certificate_fetch.https_get(url, what="subscription confirmation")
+            certificate_fetch.https_get(
+                url, what="subscription confirmation", cause="confirm_failed"
+            )
             reply = _CONFIRMED
         else:
             reply = _UNSUBSCRIBED
