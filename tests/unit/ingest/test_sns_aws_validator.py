@@ -31,7 +31,7 @@ NODE = shutil.which("node")
 RUNNER = r"""
 const https = require('https');
 const { EventEmitter } = require('events');
-const [validatorPath, certificate, messagesJson] = process.argv.slice(1);  // node -e: no script path
+const [validatorPath, certificate, messagesJson] = process.argv.slice(1);  // -e: no script
 https.get = (url, onAnswer) => {
   const answer = new EventEmitter();
   answer.statusCode = 200;
