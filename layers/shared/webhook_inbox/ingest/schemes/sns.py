@@ -190,35 +190,48 @@ class Sns(CertificateScheme):
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
     ) -> list[Identity] | Reply:
-        topic_arn = payload["TopicArn"]
+        if not isinstance(payload, Mapping):
+            raise InvalidPayload("an SNS message is a JSON object")
+        topic_arn = payload.get("TopicArn")
+        if not isinstance(topic_arn, str) or not TOPIC_ARN.fullmatch(topic_arn):
+            raise InvalidPayload("TopicArn is missing or not an SNS topic ARN")
         if verified.signed_id is None:  # a raw delivery, accepted unsigned
-            event_type = self._event_type(topic_arn, payload["Message"])
+            message_id = payload.get("MessageId")
             return [
                 Identity(
                     event_id=base.body_digest_id(topic_arn, delivery.body),
-                    event_type=event_type,
-                    delivery_id=payload["MessageId"],
+                    event_type=self._event_type(topic_arn, payload.get("Message")),
+                    delivery_id=message_id if isinstance(message_id, str) else None,
                 )
             ]
-        kind = payload["Type"]
+        message_id = base.bounded_text(verified.signed_id, "MessageId", base.MAX_ID_CHARS)
+        kind = payload.get("Type")
         if kind == NOTIFICATION:
-            return [Identity(verified.signed_id, self._event_type(topic_arn, payload["Message"]))]
+            return [Identity(message_id, self._event_type(topic_arn, payload.get("Message")))]
         if kind == SUBSCRIBE:
-            url = certificates.checked_url(payload.get("SubscribeURL"), _SUBSCRIBE_URLS)
-            parts = urlsplit(url)
-            if parts.hostname != _region_host(topic_arn) or "Action=ConfirmSubscription" not in (
-                parts.query.split("&")
-            ):
-                raise InvalidPayload("SubscribeURL is not this region's ConfirmSubscription")
-            certificate_fetch.https_get(
-                url, what="subscription confirmation", cause="confirm_failed"
-            )
+            self._confirm(topic_arn, payload.get("SubscribeURL"))
             reply = _CONFIRMED
+        elif kind == UNSUBSCRIBE:
+            reply = _UNSUBSCRIBED  # nothing to do: the subscription is not renewed
         else:
-            reply = _UNSUBSCRIBED
+            raise InvalidPayload("Type is not an SNS message type")
         if self.options.get("store_confirmations", False):
-            return [Identity(verified.signed_id, kind)]
+            return [Identity(message_id, kind)]
         return reply
+
+    @staticmethod
+    def _confirm(topic_arn: str, subscribe_url: Any) -> None:
+        """GET the signed SubscribeURL: only the topic's region's ConfirmSubscription."""
+        try:
+            url = certificates.checked_url(subscribe_url, _SUBSCRIBE_URLS)
+        except AuthenticationFailed:
+            raise InvalidPayload("SubscribeURL is not an SNS URL") from None
+        parts = urlsplit(url)
+        if parts.hostname != _region_host(topic_arn) or "Action=ConfirmSubscription" not in (
+            parts.query.split("&")
+        ):
+            raise InvalidPayload("SubscribeURL is not this region's ConfirmSubscription")
+        certificate_fetch.https_get(url, what="subscription confirmation", cause="confirm_failed")
 
     def sign(
         self,
@@ -239,7 +252,10 @@ class Sns(CertificateScheme):
         pin, private_key = self.signing_pin(secret)
         document = base.object_to_sign(body)
         if document is None or "Type" not in document:
-            document = {"Type": NOTIFICATION, "Message": body.decode("utf-8")}
+            try:
+                document = {"Type": NOTIFICATION, "Message": body.decode("utf-8")}
+            except UnicodeDecodeError:
+                raise ConfigurationError("sns: a Message is UTF-8 text") from None
         document.setdefault("MessageId", event_id or str(uuid.uuid4()))
         document.setdefault("TopicArn", sorted(self.topic_arns)[0])
         stamp = datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
