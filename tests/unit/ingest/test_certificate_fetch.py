@@ -131,3 +131,21 @@ def test_the_cache_keeps_at_most_its_limit() -> None:
         cache.get(f"u{n}", lambda u: u.encode())
     cache.get("u0", lambda u: b"again")
     assert cache.fetches == 4  # u0 was dropped as the least recently used
+
+
+def test_new_downloads_are_bounded_per_minute_cached_ones_are_not() -> None:
+    """A stream of made-up certificate URLs on the sender's host costs at most ten downloads a
+    minute; past that a new URL is refused without one, and a kept certificate still serves."""
+    cache = certificate_fetch.CertificateCache()
+    cache.get("kept", lambda u: b"der")
+    for n in range(certificate_fetch.MAX_DOWNLOADS_PER_MINUTE - 1):
+        with pytest.raises(SenderUnavailable):
+            cache.get(f"made-up-{n}", _missing)
+    with pytest.raises(SenderUnavailable, match="a minute"):
+        cache.get("one-more", lambda u: pytest.fail("downloaded past the bound"))
+    assert cache.get("kept", lambda u: pytest.fail("downloaded a kept one")) == b"der"
+    assert cache.fetches == certificate_fetch.MAX_DOWNLOADS_PER_MINUTE
+
+
+def _missing(url: str) -> bytes:
+    raise SenderUnavailable("certificate download: HTTP 404", cause="fetch_failed")

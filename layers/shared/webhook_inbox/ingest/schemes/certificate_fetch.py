@@ -10,7 +10,7 @@ import socket
 import ssl
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextlib import suppress
 from urllib.parse import urlsplit
@@ -22,6 +22,12 @@ MAX_BODY_BYTES = 16 * 1024
 FETCH_BUDGET_S = 2.0
 MAX_CACHED = 32
 FAILURE_MEMORY_S = 10.0
+# Downloads an execution environment starts per minute, at most. A sender uses one or two
+# certificate URLs at a time; any URL on its host passes the URL check, so without a bound a
+# stream of made-up URLs (PayPal's, or SNS's with a known topic) would cost each delivery a
+# download. Past it, a new URL is a 503 without a download; a cached one verifies as ever.
+MAX_DOWNLOADS_PER_MINUTE = 10
+MAX_REMEMBERED_FAILURES = 256
 
 
 class _HttpsConnection(http.client.HTTPSConnection):
@@ -98,7 +104,8 @@ class CertificateCache:
         self._lock = threading.Lock()
         self._found: OrderedDict[str, bytes] = OrderedDict()
         self._failed: dict[str, tuple[float, SenderUnavailable]] = {}
-        self.fetches = 0  # downloads attempted (tests and the bench read it)
+        self._started: deque[float] = deque(maxlen=MAX_DOWNLOADS_PER_MINUTE)
+        self.fetches = 0  # downloads attempted (tests read it)
 
     def get(self, url: str, fetch: Callable[[str], bytes]) -> bytes:
         with self._lock:
@@ -107,13 +114,23 @@ class CertificateCache:
                 self._found.move_to_end(url)
                 return der
             failed = self._failed.get(url)
-            if failed is not None and time.monotonic() - failed[0] < FAILURE_MEMORY_S:
+            now = time.monotonic()
+            if failed is not None and now - failed[0] < FAILURE_MEMORY_S:
                 raise SenderUnavailable(f"{failed[1]} (remembered)", cause=failed[1].cause)
-        try:
+            full = len(self._started) == MAX_DOWNLOADS_PER_MINUTE
+            if full and now - self._started[0] < 60:
+                raise SenderUnavailable(
+                    f"more than {MAX_DOWNLOADS_PER_MINUTE} certificate downloads a minute",
+                    cause="fetch_failed",
+                )
+            self._started.append(now)
             self.fetches += 1
+        try:
             der = fetch(url)
         except SenderUnavailable as exc:
             with self._lock:
+                if len(self._failed) >= MAX_REMEMBERED_FAILURES:
+                    self._failed.clear()  # forget old failures rather than grow without end
                 self._failed[url] = (time.monotonic(), exc)
             raise
         with self._lock:
@@ -128,6 +145,7 @@ class CertificateCache:
         with self._lock:
             self._found.clear()
             self._failed.clear()
+            self._started.clear()
             self.fetches = 0
 
 
