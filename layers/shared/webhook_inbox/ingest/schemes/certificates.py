@@ -44,7 +44,6 @@ from webhook_inbox.errors import (
     SenderUnavailable,
     SignatureMismatch,
 )
-from webhook_inbox.ingest.schemes import certificate_fetch
 from webhook_inbox.ingest.schemes.base import Scheme
 
 # RSA signatures up to 8192-bit keys; anything longer is not one.
@@ -173,6 +172,8 @@ def pinned_for(url: str, pins: Sequence[Pin]) -> bytes | None:
 
 def download_certificate(url: str) -> bytes:
     """The DER of the certificate (the first, in a chain) that ``url`` serves."""
+    from webhook_inbox.ingest.schemes import certificate_fetch
+
     body = certificate_fetch.https_get(url, what="certificate download")
     der = first_certificate(body.decode("ascii", errors="replace"))
     if der is None:
@@ -192,6 +193,10 @@ def certificate_for(url: str, pins: Sequence[Pin], mode: str) -> bytes:
             "`webhook-inbox providers rotate NAME --pin-certificate FILE`",
             cause="not_pinned",
         )
+    # Imported here: http.client and ssl cost a cold start that only a download needs (a
+    # pinned-only provider never loads them).
+    from webhook_inbox.ingest.schemes import certificate_fetch
+
     return certificate_fetch.CACHE.get(url, download_certificate)
 
 

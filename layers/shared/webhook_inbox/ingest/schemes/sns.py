@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from webhook_inbox.errors import AuthenticationFailed, ConfigurationError, InvalidPayload
 from webhook_inbox.ingest import bodies
-from webhook_inbox.ingest.schemes import base, certificate_fetch, certificates
+from webhook_inbox.ingest.schemes import base, certificates
 from webhook_inbox.ingest.schemes.base import Delivery, Identity, Reply, Signed, Verified
 from webhook_inbox.ingest.schemes.certificates import CertificateScheme, UrlRule
 
@@ -231,6 +231,8 @@ class Sns(CertificateScheme):
             parts.query.split("&")
         ):
             raise InvalidPayload("SubscribeURL is not this region's ConfirmSubscription")
+        from webhook_inbox.ingest.schemes import certificate_fetch  # a download's imports
+
         certificate_fetch.https_get(url, what="subscription confirmation", cause="confirm_failed")
 
     def sign(
