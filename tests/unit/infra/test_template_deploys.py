@@ -461,3 +461,24 @@ def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encryp
                 ), (name, hosts)
                 assert {h.split(".")[0] for h in hosts} <= KEY_USERS, (name, hosts)
     assert found >= 6  # ingest, processor, sweeper, migrations and both operator functions
+
+
+def test_a_deploy_waits_for_a_paused_aurora_instance_to_resume() -> None:
+    """The migrations connect on every deploy that ships new code: a paused instance resumes
+    on that connection, which AWS puts at about 15 s (30 s or more after a day paused). A
+    connect timeout shorter than that fails the deploy and rolls it back."""
+    env = serverless_functions()["MigrationsFunction"]["Environment"]["Variables"]
+    paused = resolver(
+        PrivateRouteTableIds="rtb-1",
+        DatabaseEngine="aurora-serverless-v2",
+        CreateDatabaseProxy="false",
+    )
+    assert int(paused.resolve(env["DB_CONNECT_TIMEOUT_S"])) >= 2 * 30
+    timeout_s = int(serverless_functions()["MigrationsFunction"]["Timeout"])
+    assert int(paused.resolve(env["DB_CONNECT_TIMEOUT_S"])) < timeout_s / 2
+    awake = resolver(
+        PrivateRouteTableIds="rtb-1", DatabaseEngine="aurora-serverless-v2", AuroraMinCapacity="0.5"
+    )
+    # Anything that does not pause keeps the timeout every deployed stack has.
+    assert awake.resolve(env["DB_CONNECT_TIMEOUT_S"]) == "10"
+    assert resolver(PrivateRouteTableIds="rtb-1").resolve(env["DB_CONNECT_TIMEOUT_S"]) == "10"
