@@ -34,6 +34,15 @@ NOTES = {
     " after a day paused): ingest gives up after its 3 s connect timeout and answers 503, the"
     ' provider\'s retry is accepted (docs/deploy.md, "Aurora").',
 }
+# Sets whose database bills capacity while traffic keeps it awake: what the traffic columns
+# leave out for them (the per-million figure has no database in it).
+AWAKE_WITH_TRAFFIC = {
+    "aurora-paused": "`aurora-paused` with traffic: add the Aurora capacity of every hour the"
+    " writer is awake, at least 0.5 ACU ($0.06 an hour), for as long as anything has connected"
+    " in the last 5 minutes, and its I/O requests ($0.20 a million). Deliveries in every hour"
+    " keep it awake all month: $43.80 or more beyond the row (`small`'s instance bills the same"
+    " whatever the traffic); a few bursts a day cost a few of those hours each.",
+}
 TITLES = {
     "default": "`default`: what `sam deploy --guided` deploys with every default",
     "small": "`small`: `sam deploy --config-env small`",
@@ -192,6 +201,7 @@ def render(sets: dict[str, SetBill]) -> str:
             f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, ingest's"
             f" {bill.ingest_system_log_level}, memory"
             f" {bill.memory_mb['IngestMemorySize']}/{bill.memory_mb['ProcessorMemorySize']} MB)"
+            f"{' †' if name in AWAKE_WITH_TRAFFIC else ''}"
             f" | {rest:.2f}"
             f" | {' | '.join(cells)} |"
         )
@@ -216,6 +226,9 @@ def render(sets: dict[str, SetBill]) -> str:
         " every 30 s: at most 86,400 of each a month, $0.69, for an environment warm all month;"
         " nothing at rest), and a larger database class that 100 M webhooks a month (38 a"
         " second on average) may need.",
+    ]
+    out += [f"\n† {AWAKE_WITH_TRAFFIC[name]}" for name in sets if name in AWAKE_WITH_TRAFFIC]
+    out += [
         "",
         "### Prices and estimates",
         "",

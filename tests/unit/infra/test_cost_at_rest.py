@@ -94,6 +94,20 @@ def test_a_paused_aurora_writer_bills_no_capacity_an_awake_one_its_minimum() -> 
     assert any(name.startswith("RDS Enhanced Monitoring") for name in awake)
 
 
+def test_the_traffic_rows_of_a_pausing_set_say_what_they_leave_out(
+    measured: dict[str, report.SetBill],
+) -> None:
+    """The per-million figure has no database in it: right for an instance billed whatever the
+    traffic, not for a cluster that traffic wakes. Its row is marked and the mark explained."""
+    section = report.render(measured)
+    (row,) = [line for line in section.splitlines() if line.startswith("| `aurora-paused` (")]
+    assert " †" in row
+    assert f"† {report.AWAKE_WITH_TRAFFIC['aurora-paused']}" in section
+    assert "0.5 ACU" in report.AWAKE_WITH_TRAFFIC["aurora-paused"]
+    (small,) = [line for line in section.splitlines() if line.startswith("| `small` (")]
+    assert "†" not in small
+
+
 def test_rds_proxy_in_front_of_serverless_v2_bills_its_eight_acu_minimum() -> None:
     lines = cost.at_rest(
         deployment("default", {"DatabaseEngine": "aurora-serverless-v2", "AuroraMinCapacity": "1"})
