@@ -355,7 +355,7 @@ def _child_events(spec: dict[str, Any], function: str) -> list[tuple[dict[str, A
     import psycopg
 
     if function == "ingest":
-        from bench.ingest_deliveries import stripe_body
+        from bench.stripe_events import stripe_body
         from tests.ingest_support import v2_event
         from webhook_inbox.ingest import providers
 
