@@ -31,6 +31,8 @@ from tests.infra_support import ROOT
 
 MINUTES = 30
 FAILING = range(5, 25)  # the minutes a failure lasts in its timeline
+# Timelines of failures judged over an hour (a quiet sender's deliveries): two hours.
+LONG_MINUTES = 120
 FUNCTIONS = {
     "ingest": "IngestFunction",
     "processor": "ProcessorFunction",
@@ -68,6 +70,7 @@ class Timeline:
     lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     clock: datetime = WEEKDAY_NOON  # minute 0, UTC
     parameters: dict[str, str] = field(default_factory=dict)  # the template's, over defaults
+    minutes: int = MINUTES  # how long it lasts
 
     def kept(self, lines: list[dict[str, Any]], function: str = "") -> list[dict[str, Any]]:
         log_level, application, system, ingest_system = self.levels
@@ -103,7 +106,7 @@ class Timeline:
         return {
             name
             for name, alarm in template_alarms(**self.parameters).items()
-            if alarm.fires(self.points, MINUTES, self.clock)
+            if alarm.fires(self.points, self.minutes, self.clock)
         }
 
 
@@ -242,6 +245,45 @@ def dead_letters(runs: dict[str, Run], levels: Levels) -> Timeline:
     return timeline
 
 
+def quiet_sender_refused(run_name: str) -> Scenario:
+    """A sender of one delivery an hour whose every delivery is refused (its secret rotated on
+    its side only; its clock off by more than the tolerance): two hours, a sweep every minute,
+    nothing else."""
+
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
+        timeline = Timeline(levels, minutes=LONG_MINUTES)
+        for minute in range(LONG_MINUTES):
+            timeline.run(minute, runs["sweep"])
+            if minute % 60 == 10:
+                timeline.run(minute, runs[run_name])
+        return timeline
+
+    return build
+
+
+def busy_sender_refused(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """A busy sender's secret rotated on its side only: for two hours every one of its 30
+    deliveries a minute is refused. Both halves of the alarm see it; it pages once."""
+    timeline = Timeline(levels, minutes=LONG_MINUTES)
+    for minute in range(LONG_MINUTES):
+        timeline.run(minute, runs["sweep"])
+        timeline.run(minute, runs["rejected_signature"], 30)
+    return timeline
+
+
+def stray_refusal(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """A provider's deliveries accepted all along, and one forged or garbled request an hour
+    for it: not every delivery was refused, so no page."""
+    timeline = Timeline(levels, minutes=LONG_MINUTES)
+    for minute in range(LONG_MINUTES):
+        timeline.run(minute, runs["sweep"])
+        if minute % 20 == 0:
+            timeline.run(minute, runs["accepted"])
+        if minute % 60 == 30:
+            timeline.run(minute, runs["rejected_signature"])
+    return timeline
+
+
 def sweeper_stops(runs: dict[str, Run], levels: Levels) -> Timeline:
     return healthy(runs, levels, skip="sweeper")
 
@@ -335,7 +377,14 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     ],
     "the sweeper does not run": [("sweeper", sweeper_stops)],
     "no delivery for `NoDeliveryAlarmHours` (when set)": [("ingest", deliveries_stop)],
-    "signatures rejected, sustained": [("ingest", lasting("rejected_signature", 30))],
+    "signatures rejected, sustained": [
+        ("ingest", lasting("rejected_signature", 30)),
+        ("ingest", busy_sender_refused),
+    ],
+    "every delivery of one provider refused for an hour (a quiet sender)": [
+        ("ingest", quiet_sender_refused("rejected_signature")),
+        ("ingest", quiet_sender_refused("rejected_stale")),
+    ],
     "accepted events wait past the threshold": [
         ("sweeper", metric("WebhookInbox", "OldestUnprocessedAgeSeconds", GAUGE, 1200))
     ],
@@ -346,6 +395,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "stale timestamps from a sender's clock, below the signature threshold": [
         ("ingest", lasting("rejected_stale", 4))
     ],
+    "a stray refused request among a provider's accepted deliveries": [("ingest", stray_refusal)],
 }
 
 

@@ -454,7 +454,7 @@ def test_counting_does_not_depend_on_the_log_levels(runs: dict[str, Run]) -> Non
     allowed level combination (on 5276659, LogLevel WARNING or ERROR silenced Accepted,
     Duplicate and the EMF summaries, and SystemLogLevel WARN the timeout's only line)."""
     used = set(
-        re.findall(r"\b(?:SUM|MAX|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
+        re.findall(r"\b(?:SUM|MAX|MIN|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
     )
     for levels in level_combinations():
         timeline = Timeline(levels)

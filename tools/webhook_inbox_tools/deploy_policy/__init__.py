@@ -49,8 +49,8 @@ def size(document: dict[str, Any]) -> int:
 def fitted(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
     """:func:`documents` for ``stack_name``, each within IAM's limit.
 
-    The name occurs in many of the first document's ARNs, so a long
-    one grows it past the limit (names over about 24 characters): then its statements, in
+    The name occurs in many of the first document's ARNs, so a long one grows it past the
+    limit (at the time of writing, a name of 23 characters or more): then its statements, in
     order, are packed again into as many documents as they need. A statement never grows past
     the limit on its own: the longest holds a handful of ARNs.
     """
