@@ -27,7 +27,7 @@ from tests.alarm_model import (
     runtime_error_line,
     template_alarms,
 )
-from tests.infra_support import ROOT
+from tests.infra_support import ROOT, load_template
 
 MINUTES = 30
 FAILING = range(5, 25)  # the minutes a failure lasts in its timeline
@@ -56,6 +56,7 @@ class Run:
     function: str
     lines: list[dict[str, Any]]
     raised: bool = False
+    answer: Any = None  # what the handler returned (the processor's batchItemFailures)
 
 
 # --- timelines ---------------------------------------------------------------------------------
@@ -199,18 +200,55 @@ def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) 
     return build
 
 
+# The processing queue's VisibilityTimeout (minutes) and maxReceiveCount.
+_QUEUE = load_template()["Resources"]["ProcessingQueue"]["Properties"]
+VISIBILITY_MIN = int(_QUEUE["VisibilityTimeout"]) // 60
+MAX_RECEIVES = int(_QUEUE["RedrivePolicy"]["maxReceiveCount"])
+
+
+def queued_wakeups(timeline: Timeline, runs: dict[str, Run], first: str, last: str) -> None:
+    """The wake-ups queued when the failure began: received every visibility timeout while it
+    lasts (``first`` the processor's run for the receives before the last, ``last`` for the
+    last). If the last one hands the message back, SQS's redrive moves it to the DLQ at the
+    next receive, and it stays there: the DLQ's depth from then on."""
+    receives = [FAILING.start + n * VISIBILITY_MIN for n in range(MAX_RECEIVES)]
+    if receives[-1] + VISIBILITY_MIN >= FAILING.stop:
+        raise ValueError("the failure ends before the queue's last receive")
+    for n, minute in enumerate(receives, 1):
+        timeline.run(minute, runs[last if n == MAX_RECEIVES else first])
+    if runs[last].answer["batchItemFailures"]:
+        dlq = (("QueueName", "ProcessingDeadLetterQueue"),)
+        moved = receives[-1] + VISIBILITY_MIN
+        timeline.points += [
+            Datapoint(m, "AWS/SQS", "ApproximateNumberOfMessagesVisible", dlq, 1.0)
+            for m in range(moved, timeline.minutes)
+        ]
+
+
 def database_down(clock: datetime = WEEKDAY_NOON) -> Scenario:
     """The database unreachable: every delivery answered 503, every sweep ends without it, and
-    the processor gets no batch (nothing new is stored, and the sweeper sends no re-wake)."""
+    the wake-ups queued when it went away come back every visibility timeout to a processor
+    that cannot lease their rows (nothing new is stored, and the sweeper sends no re-wake)."""
 
     def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels, skip={"ingest", "processor", "sweeper"}, clock=clock)
         for minute in FAILING:
             timeline.run(minute, runs["ingest_503_store"], times=3)
             timeline.run(minute, runs["sweep_database_down"])
+        queued_wakeups(timeline, runs, "processor_store_down", "processor_store_down_last")
         return timeline
 
     return build
+
+
+def processor_secret_unreadable(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """The database secret unreadable by the processor: every batch handed back, the queued
+    wake-ups' last receives included."""
+    timeline = healthy(runs, levels, skip="processor")
+    for minute in FAILING:
+        timeline.run(minute, runs["processor_secret"])
+    queued_wakeups(timeline, runs, "processor_secret", "processor_secret_last")
+    return timeline
 
 
 # The default maintenance window (MaintenanceWindowDay sun, MaintenanceWindowHour 04): the
@@ -319,7 +357,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "RDS maintenance in the weekly window": [("ingest", database_down(BEFORE_MAINTENANCE))],
     "a secret cannot be read (ingest, processor, sweeper)": [
         ("ingest", lasting("ingest_secret")),
-        ("processor", lasting("processor_secret", replaces="processor")),
+        ("processor", processor_secret_unreadable),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
     ],
     "the providers registry cannot be read": [

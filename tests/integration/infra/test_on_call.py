@@ -45,6 +45,7 @@ from tests.integration.processing.helpers import sqs_event_for, store_event
 from tests.on_call_scenarios import (
     CLASSES,
     FUNCTIONS,
+    MAX_RECEIVES,
     Row,
     Run,
     Timeline,
@@ -87,10 +88,10 @@ class Recorder:
 
     def invoke(self, function: str, call: Callable[[], Any]) -> Run:
         try:
-            call()
+            answer = call()
         except Exception:  # noqa: BLE001 - the invocation fails: Lambda counts an error
             return Run(function, self.take(), raised=True)
-        return Run(function, self.take())
+        return Run(function, self.take(), answer=answer)
 
 
 def _fails(_conn: psycopg.Connection[Any], _event: Any) -> None:
@@ -154,8 +155,10 @@ def runs(
                     "ingest", lambda: ingest_app.handler(event, FakeLambdaContext())
                 )
 
-            def process(row_ids: list[int]) -> Run:
+            def process(row_ids: list[int], receive: int = 1) -> Run:
                 event = sqs_event_for(row_ids)
+                for record in event["Records"]:  # the n-th receive of each message
+                    record["attributes"]["ApproximateReceiveCount"] = str(receive)
                 return recorder.invoke(
                     "processor", lambda: processor_app.handler(event, FakeLambdaContext())
                 )
@@ -230,12 +233,15 @@ def runs(
                 db.reset_for_tests()
                 found["ingest_503_store"] = deliver(delivery())
                 found["sweep_database_down"] = sweep()
+                found["processor_store_down"] = process(rows[:1])
+                found["processor_store_down_last"] = process(rows[:1], receive=MAX_RECEIVES)
             with monkeypatch.context() as patch:
                 patch.delenv("DATABASE_URL")
                 patch.setenv("DATABASE_SECRET_ARN", MISSING_SECRET)
                 db.reset_for_tests()
                 found["ingest_secret"] = deliver(delivery())
                 found["processor_secret"] = process(rows[:1])
+                found["processor_secret_last"] = process(rows[:1], receive=MAX_RECEIVES)
                 found["sweeper_secret"] = sweep()
             db.reset_for_tests()
             providers.reset_for_tests()

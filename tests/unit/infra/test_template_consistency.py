@@ -39,6 +39,7 @@ from tests.infra_support import (
     translated_template,
     unset_by_design,
 )
+from webhook_inbox.settings import ProcessorSettings
 
 FUNCTIONS = serverless_functions()
 FUNCTION_NAMES = sorted(FUNCTIONS)
@@ -678,3 +679,12 @@ def test_the_function_url_sizing_text_respects_lambdas_cap() -> None:
     assert claimed == [cap], spec["Description"]
     deploy = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
     assert f"({cap} a second at the default {spec['Default']})" in deploy
+
+
+def test_the_processor_knows_the_queues_last_receive() -> None:
+    """The processor acknowledges a message on its last receive before the redrive moves it to
+    the DLQ (processing.batch.hand_back): it must count receives as the queue does."""
+    queue = load_template()["Resources"]["ProcessingQueue"]["Properties"]
+    variables = FUNCTIONS["ProcessorFunction"]["Environment"]["Variables"]
+    assert int(variables["WAKEUP_MAX_RECEIVES"]) == queue["RedrivePolicy"]["maxReceiveCount"]
+    assert ProcessorSettings().wakeup_max_receives == queue["RedrivePolicy"]["maxReceiveCount"]
