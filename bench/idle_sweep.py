@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
+from webhook_inbox.maintenance import secret_check
 
 if TYPE_CHECKING:
     from bench.template_deployment import Deployment
@@ -39,6 +40,9 @@ class IdleSweep:
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
     reads_registry: bool = False  # one GetSecretValue of the providers registry a run
+    # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
+    # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
+    provider_secrets: int = 0
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -71,6 +75,21 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         size,
         emf_metrics(lines),
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
+        provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
+    )
+
+
+def _provider_secrets(config_text: str) -> int:
+    """The secret_arn secrets the sweeper checks among PROVIDERS_CONFIG's providers."""
+    try:
+        providers = json.loads(config_text or "{}").get("providers") or {}
+    except (ValueError, AttributeError):
+        return 0
+    return sum(
+        "secret_arn" in secret
+        for provider in providers.values()
+        for secret in provider.get("secrets", [])
+        if isinstance(secret, dict)
     )
 
 
@@ -211,6 +230,18 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 lines += [
                     Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
                     Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                ]
+                checks = run.provider_secrets * runs * 60 // int(secret_check.CHECK_EVERY_S)
+                lines += [
+                    Line(
+                        f"{function}: provider secrets' checks, one read each per"
+                        f" {int(secret_check.CHECK_EVERY_S) // 60} minutes"
+                        f" ({run.provider_secrets} secret_arn in ProvidersConfig; each one"
+                        " added later adds its own)",
+                        checks,
+                        p.SECRETS_API_CALL,
+                    ),
+                    Line(f"{function}: KMS decrypts of those checks", checks, p.KMS_REQUEST),
                 ]
             lines.append(
                 Line(

@@ -360,6 +360,11 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("processor", processor_secret_unreadable),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
     ],
+    "a provider's secret in Secrets Manager cannot be read, at any traffic": [
+        # No delivery at all: the sweeper's check, each secret once per five minutes, its
+        # verdict reported every run.
+        ("sweeper", lasting("sweep_provider_secret_unreadable", replaces="sweeper"))
+    ],
     "the providers registry cannot be read": [
         # Warm environments: their copy accepts what it verifies for a minute, reads backing off.
         ("ingest", lasting("ingest_registry_refresh_failed", 2)),

@@ -344,6 +344,12 @@ def _sweeps_with_registry(
         empty = provider_registry.dump_document(provider_registry.RegistryDocument({}, []))
         secrets.put_secret_value(SecretId=arn, SecretString=empty)
         found["sweep_registry_empty"] = sweep()
+        gone = {"scheme": "stripe", "secrets": [{"secret_arn": MISSING_SECRET}]}
+        document = provider_registry.RegistryDocument({"stripe": gone}, [])
+        secrets.put_secret_value(
+            SecretId=arn, SecretString=provider_registry.dump_document(document)
+        )
+        found["sweep_provider_secret_unreadable"] = sweep()
         secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
         found["sweep_registry_unreadable"] = sweep()
     config.reset()
