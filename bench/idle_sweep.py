@@ -195,6 +195,43 @@ def zero_valued(lines: list[dict[str, Any]]) -> set[MetricId]:
     return emf_metrics(lines) - nonzero
 
 
+HOURLY = "rate(1 hour)"
+# The hourly deletion-protection check (functions/database_protection): one DescribeDBInstances
+# when protection is on, after a cold start most hours (an environment idle for an hour is
+# seldom kept). An estimate, not measured: 1 s billed with INIT, its two lines (INFO) and
+# Lambda's platform.start and platform.report, about 500 B.
+CHECK_BILLED_MS = 1000
+CHECK_LOG_BYTES = 500
+
+
+def hourly_check(d: Deployment, function: str) -> list[Line]:
+    """An hourly run of a function that is not the sweeper: only the deletion-protection
+    check is known (its RDS and CloudFormation calls bill nothing)."""
+    props = d.props(function)
+    if not str(props.get("Code", {}).get("S3Key", "")).endswith("functions/database_protection"):
+        raise Unpriced(f"{function} runs hourly, but only the deletion-protection check is known")
+    runs = p.MINUTES_PER_MONTH // 60
+    memory = int(props.get("MemorySize", 128))
+    log_group = d.resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    retention = int(d.props(log_group).get("RetentionInDays", 0) or 0) or 3653
+    return [
+        Line(f"{function}: {runs} hourly checks", runs, p.LAMBDA_REQUEST),
+        Line(
+            f"{function}: {memory} MB, about {CHECK_BILLED_MS} ms a check",
+            runs * CHECK_BILLED_MS / 1000 * memory / 1024,
+            p.LAMBDA_GB_SECOND_ARM,
+            estimate=True,
+        ),
+        Line(f"{function}: schedule events", runs, p.SCHEDULED_EVENT),
+        *p.log_lines(
+            f"{function} logs (about {CHECK_LOG_BYTES} B a check)",
+            runs * CHECK_LOG_BYTES,
+            retention,
+            estimate=True,
+        ),
+    ]
+
+
 def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep]) -> list[Line]:
     """Each scheduled rule's invocations a month, their GB-seconds, the lines they write and the
     custom metrics those lines publish (EMF, and the metric filters they feed)."""
@@ -205,8 +242,15 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
         expression = props.get("ScheduleExpression")
         if expression is None:
             continue  # an event pattern: billed per matching event
+        if expression == HOURLY:
+            lines += [
+                line
+                for target in props["Targets"]
+                for line in hourly_check(d, target["Arn"].strip("<>").split(".")[0])
+            ]
+            continue
         if expression != "rate(1 minute)":
-            raise Unpriced(f"{name}: only rate(1 minute) is counted, not {expression}")
+            raise Unpriced(f"{name}: rate(1 minute) and {HOURLY} are counted, not {expression}")
         for target in props["Targets"]:
             function = target["Arn"].strip("<>").split(".")[0]
             run = sweep(d, function)

@@ -11,6 +11,13 @@ remove or replace the instance) stops at the database, as before. The one except
 rollback of a failed create (stack status ``ROLLBACK_IN_PROGRESS``): the protection this
 resource switched on is switched off again, so the rollback can delete the instance with its
 final snapshot and end in ``ROLLBACK_COMPLETE``.
+
+Protection switched off by hand (a console click, a script) would otherwise stay off until the
+next deploy that changes the instance. So the same function also runs on a schedule
+(:func:`reapply`): while the stack is at rest in a complete state, it switches protection back
+on. Never while the stack is being created, updated, rolled back or deleted: ``sam delete``
+removes that schedule before it reaches the database, and a deliberate delete (the RUNBOOK's
+steps) switches protection off only after that.
 """
 
 from __future__ import annotations
@@ -22,6 +29,18 @@ from typing import Any
 # The only stack status in which Delete releases the database: a first create rolling back.
 # (UPDATE_ROLLBACK_IN_PROGRESS rolls back an update of a stack that was healthy before.)
 CREATE_ROLLING_BACK = "ROLLBACK_IN_PROGRESS"
+# The stack statuses in which the schedule may switch protection back on: the stack at rest,
+# DatabaseProtection created (a first create's CREATE_COMPLETE comes after it) and nothing of
+# CloudFormation's under way. Any other (in progress, failed, deleting) leaves the instance be.
+AT_REST = frozenset(
+    {
+        "CREATE_COMPLETE",
+        "UPDATE_COMPLETE",
+        "UPDATE_ROLLBACK_COMPLETE",
+        "IMPORT_COMPLETE",
+        "IMPORT_ROLLBACK_COMPLETE",
+    }
+)
 # ModifyDBInstance refuses while the instance is busy (a backup just after it was created, a
 # modification CloudFormation started): retry this often, within the caller's time.
 RETRY_EVERY_S = 10.0
@@ -68,3 +87,23 @@ def release_if_create_rolls_back(
     except rds.exceptions.DBInstanceNotFoundFault:
         return False
     return True
+
+
+def reapply(rds: Any, cloudformation: Any, instance_id: str, stack_id: str) -> str:
+    """The schedule's run: switch protection back on if it is off and the stack is at rest.
+    Returns what it found: ``protected`` (nothing to do), ``not at rest: <status>`` (left
+    alone), ``reapplied``, or ``gone`` (no such instance). One describe call when protected.
+    A busy instance (InvalidDBInstanceState) raises: the next run tries again."""
+    try:
+        (instance,) = rds.describe_db_instances(DBInstanceIdentifier=instance_id)["DBInstances"]
+    except rds.exceptions.DBInstanceNotFoundFault:
+        return "gone"
+    if instance.get("DeletionProtection"):
+        return "protected"
+    status = stack_status(cloudformation, stack_id)
+    if status not in AT_REST:
+        return f"not at rest: {status}"
+    rds.modify_db_instance(
+        DBInstanceIdentifier=instance_id, DeletionProtection=True, ApplyImmediately=True
+    )
+    return "reapplied"
