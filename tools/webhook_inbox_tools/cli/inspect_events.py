@@ -350,7 +350,7 @@ def cmd_events_rejected(args: argparse.Namespace) -> int:
     if rows is None:
         raise ConfigurationError(
             "this database is not a webhook-inbox dev's: a deployed stack counts refusals in its "
-            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, signature-rejections)"
+            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, deliveries-refused)"
         )
     if args.json:
         render.print_json({"rejected": rows})
