@@ -107,19 +107,34 @@ def chain(
         )
 
     root_name, intermediate_name = f"{label} root CA", f"{label} intermediate CA"
+    # Key identifiers and CA key usage: OpenSSL's X509_STRICT (Apple's library sets it) wants them.
+    ca_usage = x509.KeyUsage(
+        digital_signature=False, content_commitment=False, key_encipherment=False,
+        data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+        encipher_only=False, decipher_only=False,
+    )  # fmt: skip
+    ski = x509.SubjectKeyIdentifier.from_public_key
+    aki = x509.AuthorityKeyIdentifier.from_issuer_public_key
     root = (
         builder(root_name, root_name, root_key.public_key(), -365, 365 * years * 20)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(ca_usage, critical=True)
+        .add_extension(ski(root_key.public_key()), critical=False)
         .sign(root_key, hashes.SHA384())
     )
-    intermediate = builder(
-        intermediate_name, root_name, intermediate_key.public_key(), -365, 365 * years * 10
-    ).add_extension(x509.BasicConstraints(ca=intermediate_ca, path_length=0), critical=True)
+    intermediate = (
+        builder(intermediate_name, root_name, intermediate_key.public_key(), -365, 3650 * years)
+        .add_extension(x509.BasicConstraints(ca=intermediate_ca, path_length=0), critical=True)
+        .add_extension(ca_usage, critical=True)
+        .add_extension(ski(intermediate_key.public_key()), critical=False)
+        .add_extension(aki(root_key.public_key()), critical=False)
+    )
     if intermediate_oid:
         intermediate = intermediate.add_extension(_marker(INTERMEDIATE_OID), critical=False)
     intermediate_cert = intermediate.sign(root_key, hashes.SHA384())
     leaf = builder(f"{label} signing", intermediate_name, leaf_key.public_key(), *leaf_days)
     leaf = leaf.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    leaf = leaf.add_extension(aki(intermediate_key.public_key()), critical=False)
     if leaf_oid:
         leaf = leaf.add_extension(_marker(LEAF_OID), critical=False)
     leaf_cert = leaf.sign(intermediate_key, hashes.SHA256())
