@@ -360,7 +360,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("processor", processor_secret_unreadable),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
     ],
-    "a sender's certificate cannot be had, or an SNS subscription cannot be confirmed": [
+    "a sender's certificate or key cannot be had, or an SNS subscription cannot be confirmed": [
         ("ingest", lasting("ingest_503_sender"))
     ],
     "a provider's secret in Secrets Manager cannot be read, at any traffic": [

@@ -121,13 +121,39 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
         ),
         SAMPLE_KEYS["paypal"],
     ),
+    # Token senders, with the sample development pins (private JWKs, an App Store chain).
+    (
+        "google-pubsub",
+        schemes.build("google-pubsub", {
+            "audience": "https://webhook-inbox.dev.invalid/webhooks/google-pubsub",
+            "service_account_email": "dev-push@dev-project.iam.gserviceaccount.com",
+            "keys": "pinned",
+        }),
+        SAMPLE_KEYS["google-pubsub"],
+    ),
+    ("plaid", schemes.build("plaid"), SAMPLE_KEYS["plaid"]),
+    (
+        "app-store",
+        schemes.build("app-store", {"bundle_id": "com.example.devapp"}),
+        SAMPLE_KEYS["app-store"],
+    ),
 ]  # fmt: skip
 # Where the URL-signed schemes (Twilio, Square, HubSpot) are told the sender called.
 URL = "https://hooks.example.com/webhooks/fuzz?tenant=a%20b"
 URL_SIGNED = [label for label, scheme, _ in SCHEMES if scheme.signs_url]
 LABELS = [label for label, _, _ in SCHEMES]
 # Schemes whose signature travels inside the (JSON) body, not in a header: where in it.
-SIGNATURE_IN_BODY = {"mailgun": ("signature", "signature"), "sns": ("Signature",)}
+SIGNATURE_IN_BODY = {
+    "mailgun": ("signature", "signature"),
+    "sns": ("Signature",),
+    "app-store": ("signedPayload",),
+}
+# What the App Store signs must name the provider's app (the signature ends its signedPayload).
+APP_STORE_NOTIFICATION = {
+    "notificationType": "TEST",
+    "notificationUUID": "fuzz-uuid",
+    "data": {"bundleId": "com.example.devapp", "environment": "Sandbox"},
+}
 SIGNED_IN_BODY = set(SIGNATURE_IN_BODY)
 # Schemes whose signed body must be a JSON object carrying their timestamp.
 STAMPED_BODY = {"linear"}
@@ -206,6 +232,8 @@ HEADER_NAMES = [
     "paypal-transmission-sig",
     "paypal-cert-url",
     "paypal-auth-algo",
+    "authorization",
+    "plaid-verification",
 ]
 
 hex_digits = st.one_of(
@@ -352,7 +380,9 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     label: str, body: bytes, skew: int, data: st.DataObject
 ) -> None:
     scheme, secret = BY_LABEL[label]
-    if label in SIGNED_IN_BODY:  # the signature sits in a JSON body
+    if label == "app-store":
+        body = json.dumps(APP_STORE_NOTIFICATION).encode()
+    elif label in SIGNED_IN_BODY:  # the signature sits in a JSON body
         body = json.dumps(data.draw(finite_json, label="event data")).encode()
     elif label in STAMPED_BODY:  # signing stamps the timestamp into a JSON object
         fields = st.dictionaries(st.text(max_size=8), finite_json, max_size=4)
@@ -376,7 +406,10 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
             holder = holder[key]
         value = holder[field]
     else:
-        tokens = ("x-gitlab-token", "x-telegram-bot-api-secret-token")
+        tokens = (
+            "x-gitlab-token", "x-telegram-bot-api-secret-token", "authorization",
+            "plaid-verification",
+        )  # fmt: skip
         name = next(
             n
             for n in headers

@@ -156,7 +156,7 @@ class Pages:
             # Found by delivery id: the event's own URL is the one to share.
             return Reply(303, "", headers={"Location": views.event_url(event)})
         actions = event.get("operator_actions") or []
-        context = {"event": event, "actions": actions}
+        context: dict[str, Any] = {"event": event, "actions": actions}
         if partial:  # the live part: state, runs, audit
             return self._page("event_live.html", partial, **context)
         outbox = self.call(

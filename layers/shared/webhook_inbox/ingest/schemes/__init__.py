@@ -42,6 +42,7 @@ from webhook_inbox.ingest.schemes.base import (
 )
 
 if TYPE_CHECKING:
+    from webhook_inbox.ingest.schemes.app_store import AppStore
     from webhook_inbox.ingest.schemes.body_hmac import (
         Bitbucket,
         CalCom,
@@ -60,12 +61,14 @@ if TYPE_CHECKING:
     from webhook_inbox.ingest.schemes.discord import Discord
     from webhook_inbox.ingest.schemes.docusign import DocuSign
     from webhook_inbox.ingest.schemes.gitlab import GitLab
+    from webhook_inbox.ingest.schemes.google_pubsub import GooglePubSub
     from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
     from webhook_inbox.ingest.schemes.hubspot import HubSpot
     from webhook_inbox.ingest.schemes.linear import Linear
     from webhook_inbox.ingest.schemes.mailgun import Mailgun
     from webhook_inbox.ingest.schemes.paddle import Paddle
     from webhook_inbox.ingest.schemes.paypal import PayPal
+    from webhook_inbox.ingest.schemes.plaid import Plaid
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
     from webhook_inbox.ingest.schemes.sns import Sns
     from webhook_inbox.ingest.schemes.square import Square
@@ -89,6 +92,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_TYPE_CHARS",
     "SCHEMES",
+    "AppStore",
     "Bitbucket",
     "CalCom",
     "Calendly",
@@ -102,6 +106,7 @@ __all__ = [
     "GitHub",
     "GitLab",
     "Gitea",
+    "GooglePubSub",
     "Headers",
     "HubSpot",
     "Identity",
@@ -114,6 +119,7 @@ __all__ = [
     "OpenAI",
     "Paddle",
     "PayPal",
+    "Plaid",
     "Polar",
     "Razorpay",
     "Replicate",
@@ -197,6 +203,11 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     # Senders that sign with a certificate they name by URL (certificates.py fetches or pins it).
     "sns": ("sns", "Sns"),
     "paypal": ("paypal", "PayPal"),
+    # Senders of signed tokens: a JWT with keys fetched or pinned by kid (jose.py, key_sets.py),
+    # a JWS carrying its certificate chain to an embedded root.
+    "google-pubsub": ("google_pubsub", "GooglePubSub"),
+    "plaid": ("plaid", "Plaid"),
+    "app-store": ("app_store", "AppStore"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 
