@@ -156,6 +156,14 @@ class Provider:
             url = "&".join([self.public_url, *added])
         return dataclasses.replace(delivery, url=url)
 
+    def handshake(self, delivery: schemes.Delivery, *, now: int) -> schemes.Reply | None:
+        """The answer to an unsigned handshake of the provider's scheme (Meta's or Dropbox's
+        GET, Asana's first POST), or None for a delivery to verify; only schemes that have such
+        handshakes read the secrets for it."""
+        if not self.scheme.unsigned_handshakes:
+            return None
+        return self.scheme.handshake(delivery, self.secrets(now))
+
     def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
         """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
         if not any(ref.active(now) for ref in self.secret_refs):

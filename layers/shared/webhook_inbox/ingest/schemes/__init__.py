@@ -42,6 +42,7 @@ from webhook_inbox.ingest.schemes.base import (
 )
 
 if TYPE_CHECKING:
+    from webhook_inbox.ingest.schemes.adyen import Adyen
     from webhook_inbox.ingest.schemes.body_hmac import (
         Bitbucket,
         CalCom,
@@ -57,8 +58,11 @@ if TYPE_CHECKING:
         Vercel,
         WooCommerce,
     )
+    from webhook_inbox.ingest.schemes.braintree import Braintree
+    from webhook_inbox.ingest.schemes.challenges import Dropbox, Meta, WhatsApp, X
     from webhook_inbox.ingest.schemes.discord import Discord
     from webhook_inbox.ingest.schemes.docusign import DocuSign
+    from webhook_inbox.ingest.schemes.event_lists import Asana, Xero
     from webhook_inbox.ingest.schemes.gitlab import GitLab
     from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
     from webhook_inbox.ingest.schemes.hubspot import HubSpot
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
     from webhook_inbox.ingest.schemes.mailgun import Mailgun
     from webhook_inbox.ingest.schemes.paddle import Paddle
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
+    from webhook_inbox.ingest.schemes.shared_tokens import MicrosoftGraph, Okta
     from webhook_inbox.ingest.schemes.square import Square
     from webhook_inbox.ingest.schemes.standard_webhooks import StandardWebhooks
     from webhook_inbox.ingest.schemes.standard_webhooks_senders import (
@@ -87,7 +92,10 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_TYPE_CHARS",
     "SCHEMES",
+    "Adyen",
+    "Asana",
     "Bitbucket",
+    "Braintree",
     "CalCom",
     "Calendly",
     "CheckoutCom",
@@ -96,6 +104,7 @@ __all__ = [
     "Delivery",
     "Discord",
     "DocuSign",
+    "Dropbox",
     "GenericHmac",
     "GitHub",
     "GitLab",
@@ -108,7 +117,10 @@ __all__ = [
     "LemonSqueezy",
     "Linear",
     "Mailgun",
+    "Meta",
+    "MicrosoftGraph",
     "Mux",
+    "Okta",
     "OpenAI",
     "Paddle",
     "Polar",
@@ -131,7 +143,10 @@ __all__ = [
     "Typeform",
     "Vercel",
     "Verified",
+    "WhatsApp",
     "WooCommerce",
+    "X",
+    "Xero",
     "Zendesk",
     "Zoom",
     "body_digest_id",
@@ -190,6 +205,17 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "zendesk": ("zendesk", "Zendesk"),
     "docusign": ("docusign", "DocuSign"),
     "telegram": ("telegram", "Telegram"),
+    # Signatures inside the body, and senders whose endpoint answers a challenge first.
+    "adyen": ("adyen", "Adyen"),
+    "braintree": ("braintree", "Braintree"),
+    "meta": ("challenges", "Meta"),
+    "whatsapp": ("challenges", "WhatsApp"),
+    "x": ("challenges", "X"),
+    "dropbox": ("challenges", "Dropbox"),
+    "asana": ("event_lists", "Asana"),
+    "xero": ("event_lists", "Xero"),
+    "microsoft-graph": ("shared_tokens", "MicrosoftGraph"),
+    "okta": ("shared_tokens", "Okta"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 

@@ -36,6 +36,7 @@ DIGEST_SIZES = {"sha256": 32, "sha1": 20}
 # leading zeros a template without a separator ("{id}{timestamp}") would let a replayer move
 # an id's trailing zeros into the timestamp: same signature, new deduplication key.
 _UNIX_SECONDS = re.compile(r"0|[1-9][0-9]{0,11}")
+_TOKEN_CHARS = re.compile(r"[!#-;=?-Z\\^-z|~]+")  # printable ASCII less " < > [ ] { } and space
 
 
 @dataclass(frozen=True)
@@ -101,11 +102,15 @@ class Identity:
 @dataclass(frozen=True)
 class Reply:
     """A protocol handshake (Slack's url_verification, Discord's PING, Zoom's url_validation,
-    Twitch's challenge): answered as given, only after the signature verified, never stored."""
+    Twitch's challenge): answered as given, only after the signature verified, never stored.
+
+    ``headers`` are response headers a sender reads (Asana's echoed ``X-Hook-Secret``, Dropbox's
+    ``X-Content-Type-Options``), beside the content type."""
 
     body: str = ""
     status: int = 200
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def json(cls, document: Any, status: int = 200) -> Reply:
@@ -276,6 +281,32 @@ def storable(value: str, what: str) -> str:
     return value
 
 
+def query_parameters(url: str) -> dict[str, str]:
+    """The query string of the URL the sender called, decoded, a repeated name's last value
+    (as API Gateway keeps it); a malformed one is no parameter at all."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(url).query
+        pairs = parse_qsl(query, keep_blank_values=True, errors="strict", max_num_fields=64)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return dict(pairs)
+
+
+def handshake_token(value: str | None, what: str, limit: int = 512, *, spaces: bool = False) -> str:
+    """A challenge a handshake echoes or keys an answer with: printable ASCII without quotes,
+    braces, brackets or angle brackets (and without spaces unless ``spaces``: Microsoft Graph's
+    validation tokens are a sentence), at most ``limit`` characters, else 400.
+
+    Echoed as text it cannot become markup; keyed into an HMAC (X's CRC) it cannot be a JSON
+    object or array, so the answer is never the signature of a body ingest would accept."""
+    checked = value.replace(" ", "") if value and spaces else value
+    if not value or len(value) > limit or not checked or not _TOKEN_CHARS.fullmatch(checked):
+        raise InvalidPayload(f"{what} is missing, too long or not a plain token")
+    return value
+
+
 def optional_header(headers: Headers, *names: str) -> str | None:
     for name in names:
         value = headers.get(name)
@@ -309,6 +340,11 @@ class Scheme:
     # The status that answers a new event: ingest's 202, or 200 for a provider that counts only
     # 200 as success (the body stays ingest's; a duplicate is answered 200 either way).
     accepted_status: ClassVar[int] = 202
+    # Whether the sender makes requests that carry no signature and still need an answer (a GET
+    # challenge, a first handshake): ingest then asks :meth:`handshake` before verifying.
+    unsigned_handshakes: ClassVar[bool] = False
+    # Whether every answer, rejections included, must have an empty body (Xero's rule).
+    empty_answers: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = dict(options or {})
@@ -326,6 +362,12 @@ class Scheme:
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         raise NotImplementedError
+
+    def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
+        """The answer to an unsigned handshake the scheme recognises and allows (each scheme
+        says what it checks first), or None: the delivery is then verified as usual. Called
+        only when ``unsigned_handshakes`` is set; a handshake is never stored."""
+        return None
 
     def parse(self, delivery: Delivery) -> Any:
         """The verified body as the JSON value to store (400 when it is not one)."""
