@@ -6,6 +6,7 @@ oversized and signed non-event deliveries store nothing."""
 
 from __future__ import annotations
 
+import http.client
 import json
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -215,3 +216,28 @@ def test_asana_with_accept_handshake_stores_the_handshake_for_the_operator(
     assert row["event_type"] == "handshake"
     assert row["payload"] == {"x_hook_secret": "secret-asana-generated"}
     assert row["delivery_count"] == 2
+
+
+def get(base: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    host, _, port = base.removeprefix("http://").partition(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_webhook_inbox_devs_gateway_answers_the_get_challenges_as_the_http_api_does(
+    dev_gateway: str, conn: psycopg.Connection[Any]
+) -> None:
+    """`webhook-inbox dev` routes GET /webhooks/{provider} as the deployed HTTP API does: a
+    challenge is answered with its headers, anything else GET is still a 401 or a 404."""
+    status, headers, body = get(dev_gateway, f"/webhooks/meta?{meta_query()}")
+    assert (status, body, headers["X-Content-Type-Options"]) == (200, b"1158201444", "nosniff")
+    status, _, body = get(dev_gateway, "/webhooks/x?crc_token=abc")
+    assert json.loads(body)["response_token"].startswith("sha256=")
+    assert get(dev_gateway, "/webhooks/meta?hub.mode=subscribe")[0] == 401
+    assert get(dev_gateway, "/elsewhere")[0] == 404
+    assert row_count(conn) == 0
