@@ -114,7 +114,8 @@ def test_a_forged_an_oversized_or_a_signed_non_event_delivery_stores_nothing(
     assert refused["body"] == ("" if name == "xero" else '{"error":"unauthorized"}')
     oversized = json.dumps({"pad": "x" * (1024 * 1024)}).encode()
     assert call(harness, name, *delivery(harness, name, oversized))["statusCode"] == 413
-    for odd in (b'{"unrelated": true}', b'{"events": [{"x": 1}]}', b'{"value": [{"a": 1}]}'):
+    for odd in (b"[]", b"not json", b'{"a": NaN}', b'{"unrelated": true}',
+                b'{"events": [{"x": 1}]}', b'{"value": [{"a": 1}]}'):  # fmt: skip
         body, headers = delivery(harness, name, odd)
         assert call(harness, name, body, headers)["statusCode"] in (400, 401), (name, odd)
     assert row_count(conn) == 0

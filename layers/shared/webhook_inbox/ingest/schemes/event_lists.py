@@ -17,7 +17,7 @@ from webhook_inbox.ingest.schemes import base
 from webhook_inbox.ingest.schemes.base import Delivery, Identity, Reply, Verified
 from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, _Preset
 
-HOOK_SECRET = "x-hook-secret"  # noqa: S105 (a header name)
+HANDSHAKE_HEADER = "x-hook-secret"
 HANDSHAKE_TYPE = "handshake"
 MAX_HOOK_SECRET_CHARS = 256
 
@@ -69,9 +69,9 @@ class Asana(_Preset):
 
     @staticmethod
     def _hook_secret(delivery: Delivery) -> str | None:
-        if "x-hook-signature" in delivery.headers or HOOK_SECRET not in delivery.headers:
+        if "x-hook-signature" in delivery.headers or HANDSHAKE_HEADER not in delivery.headers:
             return None
-        value = delivery.headers[HOOK_SECRET]
+        value = delivery.headers[HANDSHAKE_HEADER]
         if not value or len(value) > MAX_HOOK_SECRET_CHARS or not value.isprintable():
             raise base.fail("X-Hook-Secret is empty, too long or not printable")
         return value
