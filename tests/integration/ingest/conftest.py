@@ -166,7 +166,9 @@ def harness(
 def dev_gateway(harness: IngestHarness) -> Iterator[str]:
     """The gateway of `webhook-inbox dev` in front of one ingest environment: this process's
     handler, served on a thread through the same pipe protocol as a dev worker process."""
-    # Imported here: at the conftest's import it would close a cycle through the dev package.
+    # Through the CLI, as `webhook-inbox dev` imports it: the gateway imported first closes a
+    # cycle (gateway -> cli -> cli.dev -> dev.sam_env -> dev.stack -> gateway).
+    import webhook_inbox_tools.cli  # noqa: F401
     from webhook_inbox_tools.dev.gateway import IngestGateway
 
     ours, theirs = multiprocessing.Pipe()

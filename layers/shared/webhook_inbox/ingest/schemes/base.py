@@ -36,7 +36,6 @@ DIGEST_SIZES = {"sha256": 32, "sha1": 20}
 # leading zeros a template without a separator ("{id}{timestamp}") would let a replayer move
 # an id's trailing zeros into the timestamp: same signature, new deduplication key.
 _UNIX_SECONDS = re.compile(r"0|[1-9][0-9]{0,11}")
-_TOKEN_CHARS = re.compile(r"[!#-;=?-Z\\^-z|~]+")  # printable ASCII less " < > [ ] { } and space
 
 
 @dataclass(frozen=True)
@@ -278,32 +277,6 @@ def storable(value: str, what: str) -> str:
         raise InvalidPayload(f"{what} holds a lone surrogate") from None
     if "\x00" in value:
         raise InvalidPayload(f"{what} holds NUL")
-    return value
-
-
-def query_parameters(url: str) -> dict[str, str]:
-    """The query string of the URL the sender called, decoded, a repeated name's last value
-    (as API Gateway keeps it); a malformed one is no parameter at all."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    try:
-        query = urlsplit(url).query
-        pairs = parse_qsl(query, keep_blank_values=True, errors="strict", max_num_fields=64)
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return dict(pairs)
-
-
-def handshake_token(value: str | None, what: str, limit: int = 512, *, spaces: bool = False) -> str:
-    """A challenge a handshake echoes or keys an answer with: printable ASCII without quotes,
-    braces, brackets or angle brackets (and without spaces unless ``spaces``: Microsoft Graph's
-    validation tokens are a sentence), at most ``limit`` characters, else 400.
-
-    Echoed as text it cannot become markup; keyed into an HMAC (X's CRC) it cannot be a JSON
-    object or array, so the answer is never the signature of a body ingest would accept."""
-    checked = value.replace(" ", "") if value and spaces else value
-    if not value or len(value) > limit or not checked or not _TOKEN_CHARS.fullmatch(checked):
-        raise InvalidPayload(f"{what} is missing, too long or not a plain token")
     return value
 
 

@@ -30,6 +30,7 @@ from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMi
 from webhook_inbox.ingest import bodies
 from webhook_inbox.ingest.schemes import base
 from webhook_inbox.ingest.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
+from webhook_inbox.ingest.schemes.handshake_answers import query_parameters
 
 _PAYLOAD = re.compile(rb"[A-Za-z0-9+=/\n]+")
 _CHALLENGE = re.compile(r"[a-f0-9]{20,32}")
@@ -72,7 +73,7 @@ class Braintree(Scheme):
     def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
         if delivery.method != "GET":
             return None
-        challenge = base.query_parameters(delivery.url).get("bt_challenge")
+        challenge = query_parameters(delivery.url).get("bt_challenge")
         if challenge is None:
             return None
         if not _CHALLENGE.fullmatch(challenge):

@@ -9,8 +9,8 @@ answer is narrow on purpose:
   ``verify_token`` option (compared as digests, in constant time);
 - X's ``crc_token`` is answered with an HMAC keyed by the consumer secret, to anyone who asks (X
   gives the request nothing to check). That makes the endpoint an HMAC oracle, so the token must
-  be a plain token (:func:`base.handshake_token`: no braces, brackets or quotes): its HMAC can
-  never be the signature of a JSON body ingest would accept;
+  be plain (:func:`handshake_answers.handshake_token`: no braces, brackets or quotes): its HMAC
+  can never be the signature of a JSON body ingest would accept;
 - Dropbox's ``challenge`` is echoed as ``text/plain`` with ``X-Content-Type-Options: nosniff``,
   as Dropbox asks, to anyone (it is only an echo, bounded and free of markup characters).
 
@@ -28,21 +28,13 @@ from typing import Any, ClassVar
 from webhook_inbox.errors import AuthenticationFailed, ConfigurationError, InvalidPayload
 from webhook_inbox.ingest.schemes import base
 from webhook_inbox.ingest.schemes.base import Delivery, Identity, Reply, Verified
+from webhook_inbox.ingest.schemes.handshake_answers import (
+    echo,
+    get_parameter,
+    handshake_token,
+    query_parameters,
+)
 from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, _Preset
-
-NOSNIFF = (("X-Content-Type-Options", "nosniff"),)
-
-
-def echo(challenge: str) -> Reply:
-    """A challenge sent back as the whole body, as text the browser must not sniff."""
-    return Reply(challenge, 200, "text/plain", NOSNIFF)
-
-
-def _get_parameter(delivery: Delivery, name: str) -> str | None:
-    """The query parameter ``name`` of a GET (None for any other method or without it)."""
-    if delivery.method != "GET":
-        return None
-    return base.query_parameters(delivery.url).get(name)
 
 
 class Meta(_Preset):
@@ -78,12 +70,12 @@ class Meta(_Preset):
         self.verify_token_digest = base.token_digest(token) if token else None
 
     def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
-        mode = _get_parameter(delivery, "hub.mode")
+        mode = get_parameter(delivery, "hub.mode")
         if mode is None:
             return None  # not a subscription request: verified (and refused) as a delivery
         if mode != "subscribe":
             raise InvalidPayload("hub.mode is not subscribe")
-        presented = base.query_parameters(delivery.url).get("hub.verify_token") or ""
+        presented = query_parameters(delivery.url).get("hub.verify_token") or ""
         expected = self.verify_token_digest
         # Compared as digests even when no token is configured, so the answer's timing says
         # nothing either way.
@@ -92,8 +84,8 @@ class Meta(_Preset):
         )
         if expected is None or not presented or not matched:
             raise AuthenticationFailed("hub.verify_token did not match", reason="signature")
-        challenge = base.query_parameters(delivery.url).get("hub.challenge")
-        return echo(base.handshake_token(challenge, "hub.challenge"))
+        challenge = query_parameters(delivery.url).get("hub.challenge")
+        return echo(handshake_token(challenge, "hub.challenge"))
 
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified
@@ -140,10 +132,10 @@ class X(_Preset):
     }
 
     def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
-        token = _get_parameter(delivery, "crc_token")
+        token = get_parameter(delivery, "crc_token")
         if token is None:
             return None
-        crc = base.handshake_token(token, "crc_token")
+        crc = handshake_token(token, "crc_token")
         mac = base.compute_mac(secrets[0].encode(), crc.encode())
         return Reply.json({"response_token": "sha256=" + base64.b64encode(mac).decode()})
 
@@ -169,10 +161,10 @@ class Dropbox(_Preset):
     preset: ClassVar[dict[str, str]] = {"signature_header": "X-Dropbox-Signature"}
 
     def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
-        challenge = _get_parameter(delivery, "challenge")
+        challenge = get_parameter(delivery, "challenge")
         if challenge is None:
             return None
-        return echo(base.handshake_token(challenge, "challenge"))
+        return echo(handshake_token(challenge, "challenge"))
 
     def identify(
         self, delivery: Delivery, payload: Any, verified: Verified

@@ -19,7 +19,7 @@ from webhook_inbox.errors import ConfigurationError, InvalidPayload, SignatureMi
 from webhook_inbox.ingest import bodies
 from webhook_inbox.ingest.schemes import base
 from webhook_inbox.ingest.schemes.base import Delivery, Identity, Reply, Scheme, Signed, Verified
-from webhook_inbox.ingest.schemes.challenges import echo
+from webhook_inbox.ingest.schemes.handshake_answers import echo, handshake_token, query_parameters
 
 MAX_VALIDATION_TOKEN_CHARS = 1024
 MAX_CLIENT_STATE_CHARS = 255  # Graph's own limit on clientState
@@ -53,11 +53,11 @@ class MicrosoftGraph(Scheme):
             raise ConfigurationError(f"{self.name}: clientState is at most 255 characters")
 
     def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
-        token = base.query_parameters(delivery.url).get("validationToken")
+        token = query_parameters(delivery.url).get("validationToken")
         if token is None:
             return None
         return echo(
-            base.handshake_token(token, "validationToken", MAX_VALIDATION_TOKEN_CHARS, spaces=True)
+            handshake_token(token, "validationToken", MAX_VALIDATION_TOKEN_CHARS, spaces=True)
         )
 
     def verify(
@@ -153,7 +153,7 @@ class Okta(Scheme):
         if delivery.method != "GET" or challenge is None:
             return None
         self.verify(delivery, secrets, now=0, tolerance=0)  # the same header, checked the same way
-        token = base.handshake_token(challenge, "X-Okta-Verification-Challenge")
+        token = handshake_token(challenge, "X-Okta-Verification-Challenge")
         return Reply.json({"verification": token})
 
     def verify(
