@@ -230,3 +230,23 @@ def test_meta_options_are_checked_when_the_configuration_loads() -> None:
                                       "options": options}}}  # fmt: skip
         with pytest.raises(ConfigurationError, match="provider 'm'"):
             providers.parse_config(config)
+
+
+@pytest.mark.parametrize(
+    ("name", "delivery"),
+    [
+        ("x", get({"crc_token": "abc"})),
+        ("dropbox", get({"challenge": "abc"})),
+        ("asana", Delivery({"X-Hook-Secret": SECRET}, b"")),
+    ],
+)
+def test_a_provider_whose_every_secret_expired_answers_no_handshake(
+    name: str, delivery: Delivery
+) -> None:
+    """As for a delivery: a 401 that says so (no_live_secret), not a crash on no secret."""
+    expired = {"value": SECRET, "expires_at": "2020-01-01T00:00:00Z"}
+    config = {"providers": {"p": {"scheme": name, "secrets": [expired]}}}
+    provider = providers.parse_config(config)["p"]
+    with pytest.raises(AuthenticationFailed) as refused:
+        provider.handshake(delivery, now=NOW)
+    assert refused.value.reason == "no_live_secret"

@@ -162,16 +162,20 @@ class Provider:
         handshakes read the secrets for it."""
         if not self.scheme.unsigned_handshakes:
             return None
+        self._require_live_secret(now)  # X's and Braintree's answers are keyed with the first
         return self.scheme.handshake(delivery, self.secrets(now))
 
-    def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
-        """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
+    def _require_live_secret(self, now: int) -> None:
         if not any(ref.active(now) for ref in self.secret_refs):
             raise AuthenticationFailed(
                 f"provider {self.name} has no live secret (every one has expired): "
                 f"`webhook-inbox providers rotate {self.name}` puts a new one in",
                 reason="no_live_secret",
             )
+
+    def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
+        """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
+        self._require_live_secret(now)
         try:
             return self.scheme.verify(
                 delivery, self.secrets(now), now=now, tolerance=self.tolerance_seconds
