@@ -165,21 +165,28 @@ def test_each_handshake_is_answered_in_every_shape_and_stores_nothing(
 
 
 @pytest.mark.parametrize(
-    ("name", "method", "query", "headers"),
+    ("name", "method", "query", "headers", "status"),
     [
-        ("meta", "GET", meta_query("wrong"), {}),
-        ("okta", "GET", "", {"X-Okta-Verification-Challenge": "c", "Authorization": "Bearer no"}),
-        ("asana", "POST", "", {"X-Hook-Secret": "chosen-by-a-stranger"}),
-        ("dropbox", "GET", "", {}),  # no challenge: a GET that is nothing
-        ("stripe", "GET", "challenge=abc", {}),  # a sender without handshakes
+        ("meta", "GET", meta_query("wrong"), {}, 401),
+        (
+            "okta",
+            "GET",
+            "",
+            {"X-Okta-Verification-Challenge": "c", "Authorization": "Bearer no"},
+            401,
+        ),
+        ("asana", "POST", "", {"X-Hook-Secret": "chosen-by-a-stranger"}, 401),
+        ("dropbox", "GET", "", {}, 405),  # no challenge: a GET that is nothing
+        ("stripe", "GET", "challenge=abc", {}, 405),  # a sender without handshakes
     ],
 )
-def test_a_handshake_that_is_not_allowed_is_a_401(
-    name: str, method: str, query: str, headers: dict[str, str], *,
+def test_a_handshake_that_is_not_allowed_is_refused(
+    name: str, method: str, query: str, headers: dict[str, str], status: int, *,
     harness: IngestHarness, conn: psycopg.Connection[Any],
 ) -> None:  # fmt: skip
     reply = call(harness, name, method=method, query=query, headers=headers)
-    assert (reply["statusCode"], reply["body"]) == (401, '{"error":"unauthorized"}')
+    body = {401: '{"error":"unauthorized"}', 405: '{"error":"method not allowed"}'}[status]
+    assert (reply["statusCode"], reply["body"]) == (status, body)
     assert "X-Hook-Secret" not in reply["headers"]
     assert row_count(conn) == 0
 
@@ -234,11 +241,12 @@ def test_webhook_inbox_devs_gateway_answers_the_get_challenges_as_the_http_api_d
     dev_gateway: str, conn: psycopg.Connection[Any]
 ) -> None:
     """`webhook-inbox dev` routes GET /webhooks/{provider} as the deployed HTTP API does: a
-    challenge is answered with its headers, anything else GET is still a 401 or a 404."""
+    challenge is answered with its headers, any other GET is a 401, 405 or 404."""
     status, headers, body = get(dev_gateway, f"/webhooks/meta?{meta_query()}")
     assert (status, body, headers["X-Content-Type-Options"]) == (200, b"1158201444", "nosniff")
     status, _, body = get(dev_gateway, "/webhooks/x?crc_token=abc")
     assert json.loads(body)["response_token"].startswith("sha256=")
     assert get(dev_gateway, "/webhooks/meta?hub.mode=subscribe")[0] == 401
+    assert get(dev_gateway, "/webhooks/stripe")[0] == 405
     assert get(dev_gateway, "/elsewhere")[0] == 404
     assert row_count(conn) == 0

@@ -30,6 +30,7 @@ from webhook_inbox.errors import (
     AuthenticationFailed,
     ConfigurationError,
     InvalidPayload,
+    MethodNotAllowed,
     PayloadTooLarge,
     ProvidersUnavailable,
     RequestRejected,
@@ -57,6 +58,7 @@ current_time: Callable[[], float] = time.time
 _GENERIC_BODIES = {
     401: Reply.json({"error": "unauthorized"}, 401),
     404: Reply.json({"error": "unknown provider"}, 404),
+    405: Reply.json({"error": "method not allowed"}, 405),
     413: Reply.json({"error": "payload too large"}, 413),
     500: Reply.json({"error": "internal error"}, 500),
     503: Reply.json({"error": "temporarily unavailable, retry later"}, 503),
@@ -344,6 +346,8 @@ def _events_of(
     handshake = provider.handshake(delivery, now=now)
     if handshake is not None:  # unsigned, allowed by the scheme's own check, never stored
         return handshake, None, False
+    if delivery.method == "GET":  # no sender delivers events by GET: a crawler, a probe
+        raise MethodNotAllowed("a GET that is no challenge of this provider's")
     verified = provider.verify(delivery, now=now)
     scheme = provider.scheme
     payload = scheme.parse(delivery) if verified.payload is None else verified.payload
