@@ -96,6 +96,13 @@ def _calls(node: ast.AST) -> set[str]:
                 called.add(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 called.add(f"{func.value.id}.{func.attr}")
+            elif (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+            ):
+                called.add(f"super().{func.attr}")
     return called
 
 
@@ -119,6 +126,9 @@ APPROVED = {
     # App Store: each JWS through its x5c leaf (app_store.py's _decode, which calls
     # jose.verify_with after the chain to Apple's root is checked).
     "self._decode",
+    # Handing a signed delivery to the parent's verify, which this test checks in its own class
+    # (Asana's, which first lets an unsigned handshake through when accept_handshake is on).
+    "super().verify",
 }
 
 

@@ -96,6 +96,15 @@ class AuthenticationFailed(RequestRejected):
     reason = "signature"
 
 
+class MethodNotAllowed(RequestRejected):
+    """A GET that is no challenge its provider's scheme answers (to a sender without one, a
+    crawler): refused before any signature check, so it is not counted as a signature
+    failure (the signature-rejections alarm)."""
+
+    status = 405
+    reason = "method"
+
+
 # --- operator requests -------------------------------------------------------------------
 
 

@@ -142,7 +142,7 @@ def test_a_scheme_module_is_imported_when_a_provider_uses_it_not_with_ingest() -
 
 
 def test_every_scheme_name_builds_the_scheme_of_that_name() -> None:
-    assert len(schemes.SCHEMES) == 45
+    assert len(schemes.SCHEMES) == 55
     for name, cls in schemes.SCHEMES.items():
         assert cls.name == name
         assert getattr(schemes, cls.__name__) is cls

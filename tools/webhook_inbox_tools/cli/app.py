@@ -318,8 +318,8 @@ def _add_local_commands(sub: Any) -> None:
     p = sub.add_parser(
         "dev",
         help="run the whole pipeline locally (PostgreSQL, SQS, the three functions)",
-        description="Serve POST /webhooks/{provider} on localhost through the real ingest "
-        "handler, with a moto SQS queue polled like the Lambda event source mapping, the "
+        description="Serve POST (and GET) /webhooks/{provider} on localhost through the real "
+        "ingest handler, with a moto SQS queue polled like the Lambda event source mapping, the "
         "sweeper on a timer, and outbox messages published to a moto EventBridge bus. "
         "Ctrl-C stops everything.",
     )
