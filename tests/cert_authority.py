@@ -45,6 +45,22 @@ def authority() -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        # What Python 3.13's strict verification (VERIFY_X509_STRICT) asks of a CA.
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return key, cert
@@ -79,6 +95,12 @@ def leaf(
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(start + datetime.timedelta(days=days_valid))
+        # Python 3.13's strict verification wants the issuer's key named in the leaf.
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
     )
     if dns_name:
         builder = builder.add_extension(

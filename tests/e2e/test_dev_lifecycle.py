@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -176,20 +177,32 @@ def _printed_samples(dev: DevProcess) -> list[tuple[str, str]]:
         match = re.search(r"sample \S+ delivery to '([^']+)'", line)
         if not match:
             continue
-        command = []
+        command: list[str] = []
         for following in lines[i + 1 :]:
             command.append(following)
-            if not following.endswith("\\"):
+            # A command ends at a line without a continuation, outside any quote (a body may
+            # hold newlines inside its quotes: SNS sends pretty-printed JSON).
+            if not following.endswith("\\") and _complete("\n".join(command)):
                 break
         samples.append((match[1], "\n".join(command)))
     return samples
 
 
+def _complete(command: str) -> bool:
+    try:
+        shlex.split(command)
+    except ValueError:  # no closing quotation yet
+        return False
+    return True
+
+
 def _run_curl(command: str) -> int:
     assert command.startswith("curl ")  # the console printed a curl, and curl is installed
-    out = subprocess.run(
-        ["bash", "-c", command], capture_output=True, text=True, timeout=30, check=True
-    ).stdout
+    ran = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert ran.returncode == 0, (ran.returncode, ran.stderr, command[:600])
+    out = ran.stdout
     status = re.match(r"HTTP/\S+ (\d{3})", out)
     assert status, out
     return int(status[1])

@@ -260,14 +260,34 @@ def _signed_parts(scheme: str, body: bytes) -> Any:
     ] or None
 
 
+# What an SNS message signs (its string to sign, by type) and how (the signature fields).
+SNS_SIGNED = (
+    "Message", "MessageId", "Subject", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type",
+    "Signature", "SignatureVersion", "SigningCertURL",
+)  # fmt: skip
+
+
+def _sns_signed(body: bytes) -> dict[str, Any] | None:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    return {k: document.get(k) for k in SNS_SIGNED}
+
+
 def _still_authentic(provider: str, signed: bytes, mutated: bytes) -> bool:
     """Whether ``mutated`` is authentic by the sender's own rules although it differs from what
     was signed (the docs' weaker guarantees): GitLab's secret token, Telegram's and Okta's
-    header cover no byte of the body, Mailgun's signature only its own object in it, Adyen's its
-    items' eight fields, Braintree's its two form fields, Graph's clientState only itself, so a
-    body carrying those unchanged is authentic."""
-    if provider in TOKEN_ONLY or _scheme(provider) in {"telegram", "okta"}:
+    header cover no byte of the body, nor does Google Pub/Sub's token, Mailgun's signature only
+    its own object in it, Adyen's its items' eight fields, Braintree's its two form fields,
+    Graph's clientState only itself, SNS's the fields of its string to sign, so a body carrying
+    those unchanged is authentic."""
+    if provider in TOKEN_ONLY or _scheme(provider) in {"telegram", "okta", "google-pubsub"}:
         return True
+    if _scheme(provider) == "sns":
+        return _sns_signed(mutated) is not None and _sns_signed(mutated) == _sns_signed(signed)
     if _scheme(provider) in {"adyen", "braintree", "microsoft-graph"}:
         found = _signed_parts(_scheme(provider), mutated)
         return found is not None and found == _signed_parts(_scheme(provider), signed)
