@@ -26,6 +26,7 @@ from webhook_inbox.store import db
 aws.use(aws.SWEEPER)
 logger = observability.lean_logger()
 metrics = Metrics()  # the run's counters, embedded in its one summary line
+clock = time.time  # the idle decision's clock (tests move it on instead of sleeping)
 
 
 # Built on first use and kept for the execution environment (not at import, so tests can set
@@ -52,7 +53,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     invocation = {"request_id": context.aws_request_id, **registry.as_log()}
     # The idle ledger before the database: a run with nothing due leaves it alone, so that an
     # idle database can pause (maintenance/idle.py). {"full": true} forces a database run.
-    started_at = time.time()
+    started_at = clock()
     verdict = idle.decide(configured, started_at, forced=event.get("full") is True)
     invocation["idle"] = verdict.reason
     if not verdict.connect:

@@ -250,7 +250,7 @@ def endpoint_data() -> dict[str, Any]:
 def test_every_service_the_functions_call_has_a_dual_stack_endpoint() -> None:
     """botocore's endpoint data declares a `dualstack` variant per region where one exists."""
     services = in_vpc_services()
-    assert services == {"sqs", "secretsmanager", "events", "sns"}
+    assert services == {"sqs", "secretsmanager", "events", "sns", "s3"}
     aws = endpoint_data()
     without = set()
     for service in services:

@@ -90,7 +90,8 @@ def _judge(
         if holds:
             return Verdict(True, reason, etag)
     backlog = Backlog(**document["backlog"])
-    advanced = _advanced(backlog, now - float(document["measured_at"]))
+    # Measured during that run: advanced from its start, so at most its duration too old.
+    advanced = _advanced(backlog, now - started)
     return Verdict(False, "idle", etag, advanced, next_due)
 
 
@@ -158,7 +159,6 @@ def record_run(
     if quiet and report.backlog is not None:
         document |= {
             "started_at": started_at,
-            "measured_at": report.backlog_measured_at,
             "next_due": due,
             "backlog": dataclasses.asdict(report.backlog),
         }
