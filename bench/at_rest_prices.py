@@ -51,6 +51,7 @@ FREE_TYPES = {
     "AWS::KMS::Alias": "no charge (the key is priced)",
     "AWS::RDS::DBSubnetGroup": "configuration",
     "AWS::RDS::DBParameterGroup": "configuration",
+    "AWS::RDS::DBClusterParameterGroup": "configuration",
     "AWS::RDS::DBProxyTargetGroup": "priced with its proxy",
     "AWS::EC2::SecurityGroup": "no charge",
     "AWS::EC2::SecurityGroupIngress": "no charge",
@@ -110,6 +111,37 @@ RDS_PROXY_VCPU_HOUR = Price(
     "RDS Proxy pricing (provisioned instances); DESIGN.md §6 ≈ $22",
 )
 RDS_PROXY_MIN_VCPUS = 2
+# In front of Aurora Serverless v2 the proxy bills the target's ACUs instead, 8 at least.
+RDS_PROXY_ACU_HOUR = Price(
+    0.015,
+    "ACU-hour of the target, 8 minimum",
+    "RDS Proxy pricing (Aurora Serverless v2 targets): per ACU-hour, a minimum of 8 ACUs",
+)
+RDS_PROXY_MIN_ACUS = 8
+
+# --- Amazon Aurora ("Amazon Aurora pricing", PostgreSQL-Compatible Edition, US East) ------------
+
+_AURORA_PAGE = "Amazon Aurora pricing, PostgreSQL-Compatible, Aurora Standard"
+AURORA_ACU_HOUR = Price(0.12, "ACU-hour", f"{_AURORA_PAGE}, Aurora Serverless v2")
+# Provisioned instance classes we checked (Aurora PostgreSQL has no micro or small class); any
+# other class has no price here and the script refuses it (add it with its source).
+AURORA_INSTANCE_HOURLY: dict[str, Price] = {
+    "db.t4g.medium": Price(0.073, "instance-hour", f"{_AURORA_PAGE}, On-Demand"),
+}
+AURORA_VCPUS = {"db.t4g.medium": 2}
+AURORA_STORAGE_GB_MONTH = Price(
+    0.10,
+    "GB-month",
+    f"{_AURORA_PAGE}, storage: the space the cluster volume uses, evaluated hourly (Aurora"
+    " user guide, Managing performance and scaling: you are only charged for the space that you"
+    " use)",
+)
+AURORA_IO_REQUEST = Price(0.20 / 1e6, "I/O request", f"{_AURORA_PAGE}, I/O requests")
+AURORA_BACKUP_GB_MONTH = Price(
+    0.021,
+    "GB-month beyond the cluster's volume",
+    "Amazon Aurora pricing, backup storage: no charge up to 100 % of the cluster's volume",
+)
 
 # --- network ("Amazon VPC pricing", "AWS PrivateLink pricing") -----------------------------------
 
@@ -186,6 +218,10 @@ SWEEPER_BILLED_MS_BY_MEMORY = {128: 120, 256: 93, 512: 79, 1024: 73, 1769: 70}
 ESM_IDLE_POLLERS = 5
 ESM_IDLE_POLLERS_WITHOUT_MAX_CONCURRENCY = 2
 ESM_LONG_POLL_SECONDS = 20
+# An Aurora cluster volume that holds only the schema (PostgreSQL's catalogs, the migrations'
+# tables, the WAL Aurora keeps): an estimate, 1 GB; `VolumeBytesUsed` on a running cluster says.
+# What the events add is traffic: PayloadRetentionDays of payloads.
+AURORA_IDLE_VOLUME_GB = 1.0
 # RDS Enhanced Monitoring writes one RDSOSMetrics event per interval to CloudWatch Logs (RDS
 # creates that log group with 30 days' retention). Its size is an estimate: an OS sample with
 # the process list is a few KB; measure it with `aws logs describe-log-streams

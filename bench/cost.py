@@ -570,7 +570,8 @@ def measure(trees: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[
                 url = _database_for(infra, tree, f"wi_cost_{label}_{round_no}_{os.getpid()}")
                 env = {
                     **function_env(infra, url),
-                    "PROVIDERS_CONFIG_FILE": str(ROOT / "events" / "providers.local.json"),
+                    # The tree's own: an older tree does not know a newer tree's schemes.
+                    "PROVIDERS_CONFIG_FILE": str(tree / "events" / "providers.local.json"),
                 }
                 for function in FUNCTIONS:
                     spec = {
@@ -995,7 +996,14 @@ def _machine() -> str:
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == _CHILD_MARK:
-        child_main(sys.argv[2:])
+        try:
+            child_main(sys.argv[2:])
+        except BaseException:
+            # The child's own streams are captured: say why on the real one.
+            import traceback
+
+            sys.__stderr__.write(traceback.format_exc())
+            raise
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")

@@ -280,6 +280,9 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
         ("processor", lasting("processor_secret", replaces="processor")),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
     ],
+    "a sender's certificate cannot be had, or an SNS subscription cannot be confirmed": [
+        ("ingest", lasting("ingest_503_sender"))
+    ],
     "the providers registry cannot be read": [
         # Warm environments: their copy accepts what it verifies for a minute, reads backing off.
         ("ingest", lasting("ingest_registry_refresh_failed", 2)),

@@ -18,25 +18,36 @@ from webhook_inbox.deploy import custom_resource, database_protection
 
 aws.use(aws.PROTECTION)
 
-# Stable across updates (a replaced instance only changes the properties).
+# Stable across updates (a replaced database only changes the properties).
 PHYSICAL_ID = "webhook-inbox-database-protection"
 # Time for RDS to accept the change, inside the function's 120 s timeout and the watchdog.
 WAIT_S = 90.0
 
 
+def target(properties: Mapping[str, Any]) -> tuple[str, bool]:
+    """(identifier, whether it is an Aurora cluster): the template names exactly one."""
+    if "DBClusterIdentifier" in properties:
+        return str(properties["DBClusterIdentifier"]), True
+    return str(properties["DBInstanceIdentifier"]), False
+
+
 def protect(properties: Mapping[str, Any]) -> dict[str, str]:
-    instance_id = str(properties["DBInstanceIdentifier"])
-    database_protection.set_protection(aws.client("rds"), instance_id, on=True, wait_s=WAIT_S)
-    return {"Protected": instance_id}
+    database_id, cluster = target(properties)
+    database_protection.set_protection(
+        aws.client("rds"), database_id, on=True, wait_s=WAIT_S, cluster=cluster
+    )
+    return {"Protected": database_id}
 
 
 def release_on_rollback(properties: Mapping[str, Any]) -> dict[str, str]:
+    database_id, cluster = target(properties)
     released = database_protection.release_if_create_rolls_back(
         aws.client("rds"),
         aws.client("cloudformation"),
-        str(properties["DBInstanceIdentifier"]),
+        database_id,
         str(properties["StackId"]),
         wait_s=WAIT_S,
+        cluster=cluster,
     )
     return {"Released": "true" if released else "false"}
 

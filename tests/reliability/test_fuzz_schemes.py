@@ -102,13 +102,33 @@ SCHEMES: list[tuple[str, schemes.Scheme, str]] = [
             "woocommerce", "calendly", "mux", "zendesk", "docusign", "telegram",
         )
     ],
+    # Certificate senders, with the sample development pins (certificate and private key).
+    (
+        "sns",
+        schemes.build(
+            "sns",
+            {
+                "topic_arns": ["arn:aws:sns:us-east-1:123456789012:ses-notifications"],
+                "certificates": "pinned",
+            },
+        ),
+        SAMPLE_KEYS["sns"],
+    ),
+    (
+        "paypal",
+        schemes.build(
+            "paypal", {"webhook_id": "DEVONLYWEBHOOKID", "sandbox": True, "certificates": "pinned"}
+        ),
+        SAMPLE_KEYS["paypal"],
+    ),
 ]  # fmt: skip
 # Where the URL-signed schemes (Twilio, Square, HubSpot) are told the sender called.
 URL = "https://hooks.example.com/webhooks/fuzz?tenant=a%20b"
 URL_SIGNED = [label for label, scheme, _ in SCHEMES if scheme.signs_url]
 LABELS = [label for label, _, _ in SCHEMES]
-# Schemes whose signature travels inside the (JSON) body, not in a header.
-SIGNED_IN_BODY = {"mailgun"}
+# Schemes whose signature travels inside the (JSON) body, not in a header: where in it.
+SIGNATURE_IN_BODY = {"mailgun": ("signature", "signature"), "sns": ("Signature",)}
+SIGNED_IN_BODY = set(SIGNATURE_IN_BODY)
 # Schemes whose signed body must be a JSON object carrying their timestamp.
 STAMPED_BODY = {"linear"}
 BY_LABEL = {label: (scheme, secret) for label, scheme, secret in SCHEMES}
@@ -178,6 +198,14 @@ HEADER_NAMES = [
     "x-docusign-signature-1",
     "x-docusign-signature-2",
     "x-telegram-bot-api-secret-token",
+    "x-amz-sns-message-type",
+    "x-amz-sns-rawdelivery",
+    "x-amz-sns-topic-arn",
+    "paypal-transmission-id",
+    "paypal-transmission-time",
+    "paypal-transmission-sig",
+    "paypal-cert-url",
+    "paypal-auth-algo",
 ]
 
 hex_digits = st.one_of(
@@ -342,7 +370,11 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     # ... and with any single character of its signature replaced, it does not.
     if label in SIGNED_IN_BODY:
         document = json.loads(body)
-        value = document["signature"]["signature"]
+        *parents, field = SIGNATURE_IN_BODY[label]
+        holder = document
+        for key in parents:
+            holder = holder[key]
+        value = holder[field]
     else:
         tokens = ("x-gitlab-token", "x-telegram-bot-api-secret-token")
         name = next(
@@ -359,7 +391,7 @@ def test_a_signature_with_one_digest_character_changed_is_rejected(
     assume(replacement.lower() != value[at].lower())
     altered = value[:at] + replacement + value[at + 1 :]
     if label in SIGNED_IN_BODY:
-        document["signature"]["signature"] = altered
+        holder[field] = altered
         body = json.dumps(document).encode()
     else:
         headers[name] = altered

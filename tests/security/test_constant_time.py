@@ -107,6 +107,9 @@ APPROVED = {
     "base.any_match",
     "base.match_index",
     "public_keys.verified_index",
+    # Certificate senders (certificates.py): the one certificate the delivery names by URL,
+    # through the library's verify; nothing secret is compared (a public key, a public signature).
+    "self.verify_with_certificate",
 }
 
 
@@ -150,6 +153,19 @@ def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() ->
     assert handled == {"InvalidSignature"}  # a bad signature, and nothing else, is a miss
     for helper in (base["match_index"], public["verified_index"]):
         assert not _returns_inside_a_loop(helper), f"{helper.name} stops at the first match"
+
+
+def test_the_certificate_helper_decides_through_the_library_and_only_on_a_bad_signature() -> None:
+    found = _functions(ast.parse((PACKAGE / "ingest" / "schemes" / "certificates.py").read_text()))
+    assert "verify_rsa" in _calls(found["verify_with_certificate"])
+    assert "key.verify" in _calls(found["verify_rsa"])
+    handled = {
+        ast.unparse(handler.type)
+        for handler in ast.walk(found["verify_rsa"])
+        if isinstance(handler, ast.ExceptHandler) and handler.type is not None
+    }
+    # A bad signature is a miss; a certificate that does not parse is a 401, nothing else.
+    assert handled == {"InvalidSignature", "ValueError"}
 
 
 def test_every_scheme_decides_through_an_approved_helper() -> None:

@@ -161,6 +161,18 @@ class TransactionControlError(PermanentEventError):
     kind = "transaction_control"
 
 
+class SenderUnavailable(WebhookInboxError):
+    """Ingest needs something from the sender that it cannot have now: a certificate to download
+    from an allowed host (down, slow, oversized, not a certificate), a subscription to confirm,
+    or a certificate a pinned-only provider has not pinned (the sender started using a new one).
+    Ingest answers 503 with ``Retry-After`` (never 401: the sender retries) and it pages.
+    ``cause`` is ``fetch_failed``, ``not_pinned`` or ``confirm_failed``."""
+
+    def __init__(self, detail: str, *, cause: str) -> None:
+        super().__init__(detail)
+        self.cause = cause
+
+
 class SignatureMismatch(AuthenticationFailed):
     """A well-formed signature that no active secret reproduces (may warrant a secret refresh)."""
 

@@ -456,3 +456,50 @@ def test_with_the_database_the_counts_are_its_own_and_the_rejections_the_metrics
     assert listed["counts_from"] == "database"
     acme = next(p for p in listed["providers"] if p["name"] == "acme")
     assert (acme["accepted_24h"], acme["rejected_24h"]) == (1, 4)
+
+
+SNS_TOPIC_OPTION = 'topic_arns=["arn:aws:sns:us-east-1:123456789012:orders"]'
+SNS_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem"
+
+
+def test_a_certificate_is_pinned_with_its_url_and_a_fetching_one_needs_no_secret(
+    stack: Stack, cli: Any, tmp_path: Path
+) -> None:
+    from tests.cert_authority import leaf
+
+    pem = tmp_path / "sns.pem"
+    pem.write_text(leaf().certificate_pem)
+    result = cli(
+        *on_stack("add", "sns", "--scheme", "sns", "--pin-certificate", str(pem)),
+        "--certificate-url",
+        SNS_URL,
+        "--option",
+        SNS_TOPIC_OPTION,
+        "--option",
+        "certificates=pinned",
+    )
+    assert result.code == 0, result.err
+    (entry,) = stack.document()["providers"]["sns"]["secrets"]
+    assert entry["value"].startswith(f"url: {SNS_URL}\n-----BEGIN CERTIFICATE-----")
+    # Without its URL, or a file holding a private key: refused, nothing written.
+    assert cli(*on_stack("rotate", "sns", "--pin-certificate", str(pem))).code != 0
+    pem.write_text(leaf().pin(SNS_URL))
+    refused = cli(
+        *on_stack("rotate", "sns", "--pin-certificate", str(pem)), "--certificate-url", SNS_URL
+    )
+    assert refused.code != 0
+    assert "private key" in refused.err
+    # A provider that downloads its certificates: no secret, and not "none live".
+    fetching = cli(
+        *on_stack("add", "sns-fetch", "--scheme", "sns", "--no-secret"),
+        "--option",
+        SNS_TOPIC_OPTION,
+    )
+    assert fetching.code == 0, fetching.err
+    assert stack.document()["providers"]["sns-fetch"]["secrets"] == []
+    listed = cli(*on_stack("list", "--json"))
+    assert listed.code == 0, listed.err
+    rows = {row["name"]: row for row in json.loads(listed.out)["providers"]}
+    assert rows["sns-fetch"]["live_secret"] is True
+    # A scheme that needs a secret cannot go without one.
+    assert cli(*on_stack("add", "bare", "--scheme", "stripe", "--no-secret")).code != 0

@@ -39,6 +39,7 @@ from tests.alarm_model import (
     runtime_error_line,
     template_alarms,
 )
+from tests.cert_authority import leaf
 from tests.infra_support import load_template
 from tests.ingest_support import v2_event
 from tests.integration.processing.helpers import sqs_event_for, store_event
@@ -175,6 +176,13 @@ def runs(
             with monkeypatch.context() as patch:
                 patch.setattr(aws, "send_wakeup", lambda *_: "EndpointConnectionError")
                 found["enqueue_failed"] = deliver(delivery())
+            # The sample SNS provider pins its certificates: one it never pinned is a 503.
+            sns = providers.registry()["sns"]
+            new_pin = leaf().pin(
+                "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-new.pem"
+            )
+            unpinned = sns.scheme.sign(new_pin, b"{}", timestamp=now)
+            found["ingest_503_sender"] = deliver(v2_event("sns", unpinned.body, unpinned.headers))
             rows = [line["row_id"] for run in (found["accepted"],) for line in run.lines]
             rows.append(
                 store_event(conn, event_type="invoice.payment_failed", payload={"id": "in_1"})

@@ -113,7 +113,7 @@ def assert_metric_filters_count_each_line_once(lines: list[dict[str, Any]]) -> N
     """Runs the template's filter patterns over the lines as CloudWatch Logs would: each line
     gives exactly its outcome's metric (a configured provider's rejection also its
     RejectedByProvider), with every dimension present and bounded."""
-    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
     for line in lines:
         expected = [EXPECTED_METRIC[line["message"]]]
         if line["message"] == "rejected" and "provider" in line:
@@ -148,7 +148,7 @@ def test_a_failed_enqueue_is_counted_beside_its_acceptance(
     ]
     assert line["enqueue_failed"] is True
     assert "request_id" in line
-    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
     assert sorted(f.metric for f in filters if f.matches(line)) == ["Accepted", "EnqueueFailed"]
 
 

@@ -32,9 +32,9 @@ REGION_ACCOUNT = "us-east-1:123456789012"
 MANAGED_POLICY_LIMIT = 6144  # characters without whitespace, per customer managed policy
 
 
-def _small() -> dict[str, str]:
+def _small(env: str = "small") -> dict[str, str]:
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    overrides = config["small"]["deploy"]["parameters"]["parameter_overrides"]
+    overrides = config[env]["deploy"]["parameters"]["parameter_overrides"]
     return dict(item.split("=", 1) for item in overrides)
 
 
@@ -62,6 +62,12 @@ VARIANTS: dict[str, dict[str, str]] = {
         "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf",
     },
     "small": _small(),
+    "aurora-paused": _small("aurora-paused"),
+    "Aurora provisioned behind RDS Proxy, a reader, existing VPC": {
+        **EXISTING_VPC,
+        "DatabaseEngine": "aurora-postgresql",
+        "DatabaseInstanceClass": "db.t4g.medium",
+    },
 }
 
 

@@ -95,6 +95,7 @@ METRIC_OWNERS = {
         "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
         "VerifiedDeliveries",
+        "SenderUnavailable",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",

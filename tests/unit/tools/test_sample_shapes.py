@@ -61,6 +61,9 @@ MINIMUM = dict.fromkeys(
 )  # fmt: skip
 MINIMUM |= {
     "mailgun": 7,  # every kind of event Mailgun's webhooks send
+    "paypal": 10,
+    # SNS carries other services' messages: SES's three notification types as the example.
+    "sns": 3,
     # Not providers: the example handlers' types (docs/local.md) and a sender of your own.
     "standard-webhooks": 4,
     "hmac-sha256": 3,
@@ -290,6 +293,13 @@ def test_every_placeholder_is_one_the_readme_defines() -> None:
 
 def _strings(node: Any) -> Iterator[str]:
     if isinstance(node, str):
+        try:  # JSON inside a string (SNS's Message): its own strings are the ones to look at
+            inner = json.loads(node) if node.startswith(("{", "[")) else None
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict | list):
+            yield from _strings(inner)
+            return
         yield node
     elif isinstance(node, dict):
         for value in node.values():

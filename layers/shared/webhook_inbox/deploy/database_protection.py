@@ -11,6 +11,9 @@ remove or replace the instance) stops at the database, as before. The one except
 rollback of a failed create (stack status ``ROLLBACK_IN_PROGRESS``): the protection this
 resource switched on is switched off again, so the rollback can delete the instance with its
 final snapshot and end in ``ROLLBACK_COMPLETE``.
+
+With Aurora the protection is the cluster's (``ModifyDBCluster``): its instances have none of
+their own, and the cluster's ``DeletionPolicy`` takes the final snapshot.
 """
 
 from __future__ import annotations
@@ -29,23 +32,33 @@ RETRY_EVERY_S = 10.0
 
 def set_protection(
     rds: Any,
-    instance_id: str,
+    database_id: str,
     *,
     on: bool,
     wait_s: float,
+    cluster: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Switch the instance's deletion protection (it applies at once), retrying while RDS says
-    the instance is in a state that cannot be modified, for at most ``wait_s`` seconds."""
+    """Switch the instance's (``cluster``: the Aurora cluster's) deletion protection (it
+    applies at once), retrying while RDS says it is in a state that cannot be modified, for at
+    most ``wait_s`` seconds."""
     deadline = clock() + wait_s
     while True:
         try:
-            rds.modify_db_instance(
-                DBInstanceIdentifier=instance_id, DeletionProtection=on, ApplyImmediately=True
-            )
+            if cluster:
+                rds.modify_db_cluster(
+                    DBClusterIdentifier=database_id, DeletionProtection=on, ApplyImmediately=True
+                )
+            else:
+                rds.modify_db_instance(
+                    DBInstanceIdentifier=database_id, DeletionProtection=on, ApplyImmediately=True
+                )
             return
-        except rds.exceptions.InvalidDBInstanceStateFault:
+        except (
+            rds.exceptions.InvalidDBInstanceStateFault,
+            rds.exceptions.InvalidDBClusterStateFault,
+        ):
             if clock() + RETRY_EVERY_S > deadline:
                 raise
             sleep(RETRY_EVERY_S)
@@ -57,14 +70,20 @@ def stack_status(cloudformation: Any, stack_id: str) -> str:
 
 
 def release_if_create_rolls_back(
-    rds: Any, cloudformation: Any, instance_id: str, stack_id: str, *, wait_s: float
+    rds: Any,
+    cloudformation: Any,
+    database_id: str,
+    stack_id: str,
+    *,
+    wait_s: float,
+    cluster: bool = False,
 ) -> bool:
     """On Delete: switch protection off only while a failed first create rolls back; return
-    whether it did. An instance already gone needs nothing."""
+    whether it did. A database already gone needs nothing."""
     if stack_status(cloudformation, stack_id) != CREATE_ROLLING_BACK:
         return False
     try:
-        set_protection(rds, instance_id, on=False, wait_s=wait_s)
-    except rds.exceptions.DBInstanceNotFoundFault:
+        set_protection(rds, database_id, on=False, wait_s=wait_s, cluster=cluster)
+    except (rds.exceptions.DBInstanceNotFoundFault, rds.exceptions.DBClusterNotFoundFault):
         return False
     return True

@@ -34,6 +34,7 @@ from webhook_inbox.errors import (
     ProvidersUnavailable,
     RequestRejected,
     SecretUnavailable,
+    SenderUnavailable,
     StoreConflict,
     StoreError,
     StoreUnavailable,
@@ -75,7 +76,8 @@ class Outcome:
     ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
     batch (``events`` counts them, ``new_events`` those stored for the first time). ``reason``
     says why for a rejection (signature, stale, schema, …) and for ``unavailable``: ``store``
-    (the database), ``secret`` (Secrets Manager) or ``providers_registry`` (no usable copy).
+    (the database), ``secret`` (Secrets Manager), ``providers_registry`` (no usable copy) or
+    ``sender`` (a sender's certificate or subscription confirmation, errors.SenderUnavailable).
     """
 
     reply: Reply
@@ -104,7 +106,7 @@ class Outcome:
         return self.reply.status
 
     def unavailable(self, reason: str, detail: str) -> None:
-        """A retriable 503; ``reason``: store, secret or providers_registry."""
+        """A retriable 503; ``reason``: store, secret, providers_registry or sender."""
         self.reply, self.outcome = _GENERIC_BODIES[503], "unavailable"
         self.reason, self.detail = reason, detail
 
@@ -414,6 +416,10 @@ def handle(
     except SecretUnavailable as exc:
         # A provider's secret or the database's: the SecretUnavailable alarm watches these.
         outcome.unavailable("secret", str(exc))
+    except SenderUnavailable as exc:
+        # A certificate to download or pin, a subscription to confirm: the sender retries a
+        # 503 (SNS drops a 4xx for good), and the SenderUnavailable alarm pages.
+        outcome.unavailable("sender", f"{exc.cause}: {exc}")
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)

@@ -79,7 +79,8 @@ def check_registry(configured: RegistrySettings, now: float) -> RegistryHealth:
         sorted(
             name
             for name, provider in registry.providers.items()
-            if not any(ref.active(now) for ref in provider.secret_refs)
+            if provider.scheme.requires_secrets
+            and not any(ref.active(now) for ref in provider.secret_refs)
         )
     )
     return RegistryHealth(without_live_secret=dead)

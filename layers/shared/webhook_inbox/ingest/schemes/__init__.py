@@ -65,7 +65,9 @@ if TYPE_CHECKING:
     from webhook_inbox.ingest.schemes.linear import Linear
     from webhook_inbox.ingest.schemes.mailgun import Mailgun
     from webhook_inbox.ingest.schemes.paddle import Paddle
+    from webhook_inbox.ingest.schemes.paypal import PayPal
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
+    from webhook_inbox.ingest.schemes.sns import Sns
     from webhook_inbox.ingest.schemes.square import Square
     from webhook_inbox.ingest.schemes.standard_webhooks import StandardWebhooks
     from webhook_inbox.ingest.schemes.standard_webhooks_senders import (
@@ -111,6 +113,7 @@ __all__ = [
     "Mux",
     "OpenAI",
     "Paddle",
+    "PayPal",
     "Polar",
     "Razorpay",
     "Replicate",
@@ -122,6 +125,7 @@ __all__ = [
     "Shopify",
     "Signed",
     "Slack",
+    "Sns",
     "Square",
     "StandardWebhooks",
     "Stripe",
@@ -190,6 +194,9 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "zendesk": ("zendesk", "Zendesk"),
     "docusign": ("docusign", "DocuSign"),
     "telegram": ("telegram", "Telegram"),
+    # Senders that sign with a certificate they name by URL (certificates.py fetches or pins it).
+    "sns": ("sns", "Sns"),
+    "paypal": ("paypal", "PayPal"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 

@@ -317,6 +317,12 @@ class Scheme:
             raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(unknown)}")
         self.options = options
 
+    @property
+    def requires_secrets(self) -> bool:
+        """Whether a provider of this scheme needs a secret at all: not one whose sender's
+        certificates are downloaded (SNS, PayPal), where secrets are only optional pins."""
+        return True
+
     def check_secret(self, secret: str) -> None:
         """Reject a secret this scheme cannot use (at load time, not on the request path)."""
         if not secret:
