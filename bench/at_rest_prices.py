@@ -66,6 +66,9 @@ FREE_TYPES = {
     "AWS::EC2::InternetGateway": "no charge",
     "AWS::EC2::VPCGatewayAttachment": "no charge",
     "Custom::*": "a Lambda-backed custom resource: a few invocations per deploy",
+    "AWS::S3::Bucket": "the idle ledger: two objects under 1 KB (S3 Standard storage rounds to"
+    " $0.00); its requests are counted with the sweeper's runs",
+    "AWS::S3::BucketPolicy": "a resource policy",
 }
 
 

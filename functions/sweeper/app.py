@@ -108,7 +108,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def _skipped(verdict: idle.Verdict, invocation: dict[str, Any]) -> dict[str, Any]:
     """Nothing can be due: the run reports the quiet run's backlog, its ages advanced, so the
-    alarms keep their data points, and writes the same line as a run that connected."""
+    alarms keep their data points, and writes the same line as a run that connected.
+
+    The connection an earlier run left open in this environment is closed: Aurora counts an
+    idle open connection as activity and would never pause while it stays."""
+    db.discard_connection()
     report = SweepReport(backlog=verdict.backlog)
     emit_metrics(report, metrics)
     fields = {**invocation, "next_due": verdict.next_due, "sweep": report.as_log()}

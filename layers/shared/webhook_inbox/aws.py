@@ -61,6 +61,8 @@ MIGRATIONS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=
 LOG_GROUPS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # The database protection custom resource (120 s) makes one or two RDS/CloudFormation calls.
 PROTECTION = CallLimits(connect_timeout_s=2.0, read_timeout_s=10.0, max_attempts=3)
+# The idle ledger cleanup custom resource (120 s, a 65 s wait included) deletes two objects twice.
+LEDGER_CLEANUP = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 # The operator functions (60 s) read the database secret and send replay wake-ups (act).
 OPERATOR = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # Anything that did not choose (the operator's CLI, tests): bounded all the same.

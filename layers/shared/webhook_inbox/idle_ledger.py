@@ -9,6 +9,8 @@ connecting to the database, that nothing there can be due (docs/design.md, "Idle
 * ``sweeper.json`` — the sweeper's record of its last database run that found nothing to do:
   when that run started, the earliest moment the database says work can come due, and the
   backlog it measured (re-reported while the run is skipped, so the alarms keep their data).
+  Only the sweeper reads the ledger or writes this one (:mod:`webhook_inbox.maintenance.idle`),
+  so the writers' code holds the PUT of their mark and nothing else of the bucket.
 
 S3, because it is strongly consistent (a mark written is a mark read), reachable from every
 network the stack runs in (the free gateway endpoint), and an idle stack only reads it: a GET
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from webhook_inbox import aws
@@ -36,15 +37,13 @@ MARK_WINDOW_S = 300.0
 MARK_MARGIN_S = 15.0
 
 
-class LedgerUnavailable(Exception):
-    """The ledger could not be read or written; the caller decides (the sweeper connects)."""
-
-
-def _client() -> Any:
+def client() -> Any:
+    """The process's S3 client (the ledger's every call goes through it)."""
     return aws.client("s3")
 
 
-def _errors() -> tuple[type[BaseException], ...]:
+def aws_errors() -> tuple[type[BaseException], ...]:
+    """What a failed S3 call raises (botocore is imported on the first call, not with this)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     return (BotoCoreError, ClientError)
@@ -73,13 +72,13 @@ class ActivityMarker:
             return None
         until = now + self.horizon_s + MARK_WINDOW_S
         try:
-            _client().put_object(
+            client().put_object(
                 Bucket=self.bucket,
                 Key=ACTIVITY_KEY,
                 Body=json.dumps({"until": until}).encode(),
                 ContentType="application/json",
             )
-        except _errors() as exc:
+        except aws_errors() as exc:
             return aws.error_code(exc)
         self.covered_until = until
         return None
@@ -97,60 +96,3 @@ def mark_activity(bucket: str, *, horizon_s: float, now: float | None = None) ->
     if marker is None or marker.horizon_s != horizon_s:
         marker = _markers[bucket] = ActivityMarker(bucket, horizon_s=horizon_s)
     return marker.ensure(now)
-
-
-@dataclass(frozen=True)
-class Stored:
-    """An object read from the ledger: its JSON document and its ETag (for a conditional PUT)."""
-
-    document: dict[str, Any]
-    etag: str
-
-
-def read(bucket: str, key: str) -> Stored | None:
-    """The object's document, or None when there is none; raises :class:`LedgerUnavailable`."""
-    from botocore.exceptions import ClientError
-
-    try:
-        answer = _client().get_object(Bucket=bucket, Key=key)
-        body = answer["Body"].read()
-    except ClientError as exc:
-        if aws.error_code(exc) in ("NoSuchKey", "404"):
-            return None
-        raise LedgerUnavailable(aws.error_code(exc)) from exc
-    except _errors() as exc:
-        raise LedgerUnavailable(aws.error_code(exc)) from exc
-    try:
-        document = json.loads(body)
-    except ValueError as exc:
-        raise LedgerUnavailable("invalid_document") from exc
-    if not isinstance(document, dict):
-        raise LedgerUnavailable("invalid_document")
-    return Stored(document=document, etag=str(answer.get("ETag", "")))
-
-
-def write(bucket: str, key: str, document: dict[str, Any], *, if_match: str | None = None) -> bool:
-    """Write the object; with ``if_match`` (an ETag, or ``"*"``: only if absent) only while it
-    is unchanged. False when that condition failed; raises :class:`LedgerUnavailable`."""
-    from botocore.exceptions import ClientError
-
-    condition: dict[str, str] = {}
-    if if_match == "*":
-        condition["IfNoneMatch"] = "*"
-    elif if_match:
-        condition["IfMatch"] = if_match
-    try:
-        _client().put_object(
-            Bucket=bucket,
-            Key=key,
-            Body=json.dumps(document).encode(),
-            ContentType="application/json",
-            **condition,
-        )
-    except ClientError as exc:
-        if aws.error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
-            return False
-        raise LedgerUnavailable(aws.error_code(exc)) from exc
-    except _errors() as exc:
-        raise LedgerUnavailable(aws.error_code(exc)) from exc
-    return True

@@ -282,3 +282,41 @@ def test_an_idle_run_reports_the_backlog_the_alarms_watch(
     assert result["idle"] is True
     assert result["backlog"]["event_counts"]["dead_letter"] == 1
     assert stack.attempts == 0
+
+
+def _sweeper_sessions(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'webhook-inbox-sweeper'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_skipped_run_closes_the_connection_an_earlier_run_kept(
+    stack: Stack, conn: psycopg.Connection[Any]
+) -> None:
+    """Aurora counts an idle open connection as activity: one kept across an idle period
+    would hold a pausing cluster awake however few runs connect."""
+    _quiet(stack)
+    assert _sweeper_sessions(conn) == 1  # the warm environment's kept connection
+    assert stack.tick()["idle"] is True
+    assert stack.app.db.current_connection() is None
+    assert _sweeper_sessions(conn) == 0  # closed on the server's side too
+
+
+def test_without_a_ledger_bucket_every_run_connects(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Development and the tests' own stacks set no IDLE_LEDGER_BUCKET: nothing is read or
+    written, and the sweeper connects every minute as it always did."""
+    monkeypatch.delenv("IDLE_LEDGER_BUCKET")
+    config.reset()
+    for _ in range(3):
+        result = stack.tick()
+        assert not result.get("idle"), result
+    stack.reachable = False
+    for expected in (1, 2, 3):
+        assert stack.tick() == {"unavailable": "store"}
+        assert stack.attempts == expected
+    listed = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=BUCKET)
+    assert listed.get("KeyCount", 0) == 0

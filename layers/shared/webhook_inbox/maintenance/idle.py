@@ -20,14 +20,16 @@ ages (held events, a long pause, a waiting retry) go on seeing them grow.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import idle_ledger
-from webhook_inbox.idle_ledger import MARK_MARGIN_S, LedgerUnavailable
+from webhook_inbox import aws, idle_ledger
+from webhook_inbox.errors import LedgerUnavailable
+from webhook_inbox.idle_ledger import MARK_MARGIN_S
 from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.settings import SweeperSettings
 from webhook_inbox.store import inbox, outbox, pauses
@@ -56,8 +58,8 @@ def decide(config: SweeperSettings, now: float, *, forced: bool = False) -> Verd
     if not bucket:
         return Verdict(True, "no_ledger")
     try:
-        record = idle_ledger.read(bucket, idle_ledger.RECORD_KEY)
-        activity = idle_ledger.read(bucket, idle_ledger.ACTIVITY_KEY)
+        record = read(bucket, idle_ledger.RECORD_KEY)
+        activity = read(bucket, idle_ledger.ACTIVITY_KEY)
     except LedgerUnavailable as exc:
         return Verdict(True, f"ledger_unreadable: {exc}")
     etag = record.etag if record else None
@@ -73,7 +75,7 @@ def _judge(
     config: SweeperSettings,
     now: float,
     document: dict[str, Any],
-    activity: idle_ledger.Stored | None,
+    activity: Stored | None,
     etag: str | None,
 ) -> Verdict:
     if document["quiet"] is not True:
@@ -165,7 +167,7 @@ def record_run(
     # No record read (none, or unreadable): only if there is still none.
     condition = (verdict.record_etag or "*") if quiet else None
     try:
-        written = idle_ledger.write(bucket, idle_ledger.RECORD_KEY, document, if_match=condition)
+        written = write(bucket, idle_ledger.RECORD_KEY, document, if_match=condition)
     except LedgerUnavailable as exc:
         return f"failed: {exc}"
     if not written:
@@ -187,3 +189,63 @@ def _advanced(backlog: Backlog, elapsed_s: float) -> Backlog:
         oldest_held_age_seconds=older(backlog.oldest_held_age_seconds),
         oldest_pause_age_seconds=older(backlog.oldest_pause_age_seconds),
     )
+
+
+# --- the ledger's objects, as the sweeper reads and writes them ---------------------------
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An object read from the ledger: its JSON document and its ETag (for a conditional PUT)."""
+
+    document: dict[str, Any]
+    etag: str
+
+
+def read(bucket: str, key: str) -> Stored | None:
+    """The object's document, or None when there is none; raises :class:`LedgerUnavailable`."""
+    from botocore.exceptions import ClientError
+
+    try:
+        answer = idle_ledger.client().get_object(Bucket=bucket, Key=key)
+        body = answer["Body"].read()
+    except ClientError as exc:
+        if aws.error_code(exc) in ("NoSuchKey", "404"):
+            return None
+        raise LedgerUnavailable(aws.error_code(exc)) from exc
+    except idle_ledger.aws_errors() as exc:
+        raise LedgerUnavailable(aws.error_code(exc)) from exc
+    try:
+        document = json.loads(body)
+    except ValueError as exc:
+        raise LedgerUnavailable("invalid_document") from exc
+    if not isinstance(document, dict):
+        raise LedgerUnavailable("invalid_document")
+    return Stored(document=document, etag=str(answer.get("ETag", "")))
+
+
+def write(bucket: str, key: str, document: dict[str, Any], *, if_match: str | None = None) -> bool:
+    """Write the object; with ``if_match`` (an ETag, or ``"*"``: only if absent) only while it
+    is unchanged. False when that condition failed; raises :class:`LedgerUnavailable`."""
+    from botocore.exceptions import ClientError
+
+    condition: dict[str, str] = {}
+    if if_match == "*":
+        condition["IfNoneMatch"] = "*"
+    elif if_match:
+        condition["IfMatch"] = if_match
+    try:
+        idle_ledger.client().put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=json.dumps(document).encode(),
+            ContentType="application/json",
+            **condition,
+        )
+    except ClientError as exc:
+        if aws.error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            return False
+        raise LedgerUnavailable(aws.error_code(exc)) from exc
+    except idle_ledger.aws_errors() as exc:
+        raise LedgerUnavailable(aws.error_code(exc)) from exc
+    return True
