@@ -72,7 +72,7 @@ class ActivityMarker:
             return None
         until = now + self.horizon_s + MARK_WINDOW_S
         try:
-            client().put_object(
+            aws.client("s3", limits=aws.ACTIVITY_MARK).put_object(
                 Bucket=self.bucket,
                 Key=ACTIVITY_KEY,
                 Body=json.dumps({"until": until}).encode(),

@@ -106,3 +106,16 @@ def test_the_cleanup_may_delete_the_two_objects_and_runs_after_every_writer_is_g
         depends = RESOURCES[name]["DependsOn"]
         assert "IdleLedgerCleanup" in depends, f"{name} could still write while it empties"
     assert RESOURCES["IdleLedger"]["DeletionPolicy"] == "Delete"
+
+
+def test_the_cleanup_outlasts_its_wait_and_its_calls_and_cloudformation_outlasts_it() -> None:
+    from webhook_inbox import aws
+    from webhook_inbox.deploy import idle_ledger_cleanup
+
+    timeout = int(FUNCTIONS["IdleLedgerCleanupFunction"]["Timeout"])
+    calls = 2 * len(RESOURCES["IdleLedgerCleanup"]["Properties"]["Keys"])
+    worst = idle_ledger_cleanup.WRITER_GRACE_S + calls * aws.LEDGER_CLEANUP.worst_case_s
+    assert worst < timeout < int(RESOURCES["IdleLedgerCleanup"]["Properties"]["ServiceTimeout"])
+    # The wait outlasts every writer's invocation.
+    writers = ("IngestFunction", "ProcessorFunction", "OperatorActFunction", "SweeperFunction")
+    assert all(int(FUNCTIONS[w]["Timeout"]) < idle_ledger_cleanup.WRITER_GRACE_S for w in writers)
