@@ -184,7 +184,8 @@ ALARM_METRICS_INSIGHTS = Price(
     "alarm-month (one metric analyzed)",
     "CloudWatch pricing, alarms on a Metrics Insights query, billed per metric the query"
     " analyzes, no free tier: counted as one per alarm (a query over a metric nothing has"
-    " published yet analyzes none; Rejected GROUP BY reason, one per reason seen)",
+    " published yet analyzes none; Rejected GROUP BY reason, one per reason seen; DeliveryRefused"
+    " GROUP BY provider, one per provider with deliveries in the last hour)",
     estimate=True,
 )
 DASHBOARD_MONTH = Price(3.00, "dashboard-month", "CloudWatch pricing, dashboards; DESIGN.md §6")
@@ -265,10 +266,10 @@ TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 128}
 TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
 SWEEPER_SHARE_PER_MILLION = 0.0074  # requests $0.00086, GB-s $0.001, logs 11 B/webhook $0.0055
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
-# webhooks every hour pays all of each): one provider's Accepted and Duplicate (ingest's metric
-# filters) and the processor's Processed and ProcessingLatency. Failures add theirs only while
-# they happen.
-TRAFFIC_METRICS = ("Accepted", "Duplicate", "Processed", "ProcessingLatency")
+# webhooks every hour pays all of each): one provider's Accepted, Duplicate and DeliveryRefused
+# (ingest's metric filters; DeliveryRefused is 0 for a verified delivery) and the processor's
+# Processed and ProcessingLatency. Failures add theirs only while they happen.
+TRAFFIC_METRICS = ("Accepted", "Duplicate", "DeliveryRefused", "Processed", "ProcessingLatency")
 
 
 def log_lines(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
+from webhook_inbox.maintenance import secret_check
 
 if TYPE_CHECKING:
     from bench.template_deployment import Deployment
@@ -42,6 +43,9 @@ class IdleSweep:
     # The idle ledger (IDLE_LEDGER_BUCKET set): a run at rest reads its two objects and leaves
     # the database alone, but for one run every IDLE_MAX_SKIP_SECONDS (the backstop).
     max_skip_s: int | None = None
+    # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
+    # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
+    provider_secrets: int = 0
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -75,7 +79,22 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         size,
         emf_metrics(lines),
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
+        provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
         max_skip_s=int(env.get("IDLE_MAX_SKIP_SECONDS", 86_400)) if ledger else None,
+    )
+
+
+def _provider_secrets(config_text: str) -> int:
+    """The secret_arn secrets the sweeper checks among PROVIDERS_CONFIG's providers."""
+    try:
+        providers = json.loads(config_text or "{}").get("providers") or {}
+    except (ValueError, AttributeError):
+        return 0
+    return sum(
+        "secret_arn" in secret
+        for provider in providers.values()
+        for secret in provider.get("secrets", [])
+        if isinstance(secret, dict)
     )
 
 
@@ -191,6 +210,43 @@ def zero_valued(lines: list[dict[str, Any]]) -> set[MetricId]:
     return emf_metrics(lines) - nonzero
 
 
+HOURLY = "rate(1 hour)"
+# The hourly deletion-protection check (functions/database_protection): one DescribeDBInstances
+# when protection is on, after a cold start most hours (an environment idle for an hour is
+# seldom kept). An estimate, not measured: 1 s billed with INIT, its two lines (INFO) and
+# Lambda's platform.start and platform.report, about 500 B.
+CHECK_BILLED_MS = 1000
+CHECK_LOG_BYTES = 500
+
+
+def hourly_check(d: Deployment, function: str) -> list[Line]:
+    """An hourly run of a function that is not the sweeper: only the deletion-protection
+    check is known (its RDS and CloudFormation calls bill nothing)."""
+    props = d.props(function)
+    if not str(props.get("Code", {}).get("S3Key", "")).endswith("functions/database_protection"):
+        raise Unpriced(f"{function} runs hourly, but only the deletion-protection check is known")
+    runs = p.MINUTES_PER_MONTH // 60
+    memory = int(props.get("MemorySize", 128))
+    log_group = d.resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    retention = int(d.props(log_group).get("RetentionInDays", 0) or 0) or 3653
+    return [
+        Line(f"{function}: {runs} hourly checks", runs, p.LAMBDA_REQUEST),
+        Line(
+            f"{function}: {memory} MB, about {CHECK_BILLED_MS} ms a check",
+            runs * CHECK_BILLED_MS / 1000 * memory / 1024,
+            p.LAMBDA_GB_SECOND_ARM,
+            estimate=True,
+        ),
+        Line(f"{function}: schedule events", runs, p.SCHEDULED_EVENT),
+        *p.log_lines(
+            f"{function} logs (about {CHECK_LOG_BYTES} B a check)",
+            runs * CHECK_LOG_BYTES,
+            retention,
+            estimate=True,
+        ),
+    ]
+
+
 def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep]) -> list[Line]:
     """Each scheduled rule's invocations a month, their GB-seconds, the lines they write and the
     custom metrics those lines publish (EMF, and the metric filters they feed)."""
@@ -201,8 +257,15 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
         expression = props.get("ScheduleExpression")
         if expression is None:
             continue  # an event pattern: billed per matching event
+        if expression == HOURLY:
+            lines += [
+                line
+                for target in props["Targets"]
+                for line in hourly_check(d, target["Arn"].strip("<>").split(".")[0])
+            ]
+            continue
         if expression != "rate(1 minute)":
-            raise Unpriced(f"{name}: only rate(1 minute) is counted, not {expression}")
+            raise Unpriced(f"{name}: rate(1 minute) and {HOURLY} are counted, not {expression}")
         for target in props["Targets"]:
             function = target["Arn"].strip("<>").split(".")[0]
             run = sweep(d, function)
@@ -226,6 +289,18 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 lines += [
                     Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
                     Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                ]
+                checks = run.provider_secrets * runs * 60 // int(secret_check.CHECK_EVERY_S)
+                lines += [
+                    Line(
+                        f"{function}: provider secrets' checks, one read each per"
+                        f" {int(secret_check.CHECK_EVERY_S) // 60} minutes"
+                        f" ({run.provider_secrets} secret_arn in ProvidersConfig; each one"
+                        " added later adds its own)",
+                        checks,
+                        p.SECRETS_API_CALL,
+                    ),
+                    Line(f"{function}: KMS decrypts of those checks", checks, p.KMS_REQUEST),
                 ]
             if run.max_skip_s is not None:
                 backstops = p.MINUTES_PER_MONTH * 60 // run.max_skip_s

@@ -97,6 +97,7 @@ class MetricFilter:
     namespace: str
     metric: str
     dimensions: Mapping[str, str]  # dimension name -> the line's field ($.x)
+    value: float = 1.0  # MetricValue: a constant in every filter of the template
 
     def matches(self, line: Mapping[str, Any]) -> bool:
         return filter_pattern_matches(self.pattern, line)
@@ -126,6 +127,7 @@ def metric_filters(deployed_with: Mapping[str, str] | None = None) -> list[Metri
                     namespace=transformation["MetricNamespace"],
                     metric=transformation["MetricName"],
                     dimensions={d["Key"]: d["Value"] for d in transformation.get("Dimensions", [])},
+                    value=float(transformation["MetricValue"]),
                 )
             )
     return found

@@ -3,13 +3,15 @@
 switched on last, and off again only while a failed first create rolls back).
 
 Create and Update switch protection on; Delete releases it only during a create's rollback.
-Runs outside the VPC: it calls RDS and CloudFormation and answers CloudFormation's pre-signed
-S3 URL, and never the database itself. CloudFormation is always answered
-(:mod:`webhook_inbox.deploy.custom_resource`).
+CloudFormation is always answered (:mod:`webhook_inbox.deploy.custom_resource`). The schedule's
+event (``{"reapply": {...}}``, an EventBridge rule's constant input) switches protection back
+on when someone switched it off while the stack is at rest. Runs outside the VPC: it calls RDS
+and CloudFormation and answers CloudFormation's pre-signed S3 URL, never the database itself.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,9 @@ from webhook_inbox import aws
 from webhook_inbox.deploy import custom_resource, database_protection
 
 aws.use(aws.PROTECTION)
+# The standard library's, as custom_resource's: Lambda's JSON log format writes its records.
+logger = logging.getLogger(__name__)
+logger.setLevel(logging.INFO)
 
 # Stable across updates (a replaced database only changes the properties).
 PHYSICAL_ID = "webhook-inbox-database-protection"
@@ -52,7 +57,27 @@ def release_on_rollback(properties: Mapping[str, Any]) -> dict[str, str]:
     return {"Released": "true" if released else "false"}
 
 
-def handler(event: dict[str, Any], context: Any) -> None:
+def reapply(target: Mapping[str, Any]) -> str:
+    """The schedule's run; a re-applied protection is a warning (someone switched it off)."""
+    cluster = "DBClusterIdentifier" in target  # Aurora: the cluster's protection
+    database_id = str(target["DBClusterIdentifier" if cluster else "DBInstanceIdentifier"])
+    found = database_protection.reapply(
+        aws.client("rds"),
+        aws.client("cloudformation"),
+        database_id,
+        str(target["StackId"]),
+        cluster=cluster,
+    )
+    if found == "reapplied":
+        logger.warning("deletion protection re-applied to %s", database_id)
+    else:
+        logger.info("deletion protection of %s checked: %s", database_id, found)
+    return found
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, str] | None:
+    if "reapply" in event:  # the schedule's, never CloudFormation's (those carry RequestType)
+        return {"found": reapply(event["reapply"])}
     custom_resource.run(
         event,
         context,
@@ -60,3 +85,4 @@ def handler(event: dict[str, Any], context: Any) -> None:
         on_delete=release_on_rollback,
         physical_id=PHYSICAL_ID,
     )
+    return None

@@ -118,15 +118,18 @@ def process(messages: list[batch.QueueMessage], context: Any) -> batch.BatchOutc
             extra={"reason": "secret", "detail": str(exc), "request_id": context.aws_request_id},
         )
         # A body that is no wake-up was acknowledged (and counted) already: not handed back.
-        return batch.BatchOutcome(
-            [m.message_id for m in messages if parse_body(m.body) is not None], []
-        )
+        wakeups = [m.message_id for m in messages if parse_body(m.body) is not None]
+        return batch.BatchOutcome(batch.hand_back(messages, wakeups, settings()), [])
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     started = time.perf_counter()
     messages = [
-        batch.QueueMessage(message_id=record["messageId"], body=record.get("body", ""))
+        batch.QueueMessage(
+            message_id=record["messageId"],
+            body=record.get("body", ""),
+            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", 1)),
+        )
         for record in event.get("Records", [])
     ]
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}

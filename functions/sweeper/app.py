@@ -27,6 +27,9 @@ aws.use(aws.SWEEPER)
 logger = observability.lean_logger()
 metrics = Metrics()  # the run's counters, embedded in its one summary line
 clock = time.time  # the idle decision's clock (tests move it on instead of sleeping)
+# A provider secret's read (at most 14 s: two attempts of 2 s connect and 5 s read, aws.SWEEPER)
+# starts only while this much of the invocation is left.
+PROVIDER_SECRETS_UNTIL_MS = 45_000
 
 
 # Built on first use and kept for the execution environment (not at import, so tests can set
@@ -48,7 +51,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Settings and clients first: a configuration error fails the run before it connects.
     configured, sqs, outbox_publisher = settings(), sqs_client(), publisher()
     # The providers registry before the database, so an outage of either reports the other.
-    registry = registry_check.check_registry(configured, time.time())
+    registry = registry_check.check_registry(
+        configured,
+        time.time(),
+        # Provider secrets are read only while the run keeps the time its sweep needs.
+        keep_going=lambda: context.get_remaining_time_in_millis() > PROVIDER_SECRETS_UNTIL_MS,
+    )
     emit_registry_metrics(registry, metrics)
     invocation = {"request_id": context.aws_request_id, **registry.as_log()}
     # The idle ledger before the database: a run with nothing due leaves it alone, so that an

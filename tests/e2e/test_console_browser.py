@@ -1,9 +1,9 @@
 """`webhook-inbox console` in a real browser (headless Chromium through Selenium and
 chromedriver, both Debian's) over a real `webhook-inbox dev`: open the printed URL, find an
-event by its provider's delivery id, replay one and watch its new run appear without a reload,
-pause and resume a provider from the health page, and see the console refuse a browser without
-the token and a page of another origin. The main pages' screenshots are taken on the way
-(``WEBHOOK_INBOX_SCREENSHOTS=docs/images`` writes the README's).
+event by its provider's delivery id, replay one and watch the replay reach its audit trail and
+its status without a reload, pause and resume a provider from the health page, and see the
+console refuse a browser without the token and a page of another origin. The main pages'
+screenshots are taken on the way (``WEBHOOK_INBOX_SCREENSHOTS=docs/images`` writes the README's).
 
 Without chromium and chromedriver the test skips and says how to install them; .ci/run installs
 them and sets WEBHOOK_INBOX_REQUIRE_BROWSER=1, which turns that skip into a failure. Waits are
@@ -198,7 +198,7 @@ def test_find_replay_pause_and_resume_in_a_browser_and_refuse_strangers(
     assert "would_replay" in browser.find_element(By.ID, "replay-result").text
     confirm.click()
     wait.until(seen.text_to_be_present_in_element((By.ID, "replay-result"), "replayed"))
-    wait.until(seen.text_to_be_present_in_element((By.ID, "attempts"), "before replay #"))
+    wait.until(seen.text_to_be_present_in_element((By.ID, "audit"), "trying the console"))
     wait.until(seen.text_to_be_present_in_element((By.ID, "event-status"), "processed"))
     audit = browser.find_element(By.ID, "audit").text
     assert "trying the console" in audit

@@ -104,6 +104,15 @@ class AuthenticationFailed(RequestRejected):
     reason = "signature"
 
 
+class MethodNotAllowed(RequestRejected):
+    """A GET that is no challenge its provider's scheme answers (to a sender without one, a
+    crawler): refused before any signature check, so it is not counted as a signature
+    failure (the signature-rejections alarm)."""
+
+    status = 405
+    reason = "method"
+
+
 # --- operator requests -------------------------------------------------------------------
 
 
@@ -170,9 +179,10 @@ class TransactionControlError(PermanentEventError):
 
 
 class SenderUnavailable(WebhookInboxError):
-    """Ingest needs something from the sender that it cannot have now: a certificate to download
-    from an allowed host (down, slow, oversized, not a certificate), a subscription to confirm,
-    or a certificate a pinned-only provider has not pinned (the sender started using a new one).
+    """Ingest needs something from the sender that it cannot have now: a certificate or key set to
+    download from an allowed host (down, slow, oversized, not one), a subscription to confirm,
+    or a certificate or key (``kid``) a pinned-only provider has not pinned (the sender started
+    using a new one).
     Ingest answers 503 with ``Retry-After`` (never 401: the sender retries) and it pages.
     ``cause`` is ``fetch_failed``, ``not_pinned`` or ``confirm_failed``."""
 

@@ -114,6 +114,10 @@ class IngestSettings(QueueSettings, RegistrySettings, IdleLedgerSettings):
 class ProcessorSettings(QueueSettings, RetrySettings, CircuitSettings, IdleLedgerSettings):
     """The processor's: without a queue URL a retry waits for the sweeper instead of SQS."""
 
+    # The processing queue's maxReceiveCount (template.yaml, RedrivePolicy): a message's
+    # receive of this number is its last before the DLQ (processing.batch.hand_back).
+    wakeup_max_receives: int = setting("WAKEUP_MAX_RECEIVES", 5)
+
 
 @dataclass(frozen=True, kw_only=True)
 class PublisherSettings:

@@ -327,3 +327,93 @@ def test_a_busy_cluster_is_retried_within_the_time_given() -> None:
         )
         stub.assert_no_pending_responses()
     assert now[0] == database_protection.RETRY_EVERY_S
+
+
+# --- the schedule: protection switched off by hand comes back on --------------------------------
+
+
+def scheduled() -> dict[str, Any]:
+    """The rule's constant input (template.yaml, ReapplyProtection)."""
+    return {"reapply": {"DBInstanceIdentifier": INSTANCE, "StackId": STACK_ID}}
+
+
+def switch_off_by_hand() -> None:
+    boto3.client("rds", region_name=REGION).modify_db_instance(
+        DBInstanceIdentifier=INSTANCE, DeletionProtection=False, ApplyImmediately=True
+    )
+
+
+@pytest.mark.parametrize("status", sorted(database_protection.AT_REST))
+def test_the_schedule_switches_protection_back_on_while_the_stack_is_at_rest(
+    app: Any, status: str, response_url: ResponseRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    app.handler(request("Create", response_url.url), FakeLambdaContext())
+    switch_off_by_hand()
+    with stack_in(status) as stub:
+        answer = app.handler(scheduled(), FakeLambdaContext())
+        stub.assert_no_pending_responses()
+    assert answer == {"found": "reapplied"}
+    assert protected()
+    assert "deletion protection re-applied" in caplog.text
+    assert len(response_url.bodies()) == 1  # the Create's: CloudFormation is told nothing
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "DELETE_IN_PROGRESS",  # sam delete: the rule is removed before the database anyway
+        "DELETE_FAILED",  # a deliberate delete's second pass (infra/RUNBOOK.md)
+        "UPDATE_IN_PROGRESS",
+        "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS",
+        "UPDATE_ROLLBACK_IN_PROGRESS",
+        "CREATE_IN_PROGRESS",  # the rule exists before DatabaseProtection switched it on
+        "ROLLBACK_IN_PROGRESS",
+        "UPDATE_ROLLBACK_FAILED",
+    ],
+)
+def test_the_schedule_leaves_the_instance_alone_while_cloudformation_is_at_work(
+    app: Any, status: str
+) -> None:
+    with stack_in(status):
+        answer = app.handler(scheduled(), FakeLambdaContext())
+    assert answer == {"found": f"not at rest: {status}"}
+    assert not protected()
+
+
+def test_a_protected_instance_costs_one_describe_and_a_gone_one_nothing(
+    app: Any, response_url: ResponseRecorder
+) -> None:
+    app.handler(request("Create", response_url.url), FakeLambdaContext())
+    stub = Stubber(aws.client("cloudformation"))  # no call expected: none stubbed
+    with stub:
+        assert app.handler(scheduled(), FakeLambdaContext()) == {"found": "protected"}
+    boto3.client("rds", region_name=REGION).modify_db_instance(
+        DBInstanceIdentifier=INSTANCE, DeletionProtection=False, ApplyImmediately=True
+    )
+    boto3.client("rds", region_name=REGION).delete_db_instance(
+        DBInstanceIdentifier=INSTANCE, SkipFinalSnapshot=True
+    )
+    with stub:
+        assert app.handler(scheduled(), FakeLambdaContext()) == {"found": "gone"}
+
+
+def test_a_busy_instance_fails_the_run_and_the_next_one_tries_again(app: Any) -> None:
+    with stack_in("UPDATE_COMPLETE"):
+        stub = Stubber(aws.client("rds"))
+        stub.add_response(
+            "describe_db_instances",
+            {"DBInstances": [{"DBInstanceIdentifier": INSTANCE, "DeletionProtection": False}]},
+        )
+        stub.add_client_error("modify_db_instance", "InvalidDBInstanceState")
+        with stub, pytest.raises(ClientError, match="InvalidDBInstanceState"):
+            app.handler(scheduled(), FakeLambdaContext())
+
+
+def test_the_schedule_switches_the_clusters_protection_back_on(cluster_app: Any) -> None:
+    """With Aurora the rule names the cluster: its protection, switched off by hand (moto
+    creates it off), comes back on while the stack is at rest."""
+    target = {"reapply": {"DBClusterIdentifier": CLUSTER, "StackId": STACK_ID}}
+    with stack_in("UPDATE_COMPLETE"):
+        assert cluster_app.handler(target, FakeLambdaContext()) == {"found": "reapplied"}
+    assert cluster_protected()
+    assert cluster_app.handler(target, FakeLambdaContext()) == {"found": "protected"}

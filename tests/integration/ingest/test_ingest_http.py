@@ -680,7 +680,7 @@ def test_shipped_event_fixtures_are_accepted(
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("GET", "/webhooks/stripe", 401),
+        ("GET", "/webhooks/stripe", 405),  # a GET that is no challenge of Stripe's
         ("PUT", "/webhooks/stripe", 401),
         ("POST", "/", 404),
         ("POST", "/admin", 404),

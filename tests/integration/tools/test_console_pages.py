@@ -158,9 +158,8 @@ def test_replay_previews_then_replays_and_the_audit_names_the_operator(
         (row,),
     ).fetchall()
     assert audit == [("replay", "alice", "handler fixed", 8)]
-    # The event page shows the run the replay ended, and the audit row.
+    # The event page shows the replay's audit row.
     page = browser.request("GET", "/events/stripe/evt_dead")[2]
-    assert "before replay #" in page
     assert "handler fixed" in page
 
 

@@ -9,6 +9,7 @@ walked for each kind of deployment, and every resource it creates must come befo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -180,3 +181,31 @@ def test_the_protector_may_switch_only_this_database_and_read_only_this_stack() 
     describe = by_sid["ReadThisStacksStatus"]
     assert describe["Action"] == "cloudformation:DescribeStacks"
     assert describe["Resource"] == {"Ref": "AWS::StackId"}
+
+
+def test_the_schedule_names_this_instance_and_goes_before_it_on_delete() -> None:
+    """The hourly rule's input names the instance and the stack, so CloudFormation deletes the
+    rule before the database (a reference orders deletes in reverse): `sam delete` never meets
+    a protection the schedule put back. The role may read only this instance's settings."""
+    template = translated_template()
+    r = resolver()
+    rule = template["Resources"]["DatabaseProtectionFunctionReapplyProtection"]
+    (target,) = rule["Properties"]["Targets"]
+    assert "Database" in references(target["Input"], r)
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 hour)"
+    reapply = json.loads(r.resolve(target["Input"]))["reapply"]
+    assert reapply["DBInstanceIdentifier"] == "<Database>"
+    assert reapply["StackId"].startswith("arn:aws:cloudformation:us-east-1:123456789012:stack/")
+    role = load_template()["Resources"]["DatabaseProtectionRole"]["Properties"]
+    (policy,) = role["Policies"]
+    by_sid = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    read = by_sid["ReadThisDatabasesProtection"]
+    assert read["Action"] == ["rds:DescribeDBInstances", "rds:DescribeDBClusters"]
+    assert r.resolve(read["Resource"]) == "arn:aws:rds:us-east-1:123456789012:db:<Database>"
+    # With Aurora the rule names the cluster, and the role reads only the cluster.
+    aurora = resolver(DatabaseEngine="aurora-serverless-v2")
+    reapply = json.loads(aurora.resolve(target["Input"]))["reapply"]
+    assert reapply["DBClusterIdentifier"] == "<DatabaseCluster>"
+    assert aurora.resolve(read["Resource"]) == (
+        "arn:aws:rds:us-east-1:123456789012:cluster:<DatabaseCluster>"
+    )

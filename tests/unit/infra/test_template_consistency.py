@@ -39,6 +39,7 @@ from tests.infra_support import (
     translated_template,
     unset_by_design,
 )
+from webhook_inbox.settings import ProcessorSettings
 
 FUNCTIONS = serverless_functions()
 FUNCTION_NAMES = sorted(FUNCTIONS)
@@ -103,7 +104,7 @@ METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
-        "VerifiedDeliveries",
+        "VerifiedDeliveries", "DeliveryRefused",
         "SenderUnavailable",
     },
     "ProcessorFunction": {
@@ -492,11 +493,19 @@ def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
     }
     alarms = resources_of_type("AWS::CloudWatch::Alarm")
     assert len(alarms) >= 8
-    for name, alarm in alarms.items():
+    composites = resources_of_type("AWS::CloudWatch::CompositeAlarm")
+    # An alarm a composite alarm names pages through it (one cause, one page), not on its own.
+    parts = {
+        name
+        for composite in composites.values()
+        for name in re.findall(r"\$\{(\w+)\.Arn\}", composite["Properties"]["AlarmRule"]["Fn::Sub"])
+    }
+    assert parts <= set(alarms)
+    for name, alarm in {**alarms, **composites}.items():
         props = alarm["Properties"]
-        if name in ROLLBACK_TRIGGERS:
-            # CodeDeploy's, not the operator's: a failed canary rolls back and fails the deploy;
-            # the function's errors alarm pages for the same errors.
+        if name in ROLLBACK_TRIGGERS | parts:
+            # A rollback trigger is CodeDeploy's, not the operator's: a failed canary rolls back
+            # and fails the deploy; the function's errors alarm pages for the same errors.
             assert "AlarmActions" not in props, name
             assert "OKActions" not in props, name
         else:
@@ -681,3 +690,12 @@ def test_the_function_url_sizing_text_respects_lambdas_cap() -> None:
     assert claimed == [cap], spec["Description"]
     deploy = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
     assert f"({cap} a second at the default {spec['Default']})" in deploy
+
+
+def test_the_processor_knows_the_queues_last_receive() -> None:
+    """The processor acknowledges a message on its last receive before the redrive moves it to
+    the DLQ (processing.batch.hand_back): it must count receives as the queue does."""
+    queue = load_template()["Resources"]["ProcessingQueue"]["Properties"]
+    variables = FUNCTIONS["ProcessorFunction"]["Environment"]["Variables"]
+    assert int(variables["WAKEUP_MAX_RECEIVES"]) == queue["RedrivePolicy"]["maxReceiveCount"]
+    assert ProcessorSettings().wakeup_max_receives == queue["RedrivePolicy"]["maxReceiveCount"]

@@ -12,6 +12,7 @@ import time
 
 from tests.cert_authority import SNS_CERT_URL, TOPIC, leaf
 from tests.support import ROOT
+from tests.token_keys import public_jwk
 from webhook_inbox.ingest import schemes
 
 # Each step reports whether cryptography is loaded once it has run.
@@ -70,6 +71,17 @@ def test_cryptography_is_imported_by_the_first_public_key_verification_only() ->
                 "secrets": [{"value": leaf().pin(SNS_CERT_URL)}],
             },
             "paypal": {"scheme": "paypal", "options": {"webhook_id": "WH1"}},
+            # Token senders: pinned JWKs (read without the library) and Apple's embedded root.
+            "google-pubsub": {
+                "scheme": "google-pubsub",
+                "options": {"audience": "https://x.example/h", "service_account_email": "a@b.c"},
+                "secrets": [{"value": json.dumps(public_jwk("lazy-google"))}],
+            },
+            "plaid": {
+                "scheme": "plaid",
+                "secrets": [{"value": json.dumps(public_jwk("lazy-plaid", "ec"))}],
+            },
+            "app-store": {"scheme": "app-store", "options": {"bundle_id": "com.example.app"}},
         }
     }
     now = int(time.time())
@@ -130,7 +142,7 @@ def test_a_scheme_module_is_imported_when_a_provider_uses_it_not_with_ingest() -
 
 
 def test_every_scheme_name_builds_the_scheme_of_that_name() -> None:
-    assert len(schemes.SCHEMES) == 42
+    assert len(schemes.SCHEMES) == 55
     for name, cls in schemes.SCHEMES.items():
         assert cls.name == name
         assert getattr(schemes, cls.__name__) is cls

@@ -77,6 +77,14 @@ MINIMUM |= dict.fromkeys(
 )  # fmt: skip
 MINIMUM |= dict.fromkeys(("bitbucket", "jira", "gitea", "calendly"), 3)
 MINIMUM["typeform"] = 2  # Typeform sends two: a response, and a partial one
+# Token senders: Cloud Storage's four object events over Pub/Sub push, Plaid's common codes, the
+# App Store's subscription life cycle and its TEST notification.
+MINIMUM |= {"google-pubsub": 4, "plaid": 4, "app-store": 6}
+# Signatures inside the body and senders with a challenge: each one's common types, after its
+# documentation (Dropbox sends two notification kinds: an account's files, a team's folders).
+MINIMUM |= dict.fromkeys(("adyen", "braintree", "asana", "xero"), 5)
+MINIMUM |= dict.fromkeys(("meta", "x", "microsoft-graph", "okta"), 4)
+MINIMUM |= {"whatsapp": 3, "dropbox": 2}
 # The types handlers are most often written for, which each file must have.
 REQUIRED = {
     "github": {

@@ -28,6 +28,7 @@ from webhook_inbox_tools.cli import actions, inspect_events, pausing, preflight,
 from webhook_inbox_tools.cli import console as console_command
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
+from webhook_inbox_tools.cli import policy as policy_command
 from webhook_inbox_tools.cli import providers as providers_command
 from webhook_inbox_tools.cli import psql as psql_command
 from webhook_inbox_tools.cli.database import (
@@ -268,6 +269,7 @@ def _add_local_commands(sub: Any) -> None:
     )
     preflight.add_arguments(p)
     p.set_defaults(func=preflight.cmd_preflight)
+    policy_command.add_command(sub)
 
     p = sub.add_parser(
         "sign",
@@ -316,8 +318,8 @@ def _add_local_commands(sub: Any) -> None:
     p = sub.add_parser(
         "dev",
         help="run the whole pipeline locally (PostgreSQL, SQS, the three functions)",
-        description="Serve POST /webhooks/{provider} on localhost through the real ingest "
-        "handler, with a moto SQS queue polled like the Lambda event source mapping, the "
+        description="Serve POST (and GET) /webhooks/{provider} on localhost through the real "
+        "ingest handler, with a moto SQS queue polled like the Lambda event source mapping, the "
         "sweeper on a timer, and outbox messages published to a moto EventBridge bus. "
         "Ctrl-C stops everything.",
     )

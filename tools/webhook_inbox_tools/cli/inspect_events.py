@@ -223,6 +223,23 @@ def render_event(document: dict[str, Any], *, payload: bool) -> None:
         if name == "status":
             value = render.paint(value, render.STATUS_COLOURS.get(value), enabled=enabled)
         print(f"{name.ljust(width)}  {value}")
+    history = event.get("attempt_history") or []
+    if history:
+        print("\nattempts that did not process it:")
+        render.table(
+            ("attempt", "started", "ended", "seconds", "outcome", "error kind"),
+            [
+                [
+                    a["attempt"],
+                    a["started_at"],
+                    a["ended_at"],
+                    a["seconds"],
+                    a["outcome"],
+                    a["error_kind"] or "",
+                ]
+                for a in history
+            ],
+        )
     actions = event["operator_actions"]
     if actions:
         print("\noperator actions:")
@@ -333,7 +350,7 @@ def cmd_events_rejected(args: argparse.Namespace) -> int:
     if rows is None:
         raise ConfigurationError(
             "this database is not a webhook-inbox dev's: a deployed stack counts refusals in its "
-            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, signature-rejections)"
+            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, deliveries-refused)"
         )
     if args.json:
         render.print_json({"rejected": rows})

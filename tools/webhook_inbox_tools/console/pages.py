@@ -156,13 +156,7 @@ class Pages:
             # Found by delivery id: the event's own URL is the one to share.
             return Reply(303, "", headers={"Location": views.event_url(event)})
         actions = event.get("operator_actions") or []
-        replays = [a for a in actions if a["action"] == "replay"]
-        context = {
-            "event": event,
-            "actions": actions,
-            # The current run began at the last replay, else when the event arrived.
-            "run_started": replays[-1]["created_at"] if replays else event["received_at"],
-        }
+        context: dict[str, Any] = {"event": event, "actions": actions}
         if partial:  # the live part: state, runs, audit
             return self._page("event_live.html", partial, **context)
         outbox = self.call(

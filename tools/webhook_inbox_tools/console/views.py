@@ -119,13 +119,6 @@ def clock(value: Any) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "-"
 
 
-def seconds_between(start: Any, end: Any) -> str:
-    a, b = _parse_time(start), _parse_time(end)
-    if a is None or b is None:
-        return "-"
-    return f"{(b - a).total_seconds():.3f} s"
-
-
 @cache
 def _environment() -> Any:
     import jinja2
@@ -139,7 +132,6 @@ def _environment() -> Any:
     )
     env.filters.update(age=age, clock=clock, event_url=event_url)
     env.globals.update(
-        seconds_between=seconds_between,
         statuses=inbox.STATUSES,
         urlencode=urlencode,
         to_json=cli_render.to_json,

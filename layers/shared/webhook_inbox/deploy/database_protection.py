@@ -14,6 +14,13 @@ final snapshot and end in ``ROLLBACK_COMPLETE``.
 
 With Aurora the protection is the cluster's (``ModifyDBCluster``): its instances have none of
 their own, and the cluster's ``DeletionPolicy`` takes the final snapshot.
+
+Protection switched off by hand (a console click, a script) would otherwise stay off until the
+next deploy that changes the instance. So the same function also runs on a schedule
+(:func:`reapply`): while the stack is at rest in a complete state, it switches protection back
+on. Never while the stack is being created, updated, rolled back or deleted: ``sam delete``
+removes that schedule before it reaches the database, and a deliberate delete (the RUNBOOK's
+steps) switches protection off only after that.
 """
 
 from __future__ import annotations
@@ -25,6 +32,18 @@ from typing import Any
 # The only stack status in which Delete releases the database: a first create rolling back.
 # (UPDATE_ROLLBACK_IN_PROGRESS rolls back an update of a stack that was healthy before.)
 CREATE_ROLLING_BACK = "ROLLBACK_IN_PROGRESS"
+# The stack statuses in which the schedule may switch protection back on: the stack at rest,
+# DatabaseProtection created (a first create's CREATE_COMPLETE comes after it) and nothing of
+# CloudFormation's under way. Any other (in progress, failed, deleting) leaves the instance be.
+AT_REST = frozenset(
+    {
+        "CREATE_COMPLETE",
+        "UPDATE_COMPLETE",
+        "UPDATE_ROLLBACK_COMPLETE",
+        "IMPORT_COMPLETE",
+        "IMPORT_ROLLBACK_COMPLETE",
+    }
+)
 # ModifyDBInstance refuses while the instance is busy (a backup just after it was created, a
 # modification CloudFormation started): retry this often, within the caller's time.
 RETRY_EVERY_S = 10.0
@@ -87,3 +106,27 @@ def release_if_create_rolls_back(
     except (rds.exceptions.DBInstanceNotFoundFault, rds.exceptions.DBClusterNotFoundFault):
         return False
     return True
+
+
+def reapply(
+    rds: Any, cloudformation: Any, database_id: str, stack_id: str, *, cluster: bool = False
+) -> str:
+    """The schedule's run: switch protection back on if it is off and the stack is at rest.
+    Returns what it found: ``protected`` (nothing to do), ``not at rest: <status>`` (left
+    alone), ``reapplied``, or ``gone`` (no such database). One describe call when protected.
+    A busy database (InvalidDBInstanceState, InvalidDBClusterStateFault) raises: the next run
+    tries again. ``cluster``: ``database_id`` names an Aurora cluster, whose protection it is."""
+    try:
+        if cluster:
+            (found,) = rds.describe_db_clusters(DBClusterIdentifier=database_id)["DBClusters"]
+        else:
+            (found,) = rds.describe_db_instances(DBInstanceIdentifier=database_id)["DBInstances"]
+    except (rds.exceptions.DBInstanceNotFoundFault, rds.exceptions.DBClusterNotFoundFault):
+        return "gone"
+    if found.get("DeletionProtection"):
+        return "protected"
+    status = stack_status(cloudformation, stack_id)
+    if status not in AT_REST:
+        return f"not at rest: {status}"
+    set_protection(rds, database_id, on=True, wait_s=0, cluster=cluster)
+    return "reapplied"

@@ -30,6 +30,7 @@ from webhook_inbox.errors import (
     AuthenticationFailed,
     ConfigurationError,
     InvalidPayload,
+    MethodNotAllowed,
     PayloadTooLarge,
     ProvidersUnavailable,
     RequestRejected,
@@ -60,6 +61,7 @@ current_time: Callable[[], float] = time.time
 _GENERIC_BODIES = {
     401: Reply.json({"error": "unauthorized"}, 401),
     404: Reply.json({"error": "unknown provider"}, 404),
+    405: Reply.json({"error": "method not allowed"}, 405),
     413: Reply.json({"error": "payload too large"}, 413),
     500: Reply.json({"error": "internal error"}, 500),
     503: Reply.json({"error": "temporarily unavailable, retry later"}, 503),
@@ -112,7 +114,7 @@ class Outcome:
 
     def response(self) -> dict[str, Any]:
         """A proxy response valid for REST v1, HTTP API v2 and Function URLs alike."""
-        headers = {"Content-Type": self.reply.content_type}
+        headers = {"Content-Type": self.reply.content_type, **dict(self.reply.headers)}
         if self.status == 503:
             headers["Retry-After"] = "5"
         return {
@@ -348,6 +350,32 @@ def _find_provider(
     return provider
 
 
+def _events_of(
+    provider: Provider, delivery: Delivery
+) -> tuple[Sequence[Identity] | Reply, Any, bool]:
+    """What a delivery carries (its events, or the handshake to answer), its parsed body, and
+    whether verifying parsed it (a signature inside the body)."""
+    now = int(current_time())
+    handshake = provider.handshake(delivery, now=now)
+    if handshake is not None:  # unsigned, allowed by the scheme's own check, never stored
+        return handshake, None, False
+    if delivery.method == "GET":  # no sender delivers events by GET: a crawler, a probe
+        raise MethodNotAllowed("a GET that is no challenge of this provider's")
+    verified = provider.verify(delivery, now=now)
+    scheme = provider.scheme
+    payload = scheme.parse(delivery) if verified.payload is None else verified.payload
+    return scheme.identify(delivery, payload, verified), payload, verified.payload is not None
+
+
+def _named(outcome: Outcome, found: Sequence[Identity]) -> Sequence[Identity]:
+    """The delivery's events, the first one's names noted on ``outcome``; none is a 400."""
+    if not found:
+        raise InvalidPayload("the delivery carries no event")
+    outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
+    outcome.delivery_id = found[0].delivery_id
+    return found
+
+
 def handle(
     event: Any,
     *,
@@ -361,30 +389,25 @@ def handle(
     settings error is then this delivery's 500 outcome, logged like any other."""
     started = time.perf_counter()
     outcome = Outcome(_GENERIC_BODIES[500], "error")
+    scheme: Scheme | None = None
     try:
         configured = settings()
         provider_name, delivery = decode_event(
             event, *bodies.body_limit(configured.max_body_bytes, configured.memory_mb)
         )
         provider = _find_provider(provider_name, configured, providers, outcome)
-        delivery = provider.as_called(delivery)
-        verified = provider.verify(delivery, now=int(current_time()))
         scheme = provider.scheme
-        payload = scheme.parse(delivery) if verified.payload is None else verified.payload
-        found = scheme.identify(delivery, payload, verified)
+        delivery = provider.as_called(delivery)
+        found, payload, parsed_by_verify = _events_of(provider, delivery)
         if isinstance(found, Reply):
             outcome.reply, outcome.outcome = found, "handshake"
-        elif not found:
-            raise InvalidPayload("the delivery carries no event")
         else:
-            outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
-            outcome.delivery_id = found[0].delivery_id
-            as_is = verified.payload is None and scheme.stores_body_as_is
+            as_is = not parsed_by_verify and scheme.stores_body_as_is
             _accept(
                 outcome,
                 provider=provider.name,
                 scheme=scheme,
-                identities=found,
+                identities=_named(outcome, found),
                 payload=payload,
                 # parse() checked it: jsonb accepts the text, which is what payload holds.
                 stored=inbox.JsonText(delivery.body.decode()) if as_is else payload,
@@ -425,5 +448,8 @@ def handle(
         outcome.detail = str(exc)
     except ConfigurationError as exc:
         outcome.detail = f"configuration: {exc}"
+    if scheme is not None and scheme.empty_answers:
+        # Xero counts an answer with a body as a failure, a 401 included.
+        outcome.reply = Reply("", outcome.reply.status, "text/plain", outcome.reply.headers)
     outcome.duration_ms = round((time.perf_counter() - started) * 1000, 2)
     return outcome

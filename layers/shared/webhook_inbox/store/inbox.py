@@ -419,8 +419,14 @@ def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -
 
 @translated
 def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
-    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff."""
-    return _retention(conn, "delete_expired_events", days=older_than_days, limit=limit)
+    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff, and
+    their attempts; returns how many events went."""
+    if older_than_days < 1 or limit < 1:
+        raise ValueError("retention days and batch limit must be positive")
+    row = conn.execute(
+        _statement("delete_expired_events"), {"days": older_than_days, "limit": limit}
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 @translated

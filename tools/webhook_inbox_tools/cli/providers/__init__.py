@@ -58,7 +58,8 @@ def _secret_source(parser: argparse.ArgumentParser, *, adding: bool = False) -> 
     source.add_argument(
         "--public-key-file",
         metavar="FILE",
-        help="read the provider's public key from FILE (public-key schemes: discord, sendgrid)",
+        help="read the provider's public key from FILE (public-key schemes: discord, sendgrid; "
+        "a JSON Web Key for google-pubsub and plaid)",
     )
     source.add_argument(
         "--pin-certificate",
@@ -70,7 +71,8 @@ def _secret_source(parser: argparse.ArgumentParser, *, adding: bool = False) -> 
         source.add_argument(
             "--no-secret",
             action="store_true",
-            help="no secret: a certificate scheme that downloads its sender's certificates",
+            help="no secret: a certificate scheme that downloads its sender's certificates, "
+            "google-pubsub downloading Google's keys, app-store (Apple's root is embedded)",
         )
     parser.add_argument(
         "--certificate-url",

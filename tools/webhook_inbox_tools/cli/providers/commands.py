@@ -81,6 +81,16 @@ def _pin(args: argparse.Namespace) -> str:
     return certificates.pin_text(args.certificate_url, block[0])
 
 
+def _private_jwk(text: str) -> bool:
+    """Whether ``text`` is a JSON Web Key with private members (a development key: never one to
+    pin in a deployed registry, where it would sit beside the public keys it signs for)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "d" in document
+
+
 def _secret(args: argparse.Namespace) -> str | None:
     """The new secret: stdin without one trailing newline, the public key file's text, a
     pinned certificate, or none (``--no-secret``)."""
@@ -95,6 +105,11 @@ def _secret(args: argparse.Namespace) -> str | None:
             text = Path(args.public_key_file).read_text("utf-8").strip()
         except OSError as exc:
             raise ProvidersError(f"cannot read {args.public_key_file}: {exc.strerror}") from None
+        if _private_jwk(text):
+            raise ProvidersError(
+                f"{args.public_key_file} is a private JSON Web Key ('d'): pin the public key the "
+                "sender publishes"
+            )
     elif sys.stdin.isatty():
         # Typed at a terminal: read without echo, as a password prompt does.
         text = getpass.getpass("secret (not echoed): ")

@@ -63,6 +63,13 @@ def https_get(
 ) -> bytes:
     """GET an allowed ``url`` (already checked): its body when the answer is 200 and at most
     :data:`MAX_BODY_BYTES`; else :class:`SenderUnavailable`. No redirect is followed."""
+    return https_get_response(url, what=what, budget_s=budget_s, cause=cause)[0]
+
+
+def https_get_response(
+    url: str, *, what: str, budget_s: float = FETCH_BUDGET_S, cause: str = "fetch_failed"
+) -> tuple[bytes, str | None]:
+    """:func:`https_get`, and the answer's ``Cache-Control`` (a key set's lifetime)."""
     parts = urlsplit(url)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     conn = _open_connection(parts.hostname or "", budget_s)
@@ -84,6 +91,7 @@ def https_get(
                 if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
                     raise SenderUnavailable(f"{what}: {length} bytes is too large", cause=cause)
                 body = answer.read(MAX_BODY_BYTES + 1)
+                cache_control = answer.getheader("Cache-Control")
             except (OSError, http.client.HTTPException) as exc:
                 late = " (out of time)" if block.fired else ""
                 raise SenderUnavailable(
@@ -93,19 +101,45 @@ def https_get(
         conn.close()
     if len(body) > MAX_BODY_BYTES:
         raise SenderUnavailable(f"{what}: more than {MAX_BODY_BYTES} bytes", cause=cause)
-    return body
+    return body, cache_control
+
+
+class DownloadBudget:
+    """The downloads an execution environment may start: :data:`MAX_DOWNLOADS_PER_MINUTE`,
+    shared by certificates and key sets (one bound on what made-up URLs or kids can cost)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: deque[float] = deque(maxlen=MAX_DOWNLOADS_PER_MINUTE)
+
+    def take(self, now: float) -> None:
+        """Count one download starting at ``now`` (monotonic), or refuse it (503)."""
+        with self._lock:
+            full = len(self._started) == MAX_DOWNLOADS_PER_MINUTE
+            if full and now - self._started[0] < 60:
+                raise SenderUnavailable(
+                    f"more than {MAX_DOWNLOADS_PER_MINUTE} downloads a minute", cause="fetch_failed"
+                )
+            self._started.append(now)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._started.clear()
+
+
+BUDGET = DownloadBudget()
 
 
 class CertificateCache:
     """Certificates by URL, least recently used dropped past ``limit``; a failed URL is
     remembered for :data:`FAILURE_MEMORY_S` and answered from memory meanwhile."""
 
-    def __init__(self, limit: int = MAX_CACHED) -> None:
+    def __init__(self, limit: int = MAX_CACHED, budget: DownloadBudget | None = None) -> None:
         self.limit = limit
+        self.budget = budget or DownloadBudget()
         self._lock = threading.Lock()
         self._found: OrderedDict[str, bytes] = OrderedDict()
         self._failed: dict[str, tuple[float, SenderUnavailable]] = {}
-        self._started: deque[float] = deque(maxlen=MAX_DOWNLOADS_PER_MINUTE)
         self.fetches = 0  # downloads attempted (tests read it)
 
     def get(self, url: str, fetch: Callable[[str], bytes]) -> bytes:
@@ -118,13 +152,7 @@ class CertificateCache:
             now = time.monotonic()
             if failed is not None and now - failed[0] < FAILURE_MEMORY_S:
                 raise SenderUnavailable(f"{failed[1]} (remembered)", cause=failed[1].cause)
-            full = len(self._started) == MAX_DOWNLOADS_PER_MINUTE
-            if full and now - self._started[0] < 60:
-                raise SenderUnavailable(
-                    f"more than {MAX_DOWNLOADS_PER_MINUTE} certificate downloads a minute",
-                    cause="fetch_failed",
-                )
-            self._started.append(now)
+            self.budget.take(now)
             self.fetches += 1
         try:
             der = fetch(url)
@@ -146,8 +174,8 @@ class CertificateCache:
         with self._lock:
             self._found.clear()
             self._failed.clear()
-            self._started.clear()
             self.fetches = 0
+        self.budget.clear()
 
 
-CACHE = CertificateCache()
+CACHE = CertificateCache(budget=BUDGET)

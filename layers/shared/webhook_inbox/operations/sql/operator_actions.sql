@@ -24,9 +24,18 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
  LIMIT %(limit)s
 
 -- name: find_events
+-- attempt_history: the attempts that ended without processing the event, oldest first
+-- (webhook_event_attempts); the one that processed it ends at processed_at.
 SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
        received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
-       enqueued_at, error_kind, last_error
+       enqueued_at, error_kind, last_error,
+       ARRAY(SELECT jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at,
+                                       'ended_at', a.ended_at, 'outcome', a.outcome,
+                                       'error_kind', a.error_kind,
+                                       'seconds', round(extract(epoch FROM a.ended_at - a.started_at), 3))
+               FROM webhook_event_attempts a
+              WHERE a.event_row_id = webhook_events.id
+              ORDER BY a.started_at, a.attempt) AS attempt_history
   FROM webhook_events
  WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
 
