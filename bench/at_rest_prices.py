@@ -66,6 +66,9 @@ FREE_TYPES = {
     "AWS::EC2::InternetGateway": "no charge",
     "AWS::EC2::VPCGatewayAttachment": "no charge",
     "Custom::*": "a Lambda-backed custom resource: a few invocations per deploy",
+    "AWS::S3::Bucket": "the idle ledger: two objects under 1 KB (S3 Standard storage rounds to"
+    " $0.00); its requests are counted with the sweeper's runs",
+    "AWS::S3::BucketPolicy": "a resource policy",
 }
 
 
@@ -193,6 +196,12 @@ LOGS_STORE_GB_MONTH = Price(
     "CloudWatch pricing, Logs storage (archived); priced on uncompressed bytes, an upper bound",
 )
 
+# --- S3 ("Amazon S3 pricing", S3 Standard, US East): the idle ledger ---------------------------
+
+_S3_PAGE = "Amazon S3 pricing, S3 Standard"
+S3_GET = Price(0.0004 / 1000, "GET request", f"{_S3_PAGE}, GET and all other requests")
+S3_PUT = Price(0.005 / 1000, "PUT request", f"{_S3_PAGE}, PUT, COPY, POST, LIST requests")
+
 # --- Lambda, SQS, EventBridge ----------------------------------------------------------------
 
 LAMBDA_REQUEST = Price(0.20 / 1e6, "request", "AWS Lambda pricing, requests")
@@ -206,7 +215,9 @@ SCHEDULED_EVENT = Price(
 
 # --- measured or assumed figures (not prices) ------------------------------------------------
 
-# The sweeper's billed duration per idle run, by memory size: `python -m bench.sweeper_at_rest
+# The sweeper's billed duration per idle run, by memory size, measured when every run connected
+# (an upper bound for a run the idle ledger skips: two S3 GETs instead of the database's
+# statements; not re-measured): `python -m bench.sweeper_at_rest
 # --sweeps 41` on 2026-12-02 (the real handler on an empty database, PostgreSQL 1 ms and AWS
 # 10 ms away; median of 40 warm runs: 69 ms wall, 3.9 ms CPU scaled below one vCPU). A second
 # run at load average 7.6 on this 2-core machine measured 125 ms at 256 MB: $0.004 a month more.
@@ -219,6 +230,11 @@ SWEEPER_BILLED_MS_BY_MEMORY = {128: 120, 256: 93, 512: 79, 1024: 73, 1769: 70}
 ESM_IDLE_POLLERS = 5
 ESM_IDLE_POLLERS_WITHOUT_MAX_CONCURRENCY = 2
 ESM_LONG_POLL_SECONDS = 20
+# A paused Serverless v2 instance that a connection resumes runs at its least awake capacity
+# (the at-rest note's 0.5 ACU) until nothing has connected for SecondsUntilAutoPause; the resume
+# itself and the sweeper's run: about a minute (an estimate: AWS puts a resume at about 15 s).
+AURORA_AWAKE_MIN_ACUS = 0.5
+AURORA_WAKE_OVERHEAD_S = 60
 # An Aurora cluster volume that holds only the schema (PostgreSQL's catalogs, the migrations'
 # tables, the WAL Aurora keeps): an estimate, 1 GB; `VolumeBytesUsed` on a running cluster says.
 # What the events add is traffic: PayloadRetentionDays of payloads.

@@ -19,20 +19,27 @@ COMMAND = "python -m bench.cost_at_rest --write"
 SUMMARIES = {
     "default": "every default of `sam deploy --guided` (Multi-AZ PostgreSQL behind RDS Proxy)",
     "small": "one single-AZ db.t4g.micro, no RDS Proxy",
-    "aurora-paused": "Aurora Serverless v2 paused at 0 ACUs while idle, no RDS Proxy (needs an"
-    " idle sweeper: see below)",
+    "aurora-paused": "Aurora Serverless v2 paused at 0 ACUs while idle, no RDS Proxy",
 }
 # What a set's table depends on that the template cannot say, rendered under its table.
 NOTES = {
-    "aurora-paused": "Paused is the state this table prices: the writer pauses once nothing has"
-    " connected for `AuroraSecondsUntilAutoPause` (300 s), and stays paused only while nothing"
-    " connects. A sweeper that connects every minute never lets it pause: it then runs at its"
-    " least awake capacity, 0.5 ACU ($43.80 a month more), so this figure holds"
-    " once the sweeper leaves an idle database alone. No RDS Proxy: its connections would keep the"
-    " cluster awake, and in front of Serverless v2 it bills at least 8 ACUs ($87.60 a month). A"
-    " delivery that finds the cluster paused resumes it (about 15 s, AWS says; 30 s or more"
-    " after a day paused): ingest gives up after its 3 s connect timeout and answers 503, the"
-    ' provider\'s retry is accepted (docs/deploy.md, "Aurora").',
+    "aurora-paused": "Paused is the state this table prices, and the sweeper now allows it: a"
+    " run with nothing"
+    ' due leaves the database alone (the idle ledger, docs/design.md "Idle means idle"), so '
+    "the writer pauses once nothing has connected for `AuroraSecondsUntilAutoPause` (300 s). "
+    "After the last write the sweeper keeps connecting for up to about 7 minutes (a writer's "
+    "activity mark covers its timeout and 5 minutes more, then one quiet run is recorded), "
+    "and the 300 s start only then: about 12 minutes after the last delivery, once the "
+    "functions' warm environments have let go of their connections too (Lambda keeps an idle "
+    "environment, and its open connection, for a time AWS does not publish; not measured "
+    "here). Once a day the sweeper's backstop run connects anyway and wakes it for those 300 "
+    "s (the row above). Without the ledger the sweeper would connect every minute and the "
+    "cluster would run at its least awake capacity, 0.5 ACU ($43.80 a month more). No RDS "
+    "Proxy: its connections would keep the cluster awake, and in front of Serverless v2 it "
+    "bills at least 8 ACUs ($87.60 a month). A delivery that finds the cluster paused resumes"
+    " it (about 15 s, AWS says; longer after a long pause): ingest gives up after its 3 s "
+    "connect timeout and answers 503, and a sender that retries has its retry accepted "
+    '(docs/deploy.md, "Aurora", says which senders do).',
 }
 # Sets whose database bills capacity while traffic keeps it awake: what the traffic columns
 # leave out for them (the per-million figure has no database in it).

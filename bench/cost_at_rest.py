@@ -100,6 +100,16 @@ def _min_capacity(d: Deployment, cluster: str) -> float:
     return float(d.props(cluster)["ServerlessV2ScalingConfiguration"]["MinCapacity"])
 
 
+def _backstop_runs(d: Deployment) -> int:
+    """The sweeper's database runs a month at rest: one per IDLE_MAX_SKIP_SECONDS when it reads
+    the idle ledger (0 without it: then every run connects and nothing pauses)."""
+    for name in d.of_type("AWS::Lambda::Function"):
+        env = (d.props(name).get("Environment") or {}).get("Variables") or {}
+        if env.get("IDLE_LEDGER_BUCKET") and "IDLE_MAX_SKIP_SECONDS" in env:
+            return p.MINUTES_PER_MONTH * 60 // int(env["IDLE_MAX_SKIP_SECONDS"])
+    return 0
+
+
 def _aurora_instance(d: Deployment, name: str, props: Mapping[str, Any]) -> list[Line]:
     """An instance of an Aurora cluster: its class's hours, or Serverless v2's minimum capacity
     (nothing at 0: it pauses once nothing connects; its storage is the cluster's)."""
@@ -112,6 +122,18 @@ def _aurora_instance(d: Deployment, name: str, props: Mapping[str, Any]) -> list
             pause = int(scaling["SecondsUntilAutoPause"])
             what = f"paused (0 ACUs) once nothing has connected for {pause:,} s"
             line = Line(f"Aurora Serverless v2 {name}: {what}", 0, p.AURORA_ACU_HOUR)
+            wakes = _backstop_runs(d)
+            if wakes:
+                awake_h = wakes * (pause + p.AURORA_WAKE_OVERHEAD_S) / 3600
+                woken = Line(
+                    f"Aurora Serverless v2 {name}: woken by the sweeper's {wakes} backstop runs,"
+                    f" {p.AURORA_AWAKE_MIN_ACUS:g} ACU for {pause + p.AURORA_WAKE_OVERHEAD_S:,} s"
+                    " each",
+                    awake_h * p.AURORA_AWAKE_MIN_ACUS,
+                    p.AURORA_ACU_HOUR,
+                    estimate=True,
+                )
+                return [line, woken, *_monitoring(props)]
         else:
             what = f"{minimum:g} ACUs, its minimum"
             line = Line(

@@ -40,6 +40,9 @@ class IdleSweep:
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
     reads_registry: bool = False  # one GetSecretValue of the providers registry a run
+    # The idle ledger (IDLE_LEDGER_BUCKET set): a run at rest reads its two objects and leaves
+    # the database alone, but for one run every IDLE_MAX_SKIP_SECONDS (the backstop).
+    max_skip_s: int | None = None
     # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
     # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
     provider_secrets: int = 0
@@ -55,7 +58,8 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
     logging_config = props.get("LoggingConfig", {})
     log_group = d.resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     retention = int(d.props(log_group).get("RetentionInDays", 0) or 0)
-    own = [json.loads(line) for line in render_run(env, billed)]
+    ledger = bool(env.get("IDLE_LEDGER_BUCKET"))
+    own = [json.loads(line) for line in render_run(env, billed, skipped=ledger)]
     threshold = LEVELS[env.get("POWERTOOLS_LOG_LEVEL", "INFO").upper()]
     kept = [line for line in own if LEVELS.get(str(line.get("level", "ERROR")), 40) >= threshold]
     from bench.cost import platform_lines
@@ -76,6 +80,7 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         emf_metrics(lines),
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
         provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
+        max_skip_s=int(env.get("IDLE_MAX_SKIP_SECONDS", 86_400)) if ledger else None,
     )
 
 
@@ -123,9 +128,11 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
+def render_run(env: dict[str, str], duration_ms: int, *, skipped: bool = False) -> list[str]:
     """The lines functions/sweeper/app.py writes for a run that found nothing to do: what
-    ``emit_metrics`` prints (a document per backlog status), then the one summary line."""
+    ``emit_metrics`` prints (a document per backlog status), then the one summary line; with
+    ``skipped``, the line of a run the idle ledger let leave the database alone (``_skipped``:
+    the last quiet run's backlog, re-reported)."""
     from aws_lambda_powertools import Metrics
 
     from webhook_inbox import observability
@@ -149,6 +156,8 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
             oldest_outbox_age_seconds=0.0,
         ),
     )
+    if skipped:  # a skipped run's report has no steps and no duration of its own
+        report = SweepReport(backlog=report.backlog)
     out = io.StringIO()
     with _environment(variables), contextlib.redirect_stdout(out):
         logger = observability.lean_logger()
@@ -161,10 +170,16 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
             metrics.clear_metrics()
             emit_metrics(report, metrics)
             embedded = observability.embedded_metrics(metrics)
-            logger.info(
-                "sweep finished",
-                extra={"request_id": REQUEST_ID, "sweep": report.as_log(), **embedded},
-            )
+            if skipped:
+                fields = {"idle": "idle", "next_due": None, "sweep": report.as_log()}
+                logger.info(
+                    "sweep skipped: idle", extra={"request_id": REQUEST_ID, **fields, **embedded}
+                )
+            else:
+                logger.info(
+                    "sweep finished",
+                    extra={"request_id": REQUEST_ID, "sweep": report.as_log(), **embedded},
+                )
         finally:
             logger.setLevel(level)
             handler.setStream(previous)  # type: ignore[attr-defined]
@@ -286,6 +301,16 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                         p.SECRETS_API_CALL,
                     ),
                     Line(f"{function}: KMS decrypts of those checks", checks, p.KMS_REQUEST),
+                ]
+            if run.max_skip_s is not None:
+                backstops = p.MINUTES_PER_MONTH * 60 // run.max_skip_s
+                lines += [
+                    Line(f"{function}: idle ledger reads (2 GETs a run)", 2 * runs, p.S3_GET),
+                    Line(
+                        f"{function}: {backstops} backstop database runs, one record PUT each",
+                        backstops,
+                        p.S3_PUT,
+                    ),
                 ]
             lines.append(
                 Line(

@@ -283,11 +283,15 @@ SCOPED = {
         f"arn:aws:cloudformation:*:*:stack/{S}/*",
         "arn:aws:cloudformation:*:*:stack/aws-sam-cli-managed-default/*",
     ],
+    # The SAM CLI's artifact bucket, and the stack's own (the idle ledger: CloudFormation names
+    # it <stack name, lowercased>-idleledger-<random>).
     "arn:${Partition}:s3:::${BucketName}": [
-        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*"
+        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*",
+        f"arn:aws:s3:::{S}-*",
     ],
     "arn:${Partition}:s3:::${BucketName}/${ObjectName}": [
-        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*/*"
+        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*/*",
+        f"arn:aws:s3:::{S}-*/*",
     ],
 }
 TRANSFORM_ARN = "arn:aws:cloudformation:*:aws:transform/Serverless-2016-10-31"

@@ -72,6 +72,8 @@ def observe(outcome: pipeline.Outcome, context: Any) -> None:
     troubled = outcome.status >= 500 or outcome.enqueue_failed
     if outcome.enqueue_failed:
         fields["enqueue_failed"] = True
+    if outcome.activity_mark_failed:
+        fields["activity_mark_failed"] = outcome.activity_mark_failed
     if troubled or outcome.duration_ms >= SLOW_DELIVERY_MS:
         fields["duration_ms"] = round(outcome.duration_ms, 1)
     if troubled:

@@ -58,6 +58,14 @@ class MigrationError(StoreError):
     """The schema cannot be brought up to date (for example an applied migration was edited)."""
 
 
+# --- the idle ledger -----------------------------------------------------------------------
+
+
+class LedgerUnavailable(WebhookInboxError):
+    """The idle ledger (its S3 objects) could not be read or written; the sweeper then connects
+    to the database as if there were no ledger (docs/design.md, "Idle means idle")."""
+
+
 # --- ingest ------------------------------------------------------------------------------
 
 

@@ -78,9 +78,14 @@ def test_a_paused_aurora_writer_bills_no_capacity_an_awake_one_its_minimum() -> 
     writer = [name for name in paused if name.startswith("Aurora Serverless v2")]
     assert writer == [
         "Aurora Serverless v2 DatabaseClusterWriter: paused (0 ACUs) once nothing has connected"
-        " for 300 s"
+        " for 300 s",
+        "Aurora Serverless v2 DatabaseClusterWriter: woken by the sweeper's 30 backstop runs,"
+        " 0.5 ACU for 360 s each",
     ]
     assert paused[writer[0]] == 0
+    # The idle ledger's backstop: one database run a day (IDLE_MAX_SKIP_SECONDS 86,400) wakes
+    # it for AuroraSecondsUntilAutoPause and about a minute more.
+    assert paused[writer[1]] == pytest.approx(30 * 360 / 3600 * 0.5 * 0.12)
     assert paused["Aurora storage (Standard): the volume of an empty cluster"] == pytest.approx(
         p.AURORA_IDLE_VOLUME_GB * 0.10
     )
@@ -247,9 +252,10 @@ def _filter_line(d: cost.Deployment) -> p.Line:
 @pytest.mark.parametrize(
     ("group", "pattern", "transformation", "published"),
     [
-        # The idle sweep's summary line feeds a filter on the sweeper's group...
-        ("SweeperLogGroup", '{ $.message = "sweep finished" }', {}, 1),
-        ("SweeperLogGroup", "sweep finished", {}, 1),
+        # The idle sweep's summary line (a run the idle ledger skips) feeds a filter on the
+        # sweeper's group...
+        ("SweeperLogGroup", '{ $.message = "sweep skipped: idle" }', {}, 1),
+        ("SweeperLogGroup", "sweep skipped", {}, 1),
         # ...not one its lines do not match (a timeout line, say)...
         ("SweeperLogGroup", "Task timed out", {}, 0),
         ("SweeperLogGroup", '{ $.message = "sweep aborted" }', {}, 0),

@@ -38,6 +38,10 @@ def documents(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
 def _for_stack(arn: str, stack_name: str) -> str:
     # The default name appears in the ARNs only where the stack's own name goes: as the stack
     # (stack/webhook-inbox/), a name prefix (webhook-inbox-*) or a folder (/webhook-inbox/*).
+    # A bucket CloudFormation names is the stack's name lowercased (the idle ledger's), and IAM
+    # compares ARNs case-sensitively.
+    if arn.startswith("arn:aws:s3:::"):
+        return arn.replace(DEFAULT_STACK, stack_name.lower())
     return arn.replace(DEFAULT_STACK, stack_name)
 
 

@@ -25,7 +25,7 @@ from urllib.parse import urlencode
 
 from psycopg import Connection
 
-from webhook_inbox import aws, deadlines
+from webhook_inbox import aws, deadlines, idle_ledger
 from webhook_inbox.errors import (
     AuthenticationFailed,
     ConfigurationError,
@@ -51,6 +51,8 @@ from webhook_inbox.store import db, inbox
 # this many wake-ups itself (ten SendMessageBatch calls); the sweeper sends the rest within a
 # sweep, so a large batch cannot run ingest out of its time.
 MAX_WAKEUPS_PER_DELIVERY = 100
+# The longest an ingest invocation writes after its activity mark: its 8 s timeout, rounded up.
+INGEST_HORIZON_S = 10.0
 _PROVIDER_PATH = re.compile(r"/webhooks/([^/]+)/?$")
 
 # The clock, as a module attribute so tests can freeze it at a tolerance boundary.
@@ -98,6 +100,8 @@ class Outcome:
     providers_refresh_failed: str | None = None
     # The age of a registry copy past its refresh whose re-read failed: its refusals may be old.
     providers_stale_s: float | None = None
+    # The idle ledger's mark could not be written (its AWS error code): see _accept.
+    activity_mark_failed: str | None = None
 
     @property
     def status(self) -> int:
@@ -242,6 +246,7 @@ def _accept(
     body: bytes,
     sqs_client: Callable[[], Any],
     queue_url: str,
+    ledger_bucket: str = "",
 ) -> None:
     """Claim the delivery's events, answer from the claims, wake the processor for new rows.
 
@@ -256,6 +261,12 @@ def _accept(
         )
         for identity in identities
     ]
+    # Announce the write before it, so the sweeper looks at the database after it (at most one
+    # PUT per warm environment per 5 minutes). A failed mark does not refuse the delivery: the
+    # next invocation tries again, and the sweeper's backstop bounds what goes unannounced.
+    outcome.activity_mark_failed = idle_ledger.mark_activity(
+        ledger_bucket, horizon_s=INGEST_HORIZON_S
+    )
     # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
     # kept connection turns out to have been closed while the function was frozen.
     claims, retried = db.run_repeatable(
@@ -403,6 +414,7 @@ def handle(
                 body=delivery.body,
                 sqs_client=sqs_client,
                 queue_url=configured.queue_url,
+                ledger_bucket=configured.idle_ledger_bucket,
             )
     except RequestRejected as exc:
         stale = outcome.providers_stale_s

@@ -437,3 +437,14 @@ def get_event(conn: Connection[Any], provider: str, event_id: str) -> dict[str, 
         return None
     columns = [c.name for c in cur.description or ()]
     return dict(zip(columns, row, strict=True))
+
+
+@translated
+def next_due(
+    conn: Connection[Any], *, stale_seconds: float, payload_days: int, key_days: int
+) -> float | None:
+    """When the sweeper next has inbox work (epoch seconds, database clock); None: never, unless
+    a function writes first (statement ``next_due_event``)."""
+    params = {"stale_seconds": stale_seconds, "payload_days": payload_days, "key_days": key_days}
+    row = conn.execute(_statement("next_due_event"), params).fetchone()
+    return None if row is None else row[0]

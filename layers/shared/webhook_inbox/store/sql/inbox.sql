@@ -374,3 +374,28 @@ WITH gone AS (
     DELETE FROM webhook_event_attempts WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
 )
 SELECT count(*) FROM gone
+
+-- name: next_due_event
+-- The earliest moment the sweeper has inbox work, as epoch seconds by the database clock (NULL:
+-- none). Written to the idle ledger by a run that found nothing to do, so later runs know,
+-- without connecting, that nothing here can come due before then unless a function writes:
+-- an expired lease; a row never sent, due at its available_at; a sent row still waiting, due
+-- for its re-wake stale_seconds after greatest(enqueued_at, available_at) (claim_due_for_enqueue);
+-- a payload to purge; a key to forget. Held rows ('9999-01-01') wait for a resume or a probe,
+-- which pauses.sql next_due_pause covers. Each min() reads one end of an index (0001, 0002, 0004).
+SELECT extract(epoch FROM least(
+         (SELECT min(lease_expires_at) FROM webhook_events WHERE status = 'processing'),
+         (SELECT min(available_at) FROM webhook_events
+           WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
+             AND available_at < '9999-01-01 00:00:00+00'),
+         (SELECT min(greatest(enqueued_at, available_at)) FROM webhook_events
+           WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+             AND available_at < '9999-01-01 00:00:00+00')
+           + make_interval(secs => %(stale_seconds)s),
+         (SELECT min(updated_at) FROM webhook_events
+           WHERE status IN ('processed', 'ignored') AND payload IS NOT NULL)
+           + make_interval(days => %(payload_days)s),
+         (SELECT min(updated_at) FROM webhook_events
+           WHERE status IN ('processed', 'ignored', 'dead_letter'))
+           + make_interval(days => %(key_days)s)
+       ))::float8 AS next_due
