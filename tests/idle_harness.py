@@ -23,6 +23,7 @@ from tests.integration.maintenance.conftest import Aws, RecordingEvents
 from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox import config, idle_ledger
 from webhook_inbox.errors import StoreUnavailable
+from webhook_inbox.maintenance import idle
 from webhook_inbox.maintenance.publishers import EventBridgePublisher
 
 BUCKET = "webhook-inbox-idle-ledger"
@@ -49,7 +50,10 @@ class Stack:
         self.reachable = True
         self.attempts = 0  # connection attempts while the database was unreachable
         self.runs: list[Run] = []
-        real_connect = app.db.get_connection
+        # How far ``travel`` has moved the rows back: the database's clock, as the rows see it,
+        # is real time plus this, and so is every moment it answers with.
+        self.travelled = 0.0
+        real_connect, real_next_due = app.db.get_connection, idle.next_due
 
         def get_connection(*args: Any, **kwargs: Any) -> Any:
             if not self.reachable:
@@ -57,14 +61,25 @@ class Stack:
                 raise StoreUnavailable("connection refused")
             return real_connect(*args, **kwargs)
 
+        def next_due(*args: Any, **kwargs: Any) -> float | None:
+            # The earliest due moment is a row's timestamp, moved back by ``travel``: on the
+            # database's clock (and the sweeper's) it is that much later. Without this, every
+            # travel would bring the recorded next_due closer, and runs that should skip
+            # would connect early.
+            due = real_next_due(*args, **kwargs)
+            return None if due is None else due + self.travelled
+
         app.db.get_connection = get_connection
-        self._real_connect = real_connect
+        idle.next_due = next_due
+        self._real_connect, self._real_next_due = real_connect, real_next_due
         self.base = app.clock()
         app.clock = lambda: self.base + self.offset
 
     def close(self) -> None:
-        """Give the data layer its own connect back (the module is shared by the process)."""
+        """Give the data layer its own connect, and the idle module its own next_due, back (the
+        modules are shared by the process)."""
         self.app.db.get_connection = self._real_connect
+        idle.next_due = self._real_next_due
 
     def now(self) -> float:
         return self.base + self.offset
@@ -91,12 +106,17 @@ class Stack:
 
     def sync(self) -> None:
         """The database's clock catches up with the sweeper's."""
-        travel(self.conn, self.offset)
+        self.travel(self.offset)
         self.base, self.offset = self.base + self.offset, 0.0
+
+    def travel(self, seconds: float) -> None:
+        """The database's clock moves on by ``seconds`` (:func:`travel`), and its answers too."""
+        travel(self.conn, seconds)
+        self.travelled += seconds
 
     def sweeper_time(self, database_epoch: float) -> float:
         """A moment read from the database (epoch s), on the sweeper's clock."""
-        return database_epoch + self.offset
+        return database_epoch + self.travelled + self.offset
 
     def idle_until_connect(self, limit_s: float) -> float:
         """Tick with the database unreachable until a run wants to connect; let that run
@@ -113,7 +133,7 @@ class Stack:
             assert result == {"unavailable": "store"}, result
             assert self.attempts == 1
             moment = self.now()
-            travel(self.conn, self.offset)
+            self.travel(self.offset)
             self.base, self.offset = moment, 0.0
             self.attempts, self.reachable = 0, True
             self.tick()

@@ -16,7 +16,7 @@ import boto3
 import psycopg
 import pytest
 
-from tests.idle_harness import BUCKET, STALE_S, TICK_S, Stack, mark, quiet, start_stack, travel
+from tests.idle_harness import BUCKET, STALE_S, TICK_S, Stack, mark, quiet, start_stack
 from tests.integration.maintenance.conftest import Aws, RecordingEvents, claim
 from webhook_inbox import config, idle_ledger
 from webhook_inbox.store import inbox, outbox
@@ -115,8 +115,7 @@ def test_a_processor_that_crashed_mid_lease_has_its_lease_expired_on_time(
         if result.get("leases_expired"):
             expired_at = moment
             break
-        travel(conn, stack.offset)  # the database's clock moves on with the sweeper's
-        stack.base, stack.offset = stack.base + stack.offset, 0.0
+        stack.sync()  # the database's clock moves on with the sweeper's
     assert expired_at is not None
     assert expired_at - leased_at <= 60 + TICK_S
     assert row in stack.aws.queued_ids()
