@@ -197,8 +197,9 @@ def report(outcomes: list[Outcome], cost: LedgerCost, command: str, details: dic
             "",
             f"`{command}` — {machine_line(details)}.",
             "",
-            "Each scenario of `tests/integration/maintenance/test_idle.py`, run once with its"
-            " harness (`tests/idle_harness.py`): the real sweeper entry point in-process, its"
+            "Each scenario of `tests/idle_scenarios.py` (the ones"
+            " `tests/integration/maintenance/test_idle.py` asserts on), run once on its harness"
+            " (`tests/idle_harness.py`): the real sweeper entry point in-process, its"
             f" clock moved {TICK_S:.0f} s per run, the database refusing connections while the"
             " stack is idle (each attempt counted), moto S3 and SQS, a real PostgreSQL. Times are"
             " on the sweeper's clock, after the moment that makes the recovery due; `held`"
