@@ -10,13 +10,14 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
 * ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
   (Powertools batch processing, logging and metrics included; output to /dev/null);
 * ``processor without the handler guard`` (baseline c): the same, with the fast pass's guard
-  (``webhook_inbox.processing.handler_guard``: the batch's transaction id, asked once; a mark
-  before each handler; one check after the last; all sent without waiting) swapped for no-ops: the
-  guard's cost is their ratio;
+  (``webhook_inbox.processing.handler_guard``: the batch's transaction id, recorded once; each
+  handler's statements watched for a savepoint, and a mark after a handler that may have left
+  one open, none here; one check after the last; all sent without waiting) swapped for no-ops:
+  the guard's cost is their ratio;
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
   transactions and the same waits (the lease as one autocommit statement, then one pipelined
-  transaction: BEGIN and the guard's transaction id, then per event the guard's mark, the
-  conditional INSERT, read, the outbox INSERT, not read; the guard's check; one batched
+  transaction: BEGIN and the guard's recorded transaction id, then per event the conditional
+  INSERT, read, and the outbox INSERT, not read; the guard's check; one batched
   lease-checked mark and COMMIT, sent together; the mark's answer read after the sync), issued
   as plain ``conn.execute`` calls;
 * ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
@@ -86,9 +87,8 @@ _CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
 _PROCESSED = query("inbox", "mark_processed")  # one row
 _BATCH_MARKS = query("inbox", "mark_batch_done")  # the fast pass's whole batch
-_GUARD_XID = query("handler_guard", "batch_transaction")
-_GUARD_MARK = query("handler_guard", "mark_handler")
-_GUARD_CHECK = query("handler_guard", "check_handler_marks")
+_GUARD_OPEN = query("handler_guard", "open_batch_guard")
+_GUARD_CHECK = query("handler_guard", "check_batch_guard")
 MAX_ATTEMPTS = 8
 
 
@@ -140,11 +140,11 @@ def same_sql(conn: Conn, ids: list[int]) -> None:
     rows = [r[1:] for r in rows]  # the lease's answer starts with the row's new status
     with conn.pipeline():  # as the processor's fast pass
         conn.execute("BEGIN")
-        conn.execute(_GUARD_XID)  # not read: only a pass that gives up does
+        conn.execute(_GUARD_OPEN)  # not read: only a pass that gives up does
         for row in rows:
-            conn.execute(_GUARD_MARK, {"token": str(row[0])})
             apply_customer_created(conn, row, read_outbox=False)
-        conn.execute(_GUARD_CHECK, {"expected": "".join(f"{r[0]}," for r in rows)})
+        # No handler opened a savepoint: no marks to expect.
+        conn.execute(_GUARD_CHECK, {"expected": ""})
         # Fails (and so stops the COMMIT behind it) when a lease was lost.
         marked = conn.execute(
             _BATCH_MARKS,
@@ -185,7 +185,7 @@ class _NoMarks:
     def __init__(self, conn: Conn) -> None:
         pass
 
-    def before_handler(self, token: str) -> None:
+    def after_handler(self, token: str) -> None:
         pass
 
     def finish(self) -> None:
@@ -194,8 +194,8 @@ class _NoMarks:
 
 @contextmanager
 def without_handler_guard() -> Iterator[None]:
-    """The fast pass without the handler guard: no transaction id asked, no marks around its
-    handlers."""
+    """The fast pass without the handler guard: no transaction id recorded, no statement
+    watched, no marks, no check."""
     saved = (handler_guard.ask_batch_transaction, handler_guard.PipelineMarks)
     handler_guard.ask_batch_transaction = lambda conn: None  # type: ignore[assignment,return-value]
     handler_guard.PipelineMarks = _NoMarks  # type: ignore[assignment,misc]
