@@ -44,7 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +54,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from bench.common import (
+    ROOT,
     Conn,
     WireCount,
     bench_database,
@@ -66,6 +67,7 @@ from bench.common import write_section as write_results_section
 from bench.cpu import Sample, sampled, total
 from bench.processing_baseline import BaselineProcessor
 from bench.processing_report import (
+    IN_A_CHILD,
     ONE_PER_TRANSACTION,
     PACED_ELSEWHERE,
     SAME_SQL,
@@ -263,10 +265,10 @@ def check_processed(conn: Conn, expected: int) -> None:
 
 
 def measure(
-    url: str, *, batches: int, rounds: int, baseline: BaselineProcessor | None = None
+    url: str, *, batches: int, rounds: int, children: Sequence[BaselineProcessor] = ()
 ) -> dict[str, list[Sample]]:
     """What each variant's batches cost, one sample per round (the sum of its batches); the
-    baseline tree's processor takes its turn in the same rounds.
+    processors in child processes (``children``) take their turns in the same rounds.
 
     Inside a round the variants take turns batch by batch (the order reversed every other
     batch), so a neighbour's burst of load on a shared machine falls on all of them alike
@@ -274,22 +276,22 @@ def measure(
     variants = setup()
     runs = variants.all()
     samples: dict[str, list[Sample]] = {name: [] for name in runs}
-    if baseline is not None:
-        samples[baseline.label] = []
+    child = {c.label: c for c in children}
+    samples.update({label: [] for label in child})
     conn = variants.conn
     with quiet_output():
         for _ in range(rounds):
             reset_tables(url)
             work = iter(store_batches(conn, batches * len(runs), EVENT_TYPE))
             conn.commit()
-            if baseline is not None:
-                baseline.store(batches)
+            for c in children:
+                c.store(batches)
             parts: dict[str, list[Sample]] = {name: [] for name in samples}
             for batch_no in range(batches):
                 names = list(samples) if batch_no % 2 == 0 else list(samples)[::-1]
                 for name in names:
-                    if baseline is not None and name == baseline.label:
-                        parts[name].append(baseline.run_next())
+                    if name in child:
+                        parts[name].append(child[name].run_next())
                         continue
                     ids, variant = next(work), runs[name]
                     parts[name].append(sampled(conn, BATCH, lambda v=variant, i=ids: v(conn, i)))
@@ -334,19 +336,25 @@ def main() -> None:
     if args.baseline:
         command += f' --baseline TREE --baseline-label "{args.baseline_label}"'
     wire_batches = 3
+    children: list[BaselineProcessor] = []
     with bench_database() as url:
         counts = wire_counts(url, wire_batches)
-        baseline = BaselineProcessor(args.baseline, args.baseline_label) if args.baseline else None
         try:
-            if baseline is not None:
-                counts[baseline.label] = baseline.wire(wire_batches)
-            samples = measure(url, batches=args.batches, rounds=args.rounds, baseline=baseline)
+            if args.baseline:
+                # This tree's processor in a child process too: the baseline is compared with it,
+                # both paying alike for running apart (a process switch per batch, colder caches).
+                children = [
+                    BaselineProcessor(ROOT, IN_A_CHILD),
+                    BaselineProcessor(args.baseline, args.baseline_label),
+                ]
+            for c in children:
+                counts[c.label] = c.wire(wire_batches)
+            samples = measure(url, batches=args.batches, rounds=args.rounds, children=children)
         finally:
-            if baseline is not None:
-                baseline.close()
-        text = report(
-            samples, counts, command, url, wire_batches, baseline=baseline and baseline.label
-        )
+            for c in children:
+                c.close()
+        baseline = children[-1].label if children else None
+        text = report(samples, counts, command, url, wire_batches, baseline=baseline)
     chart(samples, counts, wire_batches)
     write_results_section("processing", text)
     print(text)
