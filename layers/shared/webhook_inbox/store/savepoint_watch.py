@@ -66,6 +66,8 @@ def _may_open_savepoint(query: Query, conn: psycopg.Connection[Any]) -> bool:
     one: PL/pgSQL and SQL functions cannot, a procedure's transaction control fails inside a
     transaction block, and pipeline mode's extended protocol takes one statement per execute),
     or it is not plain enough to tell (a template, a comment that does not end)."""
+    if isinstance(query, sql.SQL):  # the statements of the sql files, run again and again
+        return _sql_file_statement_opens(query.as_string(conn))
     if isinstance(query, sql.Composable):
         query = query.as_string(conn)
     if isinstance(query, bytes):
@@ -73,7 +75,6 @@ def _may_open_savepoint(query: Query, conn: psycopg.Connection[Any]) -> bool:
     return _starts_with_savepoint(query) if isinstance(query, str) else True
 
 
-@lru_cache(maxsize=256)  # the same few statements, run again and again
 def _starts_with_savepoint(text: str) -> bool:
     i, end = 0, len(text)
     while i < end:
@@ -96,3 +97,7 @@ def _starts_with_savepoint(text: str) -> bool:
         else:
             return text[i : i + 9].upper() == "SAVEPOINT"
     return False
+
+
+# Only the fixed texts of sql.SQL objects: a composed or formatted statement may carry values.
+_sql_file_statement_opens = lru_cache(maxsize=256)(_starts_with_savepoint)
