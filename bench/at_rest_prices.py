@@ -190,6 +190,12 @@ ALARM_METRICS_INSIGHTS = Price(
 )
 DASHBOARD_MONTH = Price(3.00, "dashboard-month", "CloudWatch pricing, dashboards; DESIGN.md §6")
 LOGS_INGEST_GB = Price(0.50, "GB ingested", "CloudWatch pricing, Logs, standard class ingestion")
+LOGS_INGEST_GB_IA = Price(
+    0.25,
+    "GB ingested",
+    "CloudWatch pricing, Logs, Infrequent Access class ingestion (a group's LogGroupClass"
+    " INFREQUENT_ACCESS)",
+)
 LOGS_STORE_GB_MONTH = Price(
     0.03,
     "GB-month stored",
@@ -273,12 +279,19 @@ TRAFFIC_METRICS = ("Accepted", "Duplicate", "DeliveryRefused", "Processed", "Pro
 
 
 def log_lines(
-    what: str, bytes_a_month: float, retention_days: int, *, estimate: bool = False
+    what: str,
+    bytes_a_month: float,
+    retention_days: int,
+    *,
+    estimate: bool = False,
+    log_class: str = "STANDARD",
 ) -> list[Line]:
-    """Ingestion of a month's bytes, and their storage once the retention is full."""
+    """Ingestion of a month's bytes at the group's class's price, and their storage once the
+    retention is full (the same price in either class)."""
     kept_months = retention_days / 30
+    ingest = LOGS_INGEST_GB_IA if log_class == "INFREQUENT_ACCESS" else LOGS_INGEST_GB
     return [
-        Line(f"{what}: ingestion", bytes_a_month / GB, LOGS_INGEST_GB, estimate),
+        Line(f"{what}: ingestion", bytes_a_month / GB, ingest, estimate),
         Line(
             f"{what}: storage at {retention_days} days' retention",
             bytes_a_month * kept_months / GB,

@@ -73,6 +73,7 @@ class Prices:
     """us-east-1 list prices (the pricing pages of each service; first tier, no free tier)."""
 
     logs_per_gb: float = 0.50  # CloudWatch Logs, standard class, ingestion per GB
+    logs_ia_per_gb: float = 0.25  # CloudWatch Logs, Infrequent Access class, ingestion per GB
     gb_bytes: float = 1e9  # the pricing pages' GB
     http_api_per_million: float = 1.00  # HTTP API, first 300 million requests a month
     function_url_per_million: float = 0.0  # Function URLs: no charge beyond the invocation
@@ -187,6 +188,13 @@ class Deployment:
     memory_mb: dict[str, int]
     logging: dict[str, dict[str, Any]]
     access_log_format: str | None
+    # Each log group's class (STANDARD or INFREQUENT_ACCESS), by function and "access".
+    log_class: dict[str, str] = field(default_factory=dict)
+
+    def logs_price(self, group: str, prices: Prices) -> float:
+        """USD per GB ingested into ``group``'s log group, by its class."""
+        ia = self.log_class.get(group) == "INFREQUENT_ACCESS"
+        return prices.logs_ia_per_gb if ia else prices.logs_per_gb
 
     @classmethod
     def of(cls, tree: Path) -> Deployment:
@@ -198,17 +206,30 @@ class Deployment:
             "processor": "ProcessorFunction",
             "sweeper": "SweeperFunction",
         }
-        memory, logging_ = {}, {}
+        resources = template["Resources"]
+
+        def group_class(group: Any) -> str:
+            if isinstance(group, dict) and group.get("Ref") in resources:
+                props = resources[group["Ref"]].get("Properties", {})
+                return str(props.get("LogGroupClass", "STANDARD"))
+            return "STANDARD"
+
+        memory, logging_, classes = {}, {}, {}
         for function, resource in names.items():
-            props = template["Resources"][resource]["Properties"]
+            props = resources[resource]["Properties"]
             memory[function] = int(
                 _value(props.get("MemorySize", globals_.get("MemorySize", 128)), parameters)
             )
             config = {**globals_.get("LoggingConfig", {}), **props.get("LoggingConfig", {})}
             logging_[function] = {k: _value(v, parameters) for k, v in config.items()}
-        api = template["Resources"].get("HttpApi", {}).get("Properties", {})
-        access = api.get("AccessLogSettings", {}).get("Format")
-        return cls(memory, logging_, access)
+            classes[function] = group_class(config.get("LogGroup"))
+        api = resources.get("HttpApi", {}).get("Properties", {})
+        settings = api.get("AccessLogSettings", {})
+        access = settings.get("Format")
+        destination = settings.get("DestinationArn")
+        if isinstance(destination, dict) and "Fn::GetAtt" in destination:
+            classes["access"] = group_class({"Ref": destination["Fn::GetAtt"][0]})
+        return cls(memory, logging_, access, classes)
 
 
 # --- the child: one function of one tree, in a fresh interpreter ------------------------------
@@ -751,14 +772,15 @@ def bill(  # noqa: PLR0917 - one bill, all its inputs
         f: b.invocations_per_webhook * (b.log_bytes + b.log_events * workload.event_overhead_bytes)
         for f, b in bills.items()
     }
-    items["CloudWatch Logs: functions"] = (
-        sum(log_bytes.values()) / prices.gb_bytes * prices.logs_per_gb * million
+    items["CloudWatch Logs: functions"] = sum(
+        n / prices.gb_bytes * deployment.logs_price(f, prices) * million
+        for f, n in log_bytes.items()
     )
     if endpoint == "HttpApi" and deployment.access_log_format:
         line = access_log_line(deployment.access_log_format, _access_samples(ingest_p50_ms))
         access = len(line) + 1 + workload.event_overhead_bytes
         items["CloudWatch Logs: API access log"] = (
-            access / prices.gb_bytes * prices.logs_per_gb * million
+            access / prices.gb_bytes * deployment.logs_price("access", prices) * million
         )
     items["outbox: EventBridge PutEvents"] = (
         workload.outbox_messages_per_webhook * prices.eventbridge_per_million
@@ -887,11 +909,18 @@ def render(  # noqa: PLR0917 - one report, all its inputs
         for endpoint in ("HttpApi", "FunctionUrl"):
             bills[(label, endpoint)] = bill(m, deployments[label], endpoint, prices, workload, p50)
         b = bills[(label, "HttpApi")]
+        deployment = deployments[label]
+        access_bytes = (
+            len(access_log_line(deployment.access_log_format, _access_samples(p50))) + 1
+            if deployment.access_log_format
+            else 0
+        )
         log_rows.append(
             [
                 label,
                 *(f"{b.log_bytes_by_function[f]:.0f}" for f in FUNCTIONS),
                 f"**{b.log_bytes_per_webhook:.0f}**",
+                f"{access_bytes} ({deployment.log_class.get('access', 'STANDARD').lower()})",
                 ", ".join(f"{f} {deployments[label].memory_mb[f]}" for f in FUNCTIONS),
                 deployments[label].logging["ingest"].get("LogFormat", "Text")
                 + " / "
@@ -927,7 +956,8 @@ def render(  # noqa: PLR0917 - one report, all its inputs
     ]
     lines += [
         "Log bytes per webhook (each function's own output, captured, plus the runtime's"
-        " lines for the template's LoggingConfig):",
+        " lines for the template's LoggingConfig; the access log's line rendered from the"
+        " template's format; each priced by its log group's class):",
         "",
         table(
             [
@@ -936,6 +966,7 @@ def render(  # noqa: PLR0917 - one report, all its inputs
                 "processor",
                 "sweeper",
                 "total",
+                "HTTP API access log, per request (class)",
                 "memory MB",
                 "log format / system level",
             ],

@@ -325,3 +325,24 @@ def test_the_traffic_figure_follows_the_sets_memory_sizes() -> None:
     # A tenth of a processor invocation per webhook, $0.2643 instead of $0.1821 a million.
     difference = report.traffic_per_million(bigger) - report.traffic_per_million(measured)
     assert difference == pytest.approx(0.1 * (0.2643 - 0.1821))
+
+
+def test_a_log_group_in_the_infrequent_access_class_is_priced_at_its_ingestion_price() -> None:
+    """The class halves ingestion (storage is priced alike): a group the template puts in it is
+    counted at that price, the others at the standard class's."""
+    standard = deployment("default")
+    infrequent = deployment("default")
+    infrequent.resources = copy.deepcopy(infrequent.resources)
+    infrequent.resources["SweeperLogGroup"]["Properties"]["LogGroupClass"] = "INFREQUENT_ACCESS"
+
+    def ingestion(d: cost.Deployment) -> p.Line:
+        (line,) = [
+            x
+            for x in cost.at_rest(d)
+            if x.resource.startswith("SweeperFunction logs") and x.resource.endswith("ingestion")
+        ]
+        return line
+
+    assert ingestion(standard).price is p.LOGS_INGEST_GB
+    assert ingestion(infrequent).price is p.LOGS_INGEST_GB_IA
+    assert ingestion(infrequent).monthly == pytest.approx(ingestion(standard).monthly / 2)
