@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
-from webhook_inbox.maintenance import secret_check
+from webhook_inbox.maintenance import registry_check, secret_check
 
 if TYPE_CHECKING:
     from bench.template_deployment import Deployment
@@ -39,7 +39,7 @@ class IdleSweep:
     lines: list[dict[str, Any]]  # every line a run writes, parsed
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
-    reads_registry: bool = False  # one GetSecretValue of the providers registry a run
+    reads_registry: bool = False  # the providers registry, read once per READ_EVERY_S
     # The idle ledger (IDLE_LEDGER_BUCKET set): a run at rest reads its two objects and leaves
     # the database alone, but for one run every IDLE_MAX_SKIP_SECONDS (the backstop).
     max_skip_s: int | None = None
@@ -290,9 +290,17 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 log_class=run.log_class,
             )
             if run.reads_registry:
+                # One read per five minutes while the environment lives, one more per new
+                # environment (Lambda replaces them at times it does not publish: not counted).
+                reads = runs * 60 // int(registry_check.READ_EVERY_S)
+                every = int(registry_check.READ_EVERY_S) // 60
                 lines += [
-                    Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
-                    Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                    Line(
+                        f"{function}: providers registry reads, one per {every} minutes",
+                        reads,
+                        p.SECRETS_API_CALL,
+                    ),
+                    Line(f"{function}: KMS decrypts of those reads", reads, p.KMS_REQUEST),
                 ]
                 checks = run.provider_secrets * runs * 60 // int(secret_check.CHECK_EVERY_S)
                 lines += [
