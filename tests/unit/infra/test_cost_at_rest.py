@@ -11,6 +11,7 @@ import pytest
 from bench import at_rest_prices as p
 from bench import at_rest_report as report
 from bench import cost_at_rest as cost
+from bench import memory_sizing
 from bench.at_rest_prices import total
 from bench.idle_sweep import idle_sweep, sweep_steps
 from bench.template_deployment import deployment
@@ -346,3 +347,53 @@ def test_a_log_group_in_the_infrequent_access_class_is_priced_at_its_ingestion_p
     assert ingestion(standard).price is p.LOGS_INGEST_GB
     assert ingestion(infrequent).price is p.LOGS_INGEST_GB_IA
     assert ingestion(infrequent).monthly == pytest.approx(ingestion(standard).monthly / 2)
+
+
+def test_docs_costs_md_shows_the_memory_sizes_table() -> None:
+    stale = "docs/costs.md is stale: run python -m bench.cost_at_rest --write"
+    assert report.doc_section(cost.COSTS_DOC, cost.MEMORY) == cost.memory_section(), stale
+
+
+def test_every_memory_default_meets_its_constraints_and_says_why_it_is_not_the_rules() -> None:
+    d = deployment("default")
+    template = {**d.parameters, "SweeperTimeout": d.props("SweeperFunction")["Timeout"]}
+    for row in memory_sizing.decide(memory_sizing.load(), template):
+        assert row["default"] >= row["minimum"], row
+        if row["default"] < row["pick"]:
+            assert row["why"].startswith(f"cost: below the rule's {row['pick']} MB"), row
+
+
+@pytest.mark.parametrize(
+    ("p99", "pick"),
+    [
+        ({128: 50, 256: 46, 512: 45}, 128),  # 128 is within 10 % of 256
+        ({128: 80, 256: 60, 512: 56}, 256),  # 256 is the first within 10 % of the next
+        ({128: 80, 256: 60, 512: 40}, 512),  # no size is: the largest
+    ],
+)
+def test_the_rule_picks_the_cheapest_size_within_a_tenth_of_the_next(
+    p99: dict[int, float], pick: int
+) -> None:
+    assert memory_sizing.rule_size(p99) == pick
+
+
+def test_the_sweepers_backlog_runs_are_kept_apart_from_its_idle_ones() -> None:
+    """A run that drains the mix's outbox is the constraint's case: the rule's p99 is over the
+    runs that published nothing."""
+
+    class Runs:
+        wall_ms = [3000.0, 90.0, 95.0, 3100.0, 92.0]
+        cpu_ms = [50.0, 4.0, 4.0, 52.0, 4.0]
+        published = [600, 0, 0, 600, 0]
+        init_wall_ms = init_cpu_ms = first_wall_ms = first_cpu_ms = [300.0, 310.0]
+        peak_rss_mb = [60.0, 61.0]
+
+    found = memory_sizing.measurements(
+        {"ingest": Runs, "processor": Runs, "sweeper": Runs},
+        1e-5,
+        {"ingest": 1.0, "processor": 0.1, "sweeper": 0.004},
+        "a test",
+    )
+    sweeper = found["functions"]["sweeper"]
+    assert (sweeper["runs"], sweeper["backlog"]["runs"]) == (3, 2)
+    assert sweeper["sizes"]["1769"]["p99"] < 100 < sweeper["backlog"]["sizes"]["1769"]["p99"]
