@@ -279,11 +279,13 @@ def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
     assert set(p.TRAFFIC_METRICS) <= filters | emf
 
 
-def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
+def test_platform_lines_move_the_traffic_figure_only_where_a_level_differs_from_the_runs() -> None:
+    # The measured run had the defaults: ingest's WARN, the processor's INFO.
+    assert p.TRAFFIC_MEASURED_LEVELS == ("WARN", "INFO")
     quiet = report.SetBill("HttpApi", "WARN", [])
     processor = report.SetBill("HttpApi", "INFO", [])  # the defaults: ingest's WARN
     chatty = report.SetBill("HttpApi", "INFO", [], ingest_system_log_level="INFO")
-    assert report.traffic_per_million(quiet) == pytest.approx(
+    assert report.traffic_per_million(processor) == pytest.approx(
         p.TRAFFIC_PER_MILLION["HttpApi"] - p.SWEEPER_SHARE_PER_MILLION
     )
     # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million
@@ -319,13 +321,14 @@ def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
 
 
 def test_the_traffic_figure_follows_the_sets_memory_sizes() -> None:
-    measured = report.SetBill("HttpApi", "WARN", [])
+    measured = report.SetBill("HttpApi", "INFO", [])
+    assert measured.memory_mb == {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
     bigger = report.SetBill(
-        "HttpApi", "WARN", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
+        "HttpApi", "INFO", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 512}
     )
-    # A tenth of a processor invocation per webhook, $0.2643 instead of $0.1821 a million.
+    # A tenth of a processor invocation per webhook, $0.4043 instead of $0.2432 a million.
     difference = report.traffic_per_million(bigger) - report.traffic_per_million(measured)
-    assert difference == pytest.approx(0.1 * (0.2643 - 0.1821))
+    assert difference == pytest.approx(0.1 * (0.4043 - 0.2432))
 
 
 def test_a_log_group_in_the_infrequent_access_class_is_priced_at_its_ingestion_price() -> None:
