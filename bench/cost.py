@@ -1080,6 +1080,11 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")
+    parser.add_argument(
+        "--baseline-name",
+        default="baseline",
+        help="what the baseline is, as the tables name it (say what it is, not its commit)",
+    )
     parser.add_argument("--deliveries", type=int, default=600)
     parser.add_argument("--duplicate-share", type=float, default=0.1)
     parser.add_argument("--sweeps", type=int, default=5)
@@ -1094,7 +1099,7 @@ def main() -> None:
     workload = Workload(**{k: getattr(args, k) for k in vars(Workload())})
     trees = {}
     if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+        trees[args.baseline_name] = args.baseline.resolve()
     trees["this tree"] = ROOT
     command = "python -m bench.cost " + " ".join(sys.argv[1:])
     results = measure(trees, args)
