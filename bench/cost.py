@@ -46,6 +46,7 @@ import json
 import math
 import os
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -1101,7 +1102,7 @@ def main() -> None:
     if args.baseline:
         trees[args.baseline_name] = args.baseline.resolve()
     trees["this tree"] = ROOT
-    command = "python -m bench.cost " + " ".join(sys.argv[1:])
+    command = "python -m bench.cost " + shlex.join(sys.argv[1:])
     results = measure(trees, args)
     deployments = {label: Deployment.of(tree) for label, tree in trees.items()}
     memory_found = memory_sizing.measurements(
