@@ -46,6 +46,7 @@ class IdleSweep:
     # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
     # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
     provider_secrets: int = 0
+    log_class: str = "STANDARD"  # its log group's LogGroupClass
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -81,6 +82,7 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
         provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
         max_skip_s=int(env.get("IDLE_MAX_SKIP_SECONDS", 86_400)) if ledger else None,
+        log_class=str(d.props(log_group).get("LogGroupClass", "STANDARD")),
     )
 
 
@@ -243,6 +245,7 @@ def hourly_check(d: Deployment, function: str) -> list[Line]:
             runs * CHECK_LOG_BYTES,
             retention,
             estimate=True,
+            log_class=str(d.props(log_group).get("LogGroupClass", "STANDARD")),
         ),
     ]
 
@@ -284,6 +287,7 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 f"{function} logs ({run.log_bytes:,} B a run)",
                 runs * run.log_bytes,
                 run.retention_days,
+                log_class=run.log_class,
             )
             if run.reads_registry:
                 # One read per five minutes while the environment lives, one more per new
