@@ -24,7 +24,12 @@ class SweepReport:
     outbox_dead: int = 0
     outbox_released: int = 0
     payloads_purged: int = 0
-    events_deleted: int = 0
+    events_deleted: int = 0  # rows of dropped partitions (their keys, forgotten)
+    partitions_created: int = 0
+    partitions_dropped: int = 0
+    # Partitions past the key retention kept because a row in them is not terminal yet.
+    partitions_kept: int = 0
+    partitions_switched: bool = False  # this run made the switch to the partitioned inbox
     outbox_deleted: int = 0
     completed_steps: list[str] = field(default_factory=list)
     # The first step that ran out of time (None: every step finished its work).

@@ -23,7 +23,8 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
        received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
        enqueued_at, error_kind, last_error
   FROM webhook_events
- WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+ WHERE id IN (SELECT event_row_id FROM webhook_event_keys  -- the inbox's (provider, event_id) index
+               WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[]))
 
 -- name: event_ids_by_delivery_id
 -- The events a provider's own delivery id names, where that id is not the event's key (GitHub's

@@ -5,19 +5,28 @@
 
 -- name: claim_events
 -- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
--- new and duplicate alike. DO UPDATE (not DO NOTHING) so that a duplicate returns the stored
--- row even when the first insert committed after our snapshot; xmax = 0 only on a freshly
--- inserted tuple. The payloads come as one jsonb array (the client builds it as text; a jsonb[]
--- literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
--- Rows are inserted in key order, so two concurrent deliveries of overlapping
--- batches take their row locks in the same order and cannot deadlock; the caller passes each
--- key once (a second copy in one statement would be an error). A caller about to send the
--- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
--- clears it (clear_enqueued), and if it crashes in between, the sweeper's stale rule re-sends.
+-- new and duplicate alike. The deduplication is the insert into webhook_event_keys (the inbox is
+-- partitioned by day, and a unique index on it could only hold per partition: docs/design.md,
+-- "Partitions and retention"). DO UPDATE (not DO NOTHING) so that a duplicate's key returns the
+-- stored row's id even when the first insert committed after our snapshot; xmax = 0 only on a
+-- freshly inserted tuple. A new key gets the id of its row (webhook_inbox_next_event_id: ids carry
+-- their day, the partition key) and the row is inserted with it; a duplicate's row is counted by
+-- id (an array, so that the executor prunes the partitions at start: a join would plan and open
+-- every partition), so the update reads one partition. The payloads come as one jsonb array (the client builds
+-- it as text; a jsonb[] literal would have every quote in them escaped), zipped with the keys by
+-- ROWS FROM.
+-- Keys are inserted in key order, so two concurrent deliveries of overlapping batches take their
+-- locks in the same order and cannot deadlock; the caller passes each key once (a second copy in
+-- one statement would be an error). A caller about to send the wake-ups itself records
+-- enqueued_at now (no second round trip); if a send then fails it clears it (clear_enqueued), and
+-- if it crashes in between, the sweeper's stale rule re-sends.
 -- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
 -- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
--- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
+-- executor reads the CTE, which sets it, before it inserts the first key. Past it the caller
 -- reads the rows without a lock (stored_claims).
+-- A duplicate whose row this statement cannot see (inserted by a claim that committed after this
+-- one began: its key waited for that commit) is missing from the answer; the caller claims it
+-- again, and the next statement's snapshot sees the row.
 -- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
 -- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
 -- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
@@ -28,34 +37,54 @@
 WITH lock_wait AS MATERIALIZED (
     SELECT set_config('lock_timeout',
                       coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+), given AS MATERIALIZED (
+    SELECT c.*
+      FROM lock_wait,
+           ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
+                      unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
+             AS c (event_id, delivery_id, event_type, payload)
+), keyed AS (
+    INSERT INTO webhook_event_keys AS k (provider, event_id, event_row_id)
+    SELECT %(provider)s, g.event_id, webhook_inbox_next_event_id()
+      FROM given g
+     ORDER BY g.event_id
+    ON CONFLICT (provider, event_id) DO UPDATE SET event_row_id = k.event_row_id
+    RETURNING k.event_id, k.event_row_id, (k.xmax = 0) AS is_new
+), inserted AS (
+    INSERT INTO webhook_events
+        (id, provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
+    SELECT k.event_row_id, %(provider)s, g.event_id, g.delivery_id, g.event_type,
+           %(body_sha256)s, g.payload, CASE WHEN %(enqueuing)s THEN now() END
+      FROM keyed k JOIN given g USING (event_id)
+     WHERE k.is_new
+     ORDER BY k.event_row_id
+    RETURNING id, event_id, status, delivery_count, true AS is_new, false AS rewake
+), counted AS (
+    UPDATE webhook_events AS e
+       SET delivery_count = e.delivery_count + 1,
+           last_delivery_at = now(),
+           enqueued_at = CASE
+               WHEN %(enqueuing)s
+                AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+                AND (e.enqueued_at IS NULL
+                     OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+               THEN now() ELSE e.enqueued_at END
+     WHERE e.id = ANY(ARRAY(SELECT event_row_id FROM keyed WHERE NOT is_new))
+    RETURNING e.id, e.event_id, e.status, e.delivery_count, false AS is_new,
+              (%(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 )
-INSERT INTO webhook_events AS e
-    (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
-SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
-       CASE WHEN %(enqueuing)s THEN now() END
-  FROM lock_wait,
-       ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
-                  unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
-         AS c (event_id, delivery_id, event_type, payload)
- ORDER BY c.event_id
-ON CONFLICT (provider, event_id) DO UPDATE
-    SET delivery_count = e.delivery_count + 1,
-        last_delivery_at = now(),
-        enqueued_at = CASE
-            WHEN %(enqueuing)s
-             AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
-             AND (e.enqueued_at IS NULL
-                  OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
-            THEN now() ELSE e.enqueued_at END
-RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new,
-          (e.xmax <> 0 AND %(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
+SELECT * FROM inserted
+UNION ALL
+SELECT * FROM counted
 
 -- name: stored_claims
--- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
--- without waiting (deliveries not counted).
-SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted, false AS rewake
-  FROM webhook_events
- WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
+-- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read without waiting (deliveries not counted). Through the keys
+-- (the inbox has no index on (provider, event_id) across its partitions).
+SELECT e.id, e.event_id, e.status, e.delivery_count, false AS is_new, false AS counted,
+       false AS rewake
+  FROM webhook_event_keys k
+  JOIN webhook_events e ON e.id = k.event_row_id
+ WHERE k.provider = %(provider)s AND k.event_id = ANY(%(event_ids)s)
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
@@ -261,7 +290,8 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
        available_at, lease_owner, lease_expires_at, enqueued_at, received_at, last_delivery_at,
        updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
   FROM webhook_events
- WHERE provider = %(provider)s AND event_id = %(event_id)s
+ WHERE id = (SELECT event_row_id FROM webhook_event_keys
+              WHERE provider = %(provider)s AND event_id = %(event_id)s)
 
 -- name: statuses_of
 -- Why ids were not leased (terminal, leased elsewhere, not yet due) — or that they do not exist.
