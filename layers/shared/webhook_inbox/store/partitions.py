@@ -127,18 +127,28 @@ def create_ahead(conn: Connection[Any], *, days: int, today: date | None = None)
             continue
         with conn.transaction():
             _lock_wait(conn)
+            if _attached(conn, partition) is not None:
+                continue  # an overlapping sweeper made it
             conn.execute(_ddl("create_partition", partition))
         created += 1
     return created
+
+
+def _attached(conn: Connection[Any], partition: Partition) -> bool | None:
+    """Under the partitions' lock: whether ``partition`` is attached (None: it does not exist)."""
+    conn.execute(_statement("lock_partitions"))
+    row = conn.execute(_statement("partition_state"), {"name": partition.name}).fetchone()
+    return None if row is None else bool(row[0])
 
 
 @dataclass(frozen=True)
 class Blockers:
     unfinished: bool
     recent: bool
+    gone: bool = False  # another sweeper detached it first: nothing for this one to do
 
     def __bool__(self) -> bool:
-        return self.unfinished or self.recent
+        return self.unfinished or self.recent or self.gone
 
 
 @translated
@@ -159,6 +169,8 @@ def detach_if_expired(conn: Connection[Any], partition: Partition, *, days: int)
     catalog change and two index probes."""
     with conn.transaction():
         _lock_wait(conn)
+        if not _attached(conn, partition):  # an overlapping sweeper detached it
+            return Blockers(unfinished=False, recent=False, gone=True)
         conn.execute(_statement("lock_inbox"))
         found = blockers(conn, partition, days=days)
         if found:

@@ -71,6 +71,15 @@ SELECT c.relname AS name, c.relispartition AS attached
  WHERE c.relkind = 'r' AND c.relname ~ '^webhook_events_(p[0-9]{8}|legacy)$'
  ORDER BY c.relname
 
+-- name: lock_partitions
+-- Serialises the sweepers that create or retire partitions (two runs may overlap): SHARE UPDATE
+-- EXCLUSIVE conflicts with itself and with no reader or writer of rows. Then whether the
+-- partition is there, and attached, as this transaction sees it after the lock (partition_state).
+LOCK TABLE webhook_events IN SHARE UPDATE EXCLUSIVE MODE
+
+-- name: partition_state
+SELECT c.relispartition FROM pg_class c WHERE c.oid = to_regclass(%(name)s)
+
 -- name: create_partition
 -- A new day's partition without making a writer wait: built apart (an empty table, its check
 -- proving the range, so the attach scans nothing), then attached, which takes SHARE UPDATE
