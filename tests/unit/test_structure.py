@@ -30,6 +30,7 @@ DATA_MODULES = {
     "outbox.py": "outbox.sql",
     "pauses.py": "pauses.sql",
     "pacing.py": "pacing.sql",
+    "partitions.py": "partitions.sql",  # the inbox's partitions (DDL), retention by partition
 }
 # Besides inbox.sql, the statements that move webhook_events rows, and the one move each makes.
 MOVES_INBOX_ROWS = {"pauses.sql", "pacing.sql"}
