@@ -51,6 +51,7 @@ FREE_TYPES = {
     "AWS::KMS::Alias": "no charge (the key is priced)",
     "AWS::RDS::DBSubnetGroup": "configuration",
     "AWS::RDS::DBParameterGroup": "configuration",
+    "AWS::RDS::DBClusterParameterGroup": "configuration",
     "AWS::RDS::DBProxyTargetGroup": "priced with its proxy",
     "AWS::EC2::SecurityGroup": "no charge",
     "AWS::EC2::SecurityGroupIngress": "no charge",
@@ -65,6 +66,9 @@ FREE_TYPES = {
     "AWS::EC2::InternetGateway": "no charge",
     "AWS::EC2::VPCGatewayAttachment": "no charge",
     "Custom::*": "a Lambda-backed custom resource: a few invocations per deploy",
+    "AWS::S3::Bucket": "the idle ledger: two objects under 1 KB (S3 Standard storage rounds to"
+    " $0.00); its requests are counted with the sweeper's runs",
+    "AWS::S3::BucketPolicy": "a resource policy",
 }
 
 
@@ -110,6 +114,37 @@ RDS_PROXY_VCPU_HOUR = Price(
     "RDS Proxy pricing (provisioned instances); DESIGN.md §6 ≈ $22",
 )
 RDS_PROXY_MIN_VCPUS = 2
+# In front of Aurora Serverless v2 the proxy bills the target's ACUs instead, 8 at least.
+RDS_PROXY_ACU_HOUR = Price(
+    0.015,
+    "ACU-hour of the target, 8 minimum",
+    "RDS Proxy pricing (Aurora Serverless v2 targets): per ACU-hour, a minimum of 8 ACUs",
+)
+RDS_PROXY_MIN_ACUS = 8
+
+# --- Amazon Aurora ("Amazon Aurora pricing", PostgreSQL-Compatible Edition, US East) ------------
+
+_AURORA_PAGE = "Amazon Aurora pricing, PostgreSQL-Compatible, Aurora Standard"
+AURORA_ACU_HOUR = Price(0.12, "ACU-hour", f"{_AURORA_PAGE}, Aurora Serverless v2")
+# Provisioned instance classes we checked (Aurora PostgreSQL has no micro or small class); any
+# other class has no price here and the script refuses it (add it with its source).
+AURORA_INSTANCE_HOURLY: dict[str, Price] = {
+    "db.t4g.medium": Price(0.073, "instance-hour", f"{_AURORA_PAGE}, On-Demand"),
+}
+AURORA_VCPUS = {"db.t4g.medium": 2}
+AURORA_STORAGE_GB_MONTH = Price(
+    0.10,
+    "GB-month",
+    f"{_AURORA_PAGE}, storage: the space the cluster volume uses, evaluated hourly (Aurora"
+    " user guide, Managing performance and scaling: you are only charged for the space that you"
+    " use)",
+)
+AURORA_IO_REQUEST = Price(0.20 / 1e6, "I/O request", f"{_AURORA_PAGE}, I/O requests")
+AURORA_BACKUP_GB_MONTH = Price(
+    0.021,
+    "GB-month beyond the cluster's volume",
+    "Amazon Aurora pricing, backup storage: no charge up to 100 % of the cluster's volume",
+)
 
 # --- network ("Amazon VPC pricing", "AWS PrivateLink pricing") -----------------------------------
 
@@ -149,7 +184,8 @@ ALARM_METRICS_INSIGHTS = Price(
     "alarm-month (one metric analyzed)",
     "CloudWatch pricing, alarms on a Metrics Insights query, billed per metric the query"
     " analyzes, no free tier: counted as one per alarm (a query over a metric nothing has"
-    " published yet analyzes none; Rejected GROUP BY reason, one per reason seen)",
+    " published yet analyzes none; Rejected GROUP BY reason, one per reason seen; DeliveryRefused"
+    " GROUP BY provider, one per provider with deliveries in the last hour)",
     estimate=True,
 )
 DASHBOARD_MONTH = Price(3.00, "dashboard-month", "CloudWatch pricing, dashboards; DESIGN.md §6")
@@ -159,6 +195,12 @@ LOGS_STORE_GB_MONTH = Price(
     "GB-month stored",
     "CloudWatch pricing, Logs storage (archived); priced on uncompressed bytes, an upper bound",
 )
+
+# --- S3 ("Amazon S3 pricing", S3 Standard, US East): the idle ledger ---------------------------
+
+_S3_PAGE = "Amazon S3 pricing, S3 Standard"
+S3_GET = Price(0.0004 / 1000, "GET request", f"{_S3_PAGE}, GET and all other requests")
+S3_PUT = Price(0.005 / 1000, "PUT request", f"{_S3_PAGE}, PUT, COPY, POST, LIST requests")
 
 # --- Lambda, SQS, EventBridge ----------------------------------------------------------------
 
@@ -173,7 +215,9 @@ SCHEDULED_EVENT = Price(
 
 # --- measured or assumed figures (not prices) ------------------------------------------------
 
-# The sweeper's billed duration per idle run, by memory size: `python -m bench.sweeper_at_rest
+# The sweeper's billed duration per idle run, by memory size, measured when every run connected
+# (an upper bound for a run the idle ledger skips: two S3 GETs instead of the database's
+# statements; not re-measured): `python -m bench.sweeper_at_rest
 # --sweeps 41` on 2026-12-02 (the real handler on an empty database, PostgreSQL 1 ms and AWS
 # 10 ms away; median of 40 warm runs: 69 ms wall, 3.9 ms CPU scaled below one vCPU). A second
 # run at load average 7.6 on this 2-core machine measured 125 ms at 256 MB: $0.004 a month more.
@@ -186,6 +230,15 @@ SWEEPER_BILLED_MS_BY_MEMORY = {128: 120, 256: 93, 512: 79, 1024: 73, 1769: 70}
 ESM_IDLE_POLLERS = 5
 ESM_IDLE_POLLERS_WITHOUT_MAX_CONCURRENCY = 2
 ESM_LONG_POLL_SECONDS = 20
+# A paused Serverless v2 instance that a connection resumes runs at its least awake capacity
+# (the at-rest note's 0.5 ACU) until nothing has connected for SecondsUntilAutoPause; the resume
+# itself and the sweeper's run: about a minute (an estimate: AWS puts a resume at about 15 s).
+AURORA_AWAKE_MIN_ACUS = 0.5
+AURORA_WAKE_OVERHEAD_S = 60
+# An Aurora cluster volume that holds only the schema (PostgreSQL's catalogs, the migrations'
+# tables, the WAL Aurora keeps): an estimate, 1 GB; `VolumeBytesUsed` on a running cluster says.
+# What the events add is traffic: PayloadRetentionDays of payloads.
+AURORA_IDLE_VOLUME_GB = 1.0
 # RDS Enhanced Monitoring writes one RDSOSMetrics event per interval to CloudWatch Logs (RDS
 # creates that log group with 30 days' retention). Its size is an estimate: an OS sample with
 # the process list is a few KB; measure it with `aws logs describe-log-streams
@@ -213,10 +266,10 @@ TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 128}
 TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
 SWEEPER_SHARE_PER_MILLION = 0.0074  # requests $0.00086, GB-s $0.001, logs 11 B/webhook $0.0055
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
-# webhooks every hour pays all of each): one provider's Accepted and Duplicate (ingest's metric
-# filters) and the processor's Processed and ProcessingLatency. Failures add theirs only while
-# they happen.
-TRAFFIC_METRICS = ("Accepted", "Duplicate", "Processed", "ProcessingLatency")
+# webhooks every hour pays all of each): one provider's Accepted, Duplicate and DeliveryRefused
+# (ingest's metric filters; DeliveryRefused is 0 for a verified delivery) and the processor's
+# Processed and ProcessingLatency. Failures add theirs only while they happen.
+TRAFFIC_METRICS = ("Accepted", "Duplicate", "DeliveryRefused", "Processed", "ProcessingLatency")
 
 
 def log_lines(

@@ -13,16 +13,47 @@ from bench.at_rest_prices import Line, Price, total
 
 BEGIN, END = "<!-- cost:at-rest -->", "<!-- /cost:at-rest -->"
 SUMMARY = ("<!-- cost:summary -->", "<!-- /cost:summary -->")
-GOALS = {"default": 90.0, "small": 20.0}  # USD a month at rest, for each named set
+GOALS = {"default": 90.0, "small": 20.0, "aurora-paused": 5.0}  # USD a month at rest, each set
 VOLUMES = (10_000, 1_000_000, 100_000_000)  # webhooks a month for the totals
 COMMAND = "python -m bench.cost_at_rest --write"
 SUMMARIES = {
     "default": "every default of `sam deploy --guided` (Multi-AZ PostgreSQL behind RDS Proxy)",
     "small": "one single-AZ db.t4g.micro, no RDS Proxy",
+    "aurora-paused": "Aurora Serverless v2 paused at 0 ACUs while idle, no RDS Proxy",
+}
+# What a set's table depends on that the template cannot say, rendered under its table.
+NOTES = {
+    "aurora-paused": "Paused is the state this table prices, and the sweeper now allows it: a"
+    " run with nothing"
+    ' due leaves the database alone (the idle ledger, docs/design.md "Idle means idle"), so '
+    "the writer pauses once nothing has connected for `AuroraSecondsUntilAutoPause` (300 s). "
+    "After the last write the sweeper keeps connecting for up to about 7 minutes (a writer's "
+    "activity mark covers its timeout and 5 minutes more, then one quiet run is recorded), "
+    "and the 300 s start only then: about 12 minutes after the last delivery, once the "
+    "functions' warm environments have let go of their connections too (Lambda keeps an idle "
+    "environment, and its open connection, for a time AWS does not publish; not measured "
+    "here). Once a day the sweeper's backstop run connects anyway and wakes it for those 300 "
+    "s (the row above). Without the ledger the sweeper would connect every minute and the "
+    "cluster would run at its least awake capacity, 0.5 ACU ($43.80 a month more). No RDS "
+    "Proxy: its connections would keep the cluster awake, and in front of Serverless v2 it "
+    "bills at least 8 ACUs ($87.60 a month). A delivery that finds the cluster paused resumes"
+    " it (about 15 s, AWS says; longer after a long pause): ingest gives up after its 3 s "
+    "connect timeout and answers 503, and a sender that retries has its retry accepted "
+    '(docs/deploy.md, "Aurora", says which senders do).',
+}
+# Sets whose database bills capacity while traffic keeps it awake: what the traffic columns
+# leave out for them (the per-million figure has no database in it).
+AWAKE_WITH_TRAFFIC = {
+    "aurora-paused": "`aurora-paused` with traffic: add the Aurora capacity of every hour the"
+    " writer is awake, at least 0.5 ACU ($0.06 an hour), for as long as anything has connected"
+    " in the last 5 minutes, and its I/O requests ($0.20 a million). Deliveries in every hour"
+    " keep it awake all month: $43.80 or more beyond the row (`small`'s instance bills the same"
+    " whatever the traffic); a few bursts a day cost a few of those hours each.",
 }
 TITLES = {
     "default": "`default`: what `sam deploy --guided` deploys with every default",
     "small": "`small`: `sam deploy --config-env small`",
+    "aurora-paused": "`aurora-paused`: `sam deploy --config-env aurora-paused`, once paused",
 }
 
 
@@ -131,6 +162,8 @@ def set_table(name: str, lines: list[Line]) -> list[str]:
     goal = GOALS.get(name)
     if goal is not None and monthly > goal:
         out += ["", _largest(lines, monthly - goal)]
+    if name in NOTES:
+        out += ["", NOTES[name]]
     return out
 
 
@@ -175,6 +208,7 @@ def render(sets: dict[str, SetBill]) -> str:
             f"| `{name}` ({bill.endpoint}, SystemLogLevel {bill.system_log_level}, ingest's"
             f" {bill.ingest_system_log_level}, memory"
             f" {bill.memory_mb['IngestMemorySize']}/{bill.memory_mb['ProcessorMemorySize']} MB)"
+            f"{' †' if name in AWAKE_WITH_TRAFFIC else ''}"
             f" | {rest:.2f}"
             f" | {' | '.join(cells)} |"
         )
@@ -199,6 +233,9 @@ def render(sets: dict[str, SetBill]) -> str:
         " every 30 s: at most 86,400 of each a month, $0.69, for an environment warm all month;"
         " nothing at rest), and a larger database class that 100 M webhooks a month (38 a"
         " second on average) may need.",
+    ]
+    out += [f"\n† {AWAKE_WITH_TRAFFIC[name]}" for name in sets if name in AWAKE_WITH_TRAFFIC]
+    out += [
         "",
         "### Prices and estimates",
         "",

@@ -57,7 +57,7 @@ from bench.common import (
     table,
     write_section,
 )
-from bench.ingest_deliveries import stripe_body
+from bench.stripe_events import stripe_body
 from tests.ingest_support import v2_event
 from webhook_inbox.ingest import providers, schemes
 from webhook_inbox.store import inbox

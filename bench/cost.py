@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -355,19 +356,23 @@ def _child_events(spec: dict[str, Any], function: str) -> list[tuple[dict[str, A
     import psycopg
 
     if function == "ingest":
-        from bench.ingest_deliveries import stripe_body
-        from tests.ingest_support import v2_event
-        from webhook_inbox.ingest import providers
+        import hashlib
+        import hmac
 
-        stripe = providers.registry()["stripe"]
+        from bench.stripe_events import stripe_body
+        from tests.ingest_support import v2_event
+
+        # Signed here as Stripe signs (t=…,v1=HMAC-SHA256 of "t.body"), with the tree's own
+        # development secret: the trees' signing helpers differ in name and place.
+        config = json.loads(Path(spec["env"]["PROVIDERS_CONFIG_FILE"]).read_text())
+        secret = config.get("providers", config)["stripe"]["secrets"][0]["value"].encode()
         now = int(time.time())
         made = []
         for _ in range(spec["deliveries"]):
             event_id = _stripe_id()
             body = stripe_body(event_id, now)
-            signed = providers.sign_delivery(stripe, body, timestamp=now)
-            # A tree from before the providers framework returns the headers themselves.
-            made.append(v2_event("stripe", body, getattr(signed, "headers", signed)))
+            mac = hmac.new(secret, f"{now}.".encode() + body, hashlib.sha256).hexdigest()
+            made.append(v2_event("stripe", body, {"Stripe-Signature": f"t={now},v1={mac}"}))
         duplicates = made[: int(len(made) * spec["duplicate_share"])]
         return [(e, 202) for e in made] + [(e, 200) for e in duplicates]
     if function == "processor":
@@ -570,7 +575,8 @@ def measure(trees: dict[str, Path], args: argparse.Namespace) -> dict[str, dict[
                 url = _database_for(infra, tree, f"wi_cost_{label}_{round_no}_{os.getpid()}")
                 env = {
                     **function_env(infra, url),
-                    "PROVIDERS_CONFIG_FILE": str(ROOT / "events" / "providers.local.json"),
+                    # The tree's own: an older tree does not know a newer tree's schemes.
+                    "PROVIDERS_CONFIG_FILE": str(tree / "events" / "providers.local.json"),
                 }
                 for function in FUNCTIONS:
                     spec = {
@@ -787,29 +793,54 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
+SIZES_MB = (128, 256, 512, 1024, 1769)
+# The sizing rule: a function's size is the cheapest whose p99 billed duration is within this
+# factor of the next size up's (more memory would buy less than a tenth of its latency back).
+WITHIN_NEXT = 1.10
+
+
 def memory_table(m: dict[str, Measured], prices: Prices) -> list[list[str]]:
     rows = []
     for function in FUNCTIONS:
         meas = m[function]
         rss = statistics.median(meas.peak_rss_mb)
-        for mb in (128, 256, 512, 1024, 1769):
+        p99 = {
+            mb: _p(
+                [billed_ms(w, c, mb) for w, c in zip(meas.wall_ms, meas.cpu_ms, strict=True)], 99
+            )
+            for mb in SIZES_MB
+        }
+        chosen = rule_size(p99)
+        for mb in SIZES_MB:
             billed = [billed_ms(w, c, mb) for w, c in zip(meas.wall_ms, meas.cpu_ms, strict=True)]
             init = statistics.median(
                 billed_ms(w, c, mb)
                 for w, c in zip(meas.init_wall_ms, meas.init_cpu_ms, strict=True)
             )
             usd = statistics.mean(billed) / 1000 * mb / 1024 * prices.lambda_gb_second_arm * 1e6
+            bigger = [size for size in SIZES_MB if size > mb]
             rows.append(
                 [
                     function,
                     f"{mb}",
                     f"{rss:.0f}",
                     f"{_p(billed, 50):.0f} / {_p(billed, 99):.0f}",
+                    f"{p99[mb] / p99[bigger[0]]:.2f}x" if bigger else "",
+                    "**the rule's**" if mb == chosen else "",
                     f"{init:.0f}",
                     f"${usd:.4f}",
                 ]
             )
     return rows
+
+
+def rule_size(p99_by_size: dict[int, float]) -> int:
+    """The cheapest size whose p99 is within ``WITHIN_NEXT`` of the next size up's."""
+    sizes = sorted(p99_by_size)
+    for small, big in itertools.pairwise(sizes):
+        if p99_by_size[small] <= WITHIN_NEXT * p99_by_size[big]:
+            return small
+    return sizes[-1]
 
 
 def render(  # noqa: PLR0917 - one report, all its inputs
@@ -949,6 +980,8 @@ def render(  # noqa: PLR0917 - one report, all its inputs
                 "MB",
                 "peak RSS MB",
                 "billed p50 / p99 ms",
+                "p99 vs next size up",
+                f"cheapest within {WITHIN_NEXT:.2f}x of the next",
                 "INIT ms",
                 "USD per million invocations",
             ],
@@ -995,7 +1028,14 @@ def _machine() -> str:
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == _CHILD_MARK:
-        child_main(sys.argv[2:])
+        try:
+            child_main(sys.argv[2:])
+        except BaseException:
+            # The child's own streams are captured: say why on the real one.
+            import traceback
+
+            sys.__stderr__.write(traceback.format_exc())
+            raise
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")

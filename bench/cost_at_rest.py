@@ -1,12 +1,14 @@
 """What the stack costs a month before its first webhook, counted from template.yaml.
 
-    python -m bench.cost_at_rest [--config-env default small] [--parameter-overrides K=V ...]
+    python -m bench.cost_at_rest [--config-env default small aurora-paused]
+                                 [--parameter-overrides K=V ...]
                                  [--write]
 
 template.yaml is translated by SAM's own translator (offline, as the infra tests do), resolved
 for a parameter set (the template's defaults, then a samconfig.toml environment's
 ``parameter_overrides``, then ``--parameter-overrides``), and every resource that bills by the
-hour or the month whatever the traffic is priced: the database instance and its storage, RDS
+hour or the month whatever the traffic is priced: the database instance and its storage (or
+the Aurora cluster's volume and its instances' hours or Serverless v2 minimum capacity), RDS
 Proxy, interface endpoints per AZ, NAT gateways and public addresses, KMS keys, secrets (the
 RDS-managed one too), alarms by kind, dashboards, custom metrics (the EMF the idle sweeper
 writes, rendered by the sweeper's own code, and metric filters that match it), the schedule's
@@ -34,6 +36,8 @@ from bench.idle_sweep import idle_sweep, scheduled_runs  # noqa: E402
 from bench.template_deployment import Deployment, deployment  # noqa: E402
 
 COSTS_DOC = ROOT / "docs" / "costs.md"
+# The samconfig.toml environments docs/costs.md documents, in its order.
+DOCUMENTED = ("default", "small", "aurora-paused")
 
 
 # --- pricing, one function per billed resource type --------------------------------------
@@ -41,6 +45,8 @@ COSTS_DOC = ROOT / "docs" / "costs.md"
 
 def _database(d: Deployment, name: str) -> list[Line]:
     props = d.props(name)
+    if "DBClusterIdentifier" in props:
+        return _aurora_instance(d, name, props)
     cls = str(props["DBInstanceClass"])
     if cls not in p.RDS_INSTANCE_HOURLY:
         raise Unpriced(f"{name}: no price for {cls} in bench/at_rest_prices.py")
@@ -61,24 +67,108 @@ def _database(d: Deployment, name: str) -> list[Line]:
     ]
     if str(props.get("ManageMasterUserPassword", "false")).lower() == "true":
         lines.append(Line("Secrets Manager: the RDS-managed master secret", 1, p.SECRET_MONTH))
+    return lines + _monitoring(props) + _log_export(d, props)
+
+
+def _monitoring(props: Mapping[str, Any]) -> list[Line]:
     interval = int(props.get("MonitoringInterval", 0) or 0)
-    if interval:
-        samples = p.MINUTES_PER_MONTH * 60 / interval
-        lines += p.log_lines(
-            f"RDS Enhanced Monitoring ({interval} s)",
-            samples * p.ENHANCED_MONITORING_BYTES_PER_SAMPLE,
-            p.ENHANCED_MONITORING_RETENTION_DAYS,
+    if not interval:
+        return []
+    samples = p.MINUTES_PER_MONTH * 60 / interval
+    return p.log_lines(
+        f"RDS Enhanced Monitoring ({interval} s)",
+        samples * p.ENHANCED_MONITORING_BYTES_PER_SAMPLE,
+        p.ENHANCED_MONITORING_RETENTION_DAYS,
+        estimate=True,
+    )
+
+
+def _log_export(d: Deployment, props: Mapping[str, Any]) -> list[Line]:
+    if not props.get("EnableCloudwatchLogsExports"):
+        return []
+    retention = int(d.parameters.get("LogRetentionDays") or 30)
+    return p.log_lines(
+        "RDS log export (postgresql)", p.RDS_LOG_EXPORT_BYTES_PER_MONTH, retention, estimate=True
+    )
+
+
+def _cluster_of(d: Deployment, instance: str) -> str:
+    return str(d.resources[instance]["Properties"]["DBClusterIdentifier"]["Ref"])
+
+
+def _min_capacity(d: Deployment, cluster: str) -> float:
+    return float(d.props(cluster)["ServerlessV2ScalingConfiguration"]["MinCapacity"])
+
+
+def _backstop_runs(d: Deployment) -> int:
+    """The sweeper's database runs a month at rest: one per IDLE_MAX_SKIP_SECONDS when it reads
+    the idle ledger (0 without it: then every run connects and nothing pauses)."""
+    for name in d.of_type("AWS::Lambda::Function"):
+        env = (d.props(name).get("Environment") or {}).get("Variables") or {}
+        if env.get("IDLE_LEDGER_BUCKET") and "IDLE_MAX_SKIP_SECONDS" in env:
+            return p.MINUTES_PER_MONTH * 60 // int(env["IDLE_MAX_SKIP_SECONDS"])
+    return 0
+
+
+def _aurora_instance(d: Deployment, name: str, props: Mapping[str, Any]) -> list[Line]:
+    """An instance of an Aurora cluster: its class's hours, or Serverless v2's minimum capacity
+    (nothing at 0: it pauses once nothing connects; its storage is the cluster's)."""
+    cls = str(props["DBInstanceClass"])
+    if cls == "db.serverless":
+        cluster = _cluster_of(d, name)
+        minimum = _min_capacity(d, cluster)
+        if minimum == 0:
+            scaling = d.props(cluster)["ServerlessV2ScalingConfiguration"]
+            pause = int(scaling["SecondsUntilAutoPause"])
+            what = f"paused (0 ACUs) once nothing has connected for {pause:,} s"
+            line = Line(f"Aurora Serverless v2 {name}: {what}", 0, p.AURORA_ACU_HOUR)
+            wakes = _backstop_runs(d)
+            if wakes:
+                awake_h = wakes * (pause + p.AURORA_WAKE_OVERHEAD_S) / 3600
+                woken = Line(
+                    f"Aurora Serverless v2 {name}: woken by the sweeper's {wakes} backstop runs,"
+                    f" {p.AURORA_AWAKE_MIN_ACUS:g} ACU for {pause + p.AURORA_WAKE_OVERHEAD_S:,} s"
+                    " each",
+                    awake_h * p.AURORA_AWAKE_MIN_ACUS,
+                    p.AURORA_ACU_HOUR,
+                    estimate=True,
+                )
+                return [line, woken, *_monitoring(props)]
+        else:
+            what = f"{minimum:g} ACUs, its minimum"
+            line = Line(
+                f"Aurora Serverless v2 {name}: {what}",
+                minimum * p.HOURS_PER_MONTH,
+                p.AURORA_ACU_HOUR,
+            )
+        return [line, *_monitoring(props)]
+    if cls not in p.AURORA_INSTANCE_HOURLY:
+        raise Unpriced(f"{name}: no Aurora price for {cls} in bench/at_rest_prices.py")
+    hours = Line(f"Aurora {cls} {name}", p.HOURS_PER_MONTH, p.AURORA_INSTANCE_HOURLY[cls])
+    return [hours, *_monitoring(props)]
+
+
+def _cluster(d: Deployment, name: str) -> list[Line]:
+    """An Aurora cluster's own charges: its volume, backups, master secret and log export."""
+    props = d.props(name)
+    if str(props.get("StorageType", "aurora")) != "aurora":
+        raise Unpriced(f"{name}: only Aurora Standard storage is priced")
+    retention = props.get("BackupRetentionPeriod", 1)
+    lines = [
+        Line(
+            "Aurora storage (Standard): the volume of an empty cluster",
+            p.AURORA_IDLE_VOLUME_GB,
+            p.AURORA_STORAGE_GB_MONTH,
             estimate=True,
-        )
-    if props.get("EnableCloudwatchLogsExports"):
-        retention = int(d.parameters.get("LogRetentionDays") or 30)
-        lines += p.log_lines(
-            "RDS log export (postgresql)",
-            p.RDS_LOG_EXPORT_BYTES_PER_MONTH,
-            retention,
-            estimate=True,
-        )
-    return lines
+        ),
+        # Nothing connects at rest (a paused cluster reads nothing); a running one's own
+        # background I/O is not published: counted as none.
+        Line("Aurora I/O (Standard) at rest", 0, p.AURORA_IO_REQUEST, estimate=True),
+        Line(f"Aurora backups ({retention} days)", 0, p.AURORA_BACKUP_GB_MONTH),
+    ]
+    if str(props.get("ManageMasterUserPassword", "false")).lower() == "true":
+        lines.append(Line("Secrets Manager: the RDS-managed master secret", 1, p.SECRET_MONTH))
+    return lines + _log_export(d, props)
 
 
 def _proxy(d: Deployment, name: str) -> list[Line]:
@@ -87,19 +177,46 @@ def _proxy(d: Deployment, name: str) -> list[Line]:
         for group in d.of_type("AWS::RDS::DBProxyTargetGroup")
         if d.resources[group]["Properties"]["DBProxyName"] == {"Ref": name}
     ]
-    vcpus = 0
+    instances = []
     for group in targets:
-        for ref in d.resources[group]["Properties"].get("DBInstanceIdentifiers", []):
-            cls = str(d.props(ref["Ref"])["DBInstanceClass"])
-            if cls not in p.RDS_VCPUS:
-                raise Unpriced(f"{name}: no vCPU count for {cls}")
-            vcpus += p.RDS_VCPUS[cls]
+        # Resolved: a Ref reads "<Name>" (tests.infra_support.Placeholders).
+        props = d.props(group)
+        instances += [str(ref).strip("<>") for ref in props.get("DBInstanceIdentifiers") or []]
+        for ref in props.get("DBClusterIdentifiers") or []:
+            cluster = str(ref).strip("<>")
+            instances += [
+                i for i in d.of_type("AWS::RDS::DBInstance") if _cluster_of_any(d, i) == cluster
+            ]
+    classes = [str(d.props(i)["DBInstanceClass"]) for i in instances]
+    if "db.serverless" in classes:
+        # Serverless v2: the target's capacity, at least 8 ACUs (what a pausing cluster would
+        # pay to stay awake: RDS Proxy keeps it from pausing).
+        acus = sum(_min_capacity(d, _cluster_of(d, i)) for i in instances)
+        billed_acus = max(acus, p.RDS_PROXY_MIN_ACUS)
+        return [
+            Line(
+                f"RDS Proxy ({billed_acus:g} ACUs billed)",
+                billed_acus * p.HOURS_PER_MONTH,
+                p.RDS_PROXY_ACU_HOUR,
+            )
+        ]
+    vcpus = 0
+    counts = {**p.RDS_VCPUS, **p.AURORA_VCPUS}
+    for cls in classes:
+        if cls not in counts:
+            raise Unpriced(f"{name}: no vCPU count for {cls}")
+        vcpus += counts[cls]
     billed = max(vcpus, p.RDS_PROXY_MIN_VCPUS)
     return [
         Line(
             f"RDS Proxy ({billed} vCPUs billed)", billed * p.HOURS_PER_MONTH, p.RDS_PROXY_VCPU_HOUR
         )
     ]
+
+
+def _cluster_of_any(d: Deployment, instance: str) -> str | None:
+    ref = d.resources[instance]["Properties"].get("DBClusterIdentifier")
+    return str(ref["Ref"]) if isinstance(ref, dict) and "Ref" in ref else None
 
 
 def _endpoint(d: Deployment, name: str) -> list[Line]:
@@ -212,6 +329,7 @@ def _pollers(d: Deployment, name: str) -> list[Line]:
 
 
 PER_RESOURCE: dict[str, Callable[[Deployment, str], list[Line]]] = {
+    "AWS::RDS::DBCluster": _cluster,
     "AWS::RDS::DBInstance": _database,
     "AWS::RDS::DBProxy": _proxy,
     "AWS::EC2::VPCEndpoint": _endpoint,
@@ -267,13 +385,15 @@ def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> di
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config-env", nargs="+", default=["default", "small"])
+    parser.add_argument("--config-env", nargs="+", default=list(DOCUMENTED))
     parser.add_argument("--parameter-overrides", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--write", action="store_true", help="rewrite docs/costs.md's section")
     args = parser.parse_args(argv)
     overrides = dict(item.split("=", 1) for item in args.parameter_overrides)
-    if args.write and (overrides or args.config_env != ["default", "small"]):
-        parser.error("--write documents the default and small sets as samconfig.toml has them")
+    if args.write and (overrides or args.config_env != list(DOCUMENTED)):
+        parser.error(
+            f"--write documents the sets {', '.join(DOCUMENTED)} as samconfig.toml has them"
+        )
     measured = measure(args.config_env, overrides)
     summary, section = render_summary(measured), render(measured)
     print(summary + "\n" + section)

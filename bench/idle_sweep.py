@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
+from webhook_inbox.maintenance import secret_check
 
 if TYPE_CHECKING:
     from bench.template_deployment import Deployment
@@ -39,6 +40,12 @@ class IdleSweep:
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
     reads_registry: bool = False  # one GetSecretValue of the providers registry a run
+    # The idle ledger (IDLE_LEDGER_BUCKET set): a run at rest reads its two objects and leaves
+    # the database alone, but for one run every IDLE_MAX_SKIP_SECONDS (the backstop).
+    max_skip_s: int | None = None
+    # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
+    # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
+    provider_secrets: int = 0
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -51,7 +58,8 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
     logging_config = props.get("LoggingConfig", {})
     log_group = d.resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
     retention = int(d.props(log_group).get("RetentionInDays", 0) or 0)
-    own = [json.loads(line) for line in render_run(env, billed)]
+    ledger = bool(env.get("IDLE_LEDGER_BUCKET"))
+    own = [json.loads(line) for line in render_run(env, billed, skipped=ledger)]
     threshold = LEVELS[env.get("POWERTOOLS_LOG_LEVEL", "INFO").upper()]
     kept = [line for line in own if LEVELS.get(str(line.get("level", "ERROR")), 40) >= threshold]
     from bench.cost import platform_lines
@@ -71,6 +79,22 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         size,
         emf_metrics(lines),
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
+        provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
+        max_skip_s=int(env.get("IDLE_MAX_SKIP_SECONDS", 86_400)) if ledger else None,
+    )
+
+
+def _provider_secrets(config_text: str) -> int:
+    """The secret_arn secrets the sweeper checks among PROVIDERS_CONFIG's providers."""
+    try:
+        providers = json.loads(config_text or "{}").get("providers") or {}
+    except (ValueError, AttributeError):
+        return 0
+    return sum(
+        "secret_arn" in secret
+        for provider in providers.values()
+        for secret in provider.get("secrets", [])
+        if isinstance(secret, dict)
     )
 
 
@@ -104,9 +128,11 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
+def render_run(env: dict[str, str], duration_ms: int, *, skipped: bool = False) -> list[str]:
     """The lines functions/sweeper/app.py writes for a run that found nothing to do: what
-    ``emit_metrics`` prints (a document per backlog status), then the one summary line."""
+    ``emit_metrics`` prints (a document per backlog status), then the one summary line; with
+    ``skipped``, the line of a run the idle ledger let leave the database alone (``_skipped``:
+    the last quiet run's backlog, re-reported)."""
     from aws_lambda_powertools import Metrics
 
     from webhook_inbox import observability
@@ -130,6 +156,8 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
             oldest_outbox_age_seconds=0.0,
         ),
     )
+    if skipped:  # a skipped run's report has no steps and no duration of its own
+        report = SweepReport(backlog=report.backlog)
     out = io.StringIO()
     with _environment(variables), contextlib.redirect_stdout(out):
         logger = observability.lean_logger()
@@ -142,10 +170,16 @@ def render_run(env: dict[str, str], duration_ms: int) -> list[str]:
             metrics.clear_metrics()
             emit_metrics(report, metrics)
             embedded = observability.embedded_metrics(metrics)
-            logger.info(
-                "sweep finished",
-                extra={"request_id": REQUEST_ID, "sweep": report.as_log(), **embedded},
-            )
+            if skipped:
+                fields = {"idle": "idle", "next_due": None, "sweep": report.as_log()}
+                logger.info(
+                    "sweep skipped: idle", extra={"request_id": REQUEST_ID, **fields, **embedded}
+                )
+            else:
+                logger.info(
+                    "sweep finished",
+                    extra={"request_id": REQUEST_ID, "sweep": report.as_log(), **embedded},
+                )
         finally:
             logger.setLevel(level)
             handler.setStream(previous)  # type: ignore[attr-defined]
@@ -176,6 +210,43 @@ def zero_valued(lines: list[dict[str, Any]]) -> set[MetricId]:
     return emf_metrics(lines) - nonzero
 
 
+HOURLY = "rate(1 hour)"
+# The hourly deletion-protection check (functions/database_protection): one DescribeDBInstances
+# when protection is on, after a cold start most hours (an environment idle for an hour is
+# seldom kept). An estimate, not measured: 1 s billed with INIT, its two lines (INFO) and
+# Lambda's platform.start and platform.report, about 500 B.
+CHECK_BILLED_MS = 1000
+CHECK_LOG_BYTES = 500
+
+
+def hourly_check(d: Deployment, function: str) -> list[Line]:
+    """An hourly run of a function that is not the sweeper: only the deletion-protection
+    check is known (its RDS and CloudFormation calls bill nothing)."""
+    props = d.props(function)
+    if not str(props.get("Code", {}).get("S3Key", "")).endswith("functions/database_protection"):
+        raise Unpriced(f"{function} runs hourly, but only the deletion-protection check is known")
+    runs = p.MINUTES_PER_MONTH // 60
+    memory = int(props.get("MemorySize", 128))
+    log_group = d.resources[function]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    retention = int(d.props(log_group).get("RetentionInDays", 0) or 0) or 3653
+    return [
+        Line(f"{function}: {runs} hourly checks", runs, p.LAMBDA_REQUEST),
+        Line(
+            f"{function}: {memory} MB, about {CHECK_BILLED_MS} ms a check",
+            runs * CHECK_BILLED_MS / 1000 * memory / 1024,
+            p.LAMBDA_GB_SECOND_ARM,
+            estimate=True,
+        ),
+        Line(f"{function}: schedule events", runs, p.SCHEDULED_EVENT),
+        *p.log_lines(
+            f"{function} logs (about {CHECK_LOG_BYTES} B a check)",
+            runs * CHECK_LOG_BYTES,
+            retention,
+            estimate=True,
+        ),
+    ]
+
+
 def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep]) -> list[Line]:
     """Each scheduled rule's invocations a month, their GB-seconds, the lines they write and the
     custom metrics those lines publish (EMF, and the metric filters they feed)."""
@@ -186,8 +257,15 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
         expression = props.get("ScheduleExpression")
         if expression is None:
             continue  # an event pattern: billed per matching event
+        if expression == HOURLY:
+            lines += [
+                line
+                for target in props["Targets"]
+                for line in hourly_check(d, target["Arn"].strip("<>").split(".")[0])
+            ]
+            continue
         if expression != "rate(1 minute)":
-            raise Unpriced(f"{name}: only rate(1 minute) is counted, not {expression}")
+            raise Unpriced(f"{name}: rate(1 minute) and {HOURLY} are counted, not {expression}")
         for target in props["Targets"]:
             function = target["Arn"].strip("<>").split(".")[0]
             run = sweep(d, function)
@@ -211,6 +289,28 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 lines += [
                     Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
                     Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                ]
+                checks = run.provider_secrets * runs * 60 // int(secret_check.CHECK_EVERY_S)
+                lines += [
+                    Line(
+                        f"{function}: provider secrets' checks, one read each per"
+                        f" {int(secret_check.CHECK_EVERY_S) // 60} minutes"
+                        f" ({run.provider_secrets} secret_arn in ProvidersConfig; each one"
+                        " added later adds its own)",
+                        checks,
+                        p.SECRETS_API_CALL,
+                    ),
+                    Line(f"{function}: KMS decrypts of those checks", checks, p.KMS_REQUEST),
+                ]
+            if run.max_skip_s is not None:
+                backstops = p.MINUTES_PER_MONTH * 60 // run.max_skip_s
+                lines += [
+                    Line(f"{function}: idle ledger reads (2 GETs a run)", 2 * runs, p.S3_GET),
+                    Line(
+                        f"{function}: {backstops} backstop database runs, one record PUT each",
+                        backstops,
+                        p.S3_PUT,
+                    ),
                 ]
             lines.append(
                 Line(

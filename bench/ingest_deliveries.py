@@ -7,7 +7,6 @@ with the claim statement's parameters for the bare-``INSERT`` baseline.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
@@ -17,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from bench.common import ROOT, PerThreadConnections, silence_logger
+from bench.stripe_events import stripe_body
 from tests.ingest_support import v2_event
 from tests.support import load_function
 from webhook_inbox.ingest import providers
@@ -43,42 +43,6 @@ class StubSQS:
 class Delivery:
     event: dict[str, Any]
     params: dict[str, Any]  # the claim statement's parameters, for the baseline
-
-
-def stripe_body(event_id: str, created: int) -> bytes:
-    """A Stripe ``customer.created`` event of realistic size (~1 KB)."""
-    customer = f"cus_{uuid.uuid4().hex[:14]}"
-    body = {
-        "id": event_id,
-        "object": "event",
-        "api_version": "2024-06-20",
-        "created": created,
-        "type": "customer.created",
-        "livemode": False,
-        "pending_webhooks": 1,
-        "request": {"id": f"req_{uuid.uuid4().hex[:14]}", "idempotency_key": str(uuid.uuid4())},
-        "data": {
-            "object": {
-                "id": customer,
-                "object": "customer",
-                "address": {"city": "Berlin", "country": "DE", "line1": "Example 1"},
-                "balance": 0,
-                "created": created,
-                "currency": "eur",
-                "description": "benchmark customer",
-                "email": f"{customer}@example.com",
-                "invoice_prefix": uuid.uuid4().hex[:8].upper(),
-                "invoice_settings": {"default_payment_method": None, "footer": None},
-                "livemode": False,
-                "metadata": {"plan": "pro", "source": "bench"},
-                "name": "Benchmark Customer",
-                "preferred_locales": ["de", "en"],
-                "shipping": None,
-                "tax_exempt": "none",
-            }
-        },
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def make_deliveries(n: int, now: int) -> list[Delivery]:

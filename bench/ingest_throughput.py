@@ -55,7 +55,7 @@ from tests.support import FakeLambdaContext
 from webhook_inbox.ingest import pipeline as ingest
 from webhook_inbox.store import db
 
-TARGET_RATIO = 0.8
+TARGET_RATIO = 0.85  # at a database 1 ms away (--db-rtt-ms 1), 1 and 4 threads
 
 
 @dataclass

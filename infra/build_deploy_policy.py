@@ -90,6 +90,21 @@ NOT_NEEDED: dict[str, list[tuple[list[str], list[str]]]] = {
         ),
         (["rds:AddRoleToDBInstance", "rds:RemoveRoleFromDBInstance"], ["AssociatedRoles"]),
     ],
+    "AWS::RDS::DBCluster": [
+        (["rds:AddRoleToDBCluster", "rds:RemoveRoleFromDBCluster"], ["AssociatedRoles"]),
+        (["rds:RestoreDBClusterFromSnapshot"], ["SnapshotIdentifier"]),
+        (
+            ["rds:RestoreDBClusterToPointInTime"],
+            [
+                "SourceDBClusterIdentifier",
+                "RestoreType",
+                "RestoreToTime",
+                "UseLatestRestorableTime",
+            ],
+        ),
+        (["rds:EnableHttpEndpoint", "rds:DisableHttpEndpoint"], ["EnableHttpEndpoint"]),
+        (["rds:RemoveFromGlobalCluster"], ["GlobalClusterIdentifier"]),
+    ],
     "AWS::CodeDeploy::DeploymentGroup": [
         (
             ["codedeploy:RegisterOnPremisesInstance"],
@@ -268,11 +283,15 @@ SCOPED = {
         f"arn:aws:cloudformation:*:*:stack/{S}/*",
         "arn:aws:cloudformation:*:*:stack/aws-sam-cli-managed-default/*",
     ],
+    # The SAM CLI's artifact bucket, and the stack's own (the idle ledger: CloudFormation names
+    # it <stack name, lowercased>-idleledger-<random>).
     "arn:${Partition}:s3:::${BucketName}": [
-        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*"
+        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*",
+        f"arn:aws:s3:::{S}-*",
     ],
     "arn:${Partition}:s3:::${BucketName}/${ObjectName}": [
-        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*/*"
+        "arn:aws:s3:::aws-sam-cli-managed-default-samclisourcebucket-*/*",
+        f"arn:aws:s3:::{S}-*/*",
     ],
 }
 TRANSFORM_ARN = "arn:aws:cloudformation:*:aws:transform/Serverless-2016-10-31"
@@ -284,10 +303,19 @@ IGNORED = re.compile(
 )
 
 
+# Parameter sets whose translation has resource types the defaults' has not (SAM translates
+# every conditional resource, but only these sets make SAM add its own for them).
+TYPE_VARIANTS: tuple[dict[str, str], ...] = ({}, {"DatabaseEngine": "aurora-serverless-v2"})
+
+
 def resource_types() -> list[str]:
     from tests.infra_support import translated_template
 
-    types = {r["Type"] for r in translated_template()["Resources"].values()}
+    types = {
+        r["Type"]
+        for variant in TYPE_VARIANTS
+        for r in translated_template(**variant)["Resources"].values()
+    }
     return sorted(types | set(SAM_MANAGED_TYPES))
 
 

@@ -2,7 +2,8 @@
 # Offline checks of template.yaml and the SAM build, each tool in its own virtualenv
 # (aws-sam-cli and checkov pin conflicting versions of shared dependencies):
 #   sam validate --lint, sam validate --region, cfn-lint, checkov --skip-download (each for
-#   Endpoint=HttpApi and Endpoint=FunctionUrl), sam build,
+#   Endpoint=HttpApi and Endpoint=FunctionUrl, an existing VPC, and the two Aurora choices),
+#   sam build,
 #   then an inspection of the build (layer precompiled for 3.13, aarch64 binaries only, the same
 #   distribution versions as the test environment, no dependencies in functions).
 # Needs python3.13 (the Lambda runtime's version) and make; no Docker, no AWS account.
@@ -52,12 +53,17 @@ echo "   $("$SAM" --version); checkov $("$CHECKOV" --version); $("$CFN_LINT" --v
 export AWS_ACCESS_KEY_ID=offline AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION="$REGION"
 unset AWS_PROFILE AWS_SESSION_TOKEN
 
-# Both endpoints (parameter Endpoint) and both networks (VpcId): the template as it is (HttpApi,
-# the stack's own network), a copy whose Endpoint default is FunctionUrl, and a copy whose
-# defaults name an existing VPC, since checkov judges conditional resources by the defaults.
+# Both endpoints (parameter Endpoint), both networks (VpcId) and the Aurora choices
+# (DatabaseEngine): the template as it is (HttpApi, the stack's own network, RDS PostgreSQL), a
+# copy whose Endpoint default is FunctionUrl, a copy whose defaults name an existing VPC, one
+# whose defaults are Aurora Serverless v2 pausing without RDS Proxy (own network) and one of
+# provisioned Aurora behind RDS Proxy in an existing VPC, since checkov judges conditional
+# resources by the defaults.
 VARIANT=$(mktemp ./.template-FunctionUrl.XXXXXX.yaml)
 EXISTING_VPC=$(mktemp ./.template-ExistingVpc.XXXXXX.yaml)
-trap 'rm -f "$VARIANT" "$EXISTING_VPC"' EXIT
+AURORA_PAUSED=$(mktemp ./.template-AuroraPaused.XXXXXX.yaml)
+AURORA_EXISTING_VPC=$(mktemp ./.template-AuroraExistingVpc.XXXXXX.yaml)
+trap 'rm -f "$VARIANT" "$EXISTING_VPC" "$AURORA_PAUSED" "$AURORA_EXISTING_VPC"' EXIT
 sed '/^  Endpoint:$/,/^  [A-Za-z]/ s/^    Default: HttpApi$/    Default: FunctionUrl/' template.yaml >"$VARIANT"
 if ! grep -q '^    Default: FunctionUrl$' "$VARIANT"; then
     echo "could not make the FunctionUrl variant: Endpoint's default is no longer 'HttpApi'" >&2
@@ -71,8 +77,19 @@ if [ "$(grep -c -e '^    Default: vpc-0' -e '^    Default: subnet-0' -e '^    De
     echo "could not make the existing-VPC variant: VpcId, SubnetIds or PrivateRouteTableIds no longer default to empty" >&2
     exit 1
 fi
-for TEMPLATE in template.yaml "$VARIANT" "$EXISTING_VPC"; do
-    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
+sed -e '/^  DatabaseEngine:$/,/^  [A-Za-z]/ s/^    Default: postgres$/    Default: aurora-serverless-v2/' \
+    -e '/^  CreateDatabaseProxy:$/,/^  [A-Za-z]/ s/^    Default: "true"$/    Default: "false"/' \
+    template.yaml >"$AURORA_PAUSED"
+sed -e '/^  DatabaseEngine:$/,/^  [A-Za-z]/ s/^    Default: postgres$/    Default: aurora-postgresql/' \
+    -e '/^  DatabaseInstanceClass:$/,/^  [A-Za-z]/ s/^    Default: db.t4g.small$/    Default: db.t4g.medium/' \
+    "$EXISTING_VPC" >"$AURORA_EXISTING_VPC"
+if [ "$(grep -c -e '^    Default: aurora-serverless-v2$' -e '^    Default: "false"$' "$AURORA_PAUSED")" -lt 2 ] ||
+    [ "$(grep -c -e '^    Default: aurora-postgresql$' -e '^    Default: db.t4g.medium$' "$AURORA_EXISTING_VPC")" -ne 2 ]; then
+    echo "could not make the Aurora variants: DatabaseEngine, CreateDatabaseProxy or DatabaseInstanceClass changed their defaults" >&2
+    exit 1
+fi
+for TEMPLATE in template.yaml "$VARIANT" "$EXISTING_VPC" "$AURORA_PAUSED" "$AURORA_EXISTING_VPC"; do
+    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE"), $(awk '/^  DatabaseEngine:$/{f=1} f && /^    Default:/{print "DatabaseEngine=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
     echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
     echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
     echo "== cfn-lint";                       "$CFN_LINT" "$TEMPLATE"

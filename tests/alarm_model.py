@@ -135,7 +135,9 @@ def metrics_of(lines: Iterable[Mapping[str, Any]], log_group: str, minute: int) 
     for line in lines:
         for matched in (f for f in filters if f.matches(line)):
             dims = matched.dimension_values(line)
-            found.append(Datapoint(minute, matched.namespace, matched.metric, _dims(dims), 1.0))
+            found.append(
+                Datapoint(minute, matched.namespace, matched.metric, _dims(dims), matched.value)
+            )
         for directive in line.get("_aws", {}).get("CloudWatchMetrics", []):
             for metric in directive["Metrics"]:
                 for group in directive["Dimensions"]:
@@ -162,8 +164,11 @@ def lambda_metric(minute: int, metric: str, function: str, value: float = 1.0) -
 # --- the template's alarms -----------------------------------------------------------------
 
 _INSIGHTS = re.compile(
-    r"^SELECT (?P<agg>SUM|MAX)\((?P<metric>\w+)\) FROM (?P<namespace>\w+)"
-    r" WHERE (?P<where>.+)$"
+    r"^SELECT (?P<agg>SUM|MAX|MIN)\((?P<metric>\w+)\) FROM (?P<namespace>\w+)"
+    r" WHERE (?P<where>.+?)"
+    # A multi time series alarm: one contributor per value of the dimension, each with its own
+    # state; the alarm is in ALARM while any contributor is. AWS requires the ORDER BY.
+    r"(?: GROUP BY (?P<group>\w+) ORDER BY (?P=agg)\(\) (?:ASC|DESC))?$"
 )
 _EQUALS = re.compile(r"^(\w+) = '([^']*)'$")
 _FILL_SUM = re.compile(r"^FILL\(\w+, 0\)(?: \+ FILL\(\w+, 0\))*$")
@@ -185,10 +190,39 @@ def _resolver(**overrides: str) -> Resolver:
 
 
 class Series:
-    """One metric stream an alarm reads: its datapoints aggregated per period."""
+    """One metric stream an alarm reads: its datapoints aggregated per period (``group_by``:
+    one stream per value of that dimension, a multi time series query's contributors)."""
 
-    def __init__(self, namespace: str, metric: str, stat: str, match: Any) -> None:
+    def __init__(
+        self, namespace: str, metric: str, stat: str, match: Any, group_by: str | None = None
+    ) -> None:
         self.namespace, self.metric, self.stat, self.match = namespace, metric, stat, match
+        self.group_by = group_by
+
+    def contributors(self, points: list[Datapoint]) -> list[Series]:
+        """This stream, or one per value of its GROUP BY dimension among ``points``."""
+        if self.group_by is None:
+            return [self]
+        key = self.group_by
+        values = sorted(
+            {
+                dict(p.dimensions)[key]
+                for p in points
+                if p.namespace == self.namespace
+                and p.metric == self.metric
+                and key in dict(p.dimensions)
+                and self.match(dict(p.dimensions))
+            }
+        )
+        return [
+            Series(
+                self.namespace,
+                self.metric,
+                self.stat,
+                lambda dims, v=v: self.match(dims) and dims.get(key) == v,
+            )
+            for v in values
+        ]
 
     def value(self, points: list[Datapoint], start: int, period_min: int) -> float | None:
         values = [
@@ -201,7 +235,8 @@ class Series:
         ]
         if not values:
             return None
-        return {"Sum": sum, "Maximum": max, "SUM": sum, "MAX": max}[self.stat](values)
+        aggregate = {"Sum": sum, "Maximum": max, "SUM": sum, "MAX": max, "MIN": min}[self.stat]
+        return aggregate(values)
 
 
 def _exactly(dimensions: list[dict[str, Any]]) -> Any:
@@ -224,6 +259,7 @@ def _insights(expression: str) -> Series:
         match["metric"],
         match["agg"],
         lambda dims: all(dims.get(k) == v for k, v in wanted.items()),
+        group_by=match["group"],
     )
 
 
@@ -243,10 +279,45 @@ class Alarm:
     quiet: tuple[int, int] | None = None
 
     def fires(self, points: list[Datapoint], minutes: int, clock: datetime = WEEKDAY_NOON) -> bool:
-        """Whether it reaches ALARM within ``minutes``, minute 0 being ``clock``."""
+        """Whether it reaches ALARM within ``minutes``, minute 0 being ``clock`` (the last
+        period counted even when ``minutes`` ends inside it)."""
+        n = self.evaluation_periods
+        return any(
+            any(sum(breaches[i : i + n]) >= self.datapoints_to_alarm for i in range(len(breaches)))
+            for breaches in self._breaches(points, minutes, clock)
+        )
+
+    def states(
+        self, points: list[Datapoint], minutes: int, clock: datetime = WEEKDAY_NOON
+    ) -> list[bool]:
+        """Whether it is in ALARM at each minute: judged at the end of each complete period,
+        on the last ``EvaluationPeriods`` of them; in ALARM while any contributor is."""
+        n, period = self.evaluation_periods, self.period_min
+        state = [False] * minutes
+        for breaches in self._breaches(points, minutes, clock):
+            for minute in range(minutes):
+                done = (minute + 1) // period  # periods complete at the end of this minute
+                window = breaches[max(0, done - n) : done]
+                if done and sum(window) >= self.datapoints_to_alarm:
+                    state[minute] = True
+        return state
+
+    def _breaches(self, points: list[Datapoint], minutes: int, clock: datetime) -> list[list[bool]]:
+        """Each period's breach, per contributor (one list for an alarm of one stream)."""
+        if self.series[0].group_by is not None:
+            (grouped,) = self.series
+            return [
+                self._contributor_breaches([one], points, minutes, clock)
+                for one in grouped.contributors(points)
+            ]
+        return [self._contributor_breaches(self.series, points, minutes, clock)]
+
+    def _contributor_breaches(
+        self, series: list[Series], points: list[Datapoint], minutes: int, clock: datetime
+    ) -> list[bool]:
         breaches = []
         for start in range(0, minutes, self.period_min):
-            values = [s.value(points, start, self.period_min) for s in self.series]
+            values = [s.value(points, start, self.period_min) for s in series]
             if self.filled:
                 value: float | None = sum(v or 0.0 for v in values)
             else:
@@ -258,25 +329,71 @@ class Alarm:
                 breaches.append(self.missing_breaches)
             else:
                 breaches.append(value > self.threshold if self.greater else value < self.threshold)
-        n = self.evaluation_periods
-        return any(
-            sum(breaches[i : i + n]) >= self.datapoints_to_alarm for i in range(len(breaches))
-        )
+        return breaches
 
 
-def template_alarms(**overrides: str) -> dict[str, Alarm]:
-    """Every paging AWS::CloudWatch::Alarm of the template (its condition true for the
+_RULE_TERM = re.compile(r'^ALARM\("(?P<name>[^"]+)"\)$')
+
+
+@dataclass
+class CompositeAlarm:
+    """An AWS::CloudWatch::CompositeAlarm whose rule is ``ALARM("a") OR ALARM("b") ...``: in
+    ALARM while any of its alarms is (their states judged on complete periods)."""
+
+    name: str
+    children: list[Alarm]
+
+    def fires(self, points: list[Datapoint], minutes: int, clock: datetime = WEEKDAY_NOON) -> bool:
+        return any(any(child.states(points, minutes, clock)) for child in self.children)
+
+
+def _composite(name: str, rule: str, alarms: Mapping[str, Alarm]) -> CompositeAlarm:
+    children = []
+    for term in rule.split(" OR "):
+        found = _RULE_TERM.match(term.strip())
+        if found is None:
+            raise ValueError(f"{name}: unsupported alarm rule {rule!r}")
+        children.append(alarms[found["name"]])
+    return CompositeAlarm(name, children)
+
+
+def template_alarms(**overrides: str) -> dict[str, Alarm | CompositeAlarm]:
+    """Every paging alarm of the template, metric or composite (its condition true for the
     parameters: the defaults, then ``overrides``), by its RUNBOOK name."""
     resolver = _resolver(**overrides)
-    alarms: dict[str, Alarm] = {}
+    every = all_metric_alarms(resolver)
+    paging: dict[str, Alarm | CompositeAlarm] = {
+        name: alarm for name, (alarm, pages) in every.items() if pages
+    }
+    # A GetAtt reads as the logical name here (_LogicalNames): the rule names the alarms so.
+    by_logical = {logical: alarm for logical, (alarm, _) in _by_logical(resolver).items()}
     for resource in load_template()["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::CompositeAlarm":
+            continue
+        if "Condition" in resource and not resolver.condition(resource["Condition"]):
+            continue
+        props = resolver.resolve(resource["Properties"])
+        name = props["AlarmName"].removeprefix(f"{STACK}-")
+        if props.get("AlarmActions"):
+            paging[name] = _composite(name, props["AlarmRule"], by_logical)
+    return paging
+
+
+def all_metric_alarms(resolver: Resolver | None = None) -> dict[str, tuple[Alarm, bool]]:
+    """Every AWS::CloudWatch::Alarm by its name, and whether it pages (has actions): one
+    without is a deploy's rollback trigger, or a composite alarm's part."""
+    return {alarm.name: (alarm, pages) for alarm, pages in _by_logical(resolver).values()}
+
+
+def _by_logical(resolver: Resolver | None = None) -> dict[str, tuple[Alarm, bool]]:
+    resolver = resolver or _resolver()
+    alarms: dict[str, tuple[Alarm, bool]] = {}
+    for logical, resource in load_template()["Resources"].items():
         if resource["Type"] != "AWS::CloudWatch::Alarm":
             continue
         if "Condition" in resource and not resolver.condition(resource["Condition"]):
             continue
         props = resolver.resolve(resource["Properties"])
-        if not props.get("AlarmActions"):
-            continue  # a deploy's rollback trigger, watched by CodeDeploy: it pages nobody
         name = props["AlarmName"].removeprefix(f"{STACK}-")
         series, filled, period, quiet = _series_of(props)
         operator = props["ComparisonOperator"]
@@ -284,17 +401,20 @@ def template_alarms(**overrides: str) -> dict[str, Alarm]:
             raise ValueError(f"{name}: unsupported {operator}")
         if props["TreatMissingData"] not in {"breaching", "notBreaching"}:
             raise ValueError(f"{name}: unsupported TreatMissingData")
-        alarms[name] = Alarm(
-            name=name,
-            series=series,
-            filled=filled,
-            period_min=period // 60,
-            evaluation_periods=int(props["EvaluationPeriods"]),
-            datapoints_to_alarm=int(props.get("DatapointsToAlarm", props["EvaluationPeriods"])),
-            threshold=float(props["Threshold"]),
-            greater=operator == "GreaterThanThreshold",
-            missing_breaches=props["TreatMissingData"] == "breaching",
-            quiet=quiet,
+        alarms[logical] = (
+            Alarm(
+                name=name,
+                series=series,
+                filled=filled,
+                period_min=period // 60,
+                evaluation_periods=int(props["EvaluationPeriods"]),
+                datapoints_to_alarm=int(props.get("DatapointsToAlarm", props["EvaluationPeriods"])),
+                threshold=float(props["Threshold"]),
+                greater=operator == "GreaterThanThreshold",
+                missing_breaches=props["TreatMissingData"] == "breaching",
+                quiet=quiet,
+            ),
+            bool(props.get("AlarmActions")),
         )
     return alarms
 

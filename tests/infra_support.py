@@ -97,6 +97,7 @@ class MetricFilter:
     namespace: str
     metric: str
     dimensions: Mapping[str, str]  # dimension name -> the line's field ($.x)
+    value: float = 1.0  # MetricValue: a constant in every filter of the template
 
     def matches(self, line: Mapping[str, Any]) -> bool:
         return filter_pattern_matches(self.pattern, line)
@@ -105,9 +106,17 @@ class MetricFilter:
         return {key: line.get(field.removeprefix("$.")) for key, field in self.dimensions.items()}
 
 
-def metric_filters() -> list[MetricFilter]:
+def metric_filters(deployed_with: Mapping[str, str] | None = None) -> list[MetricFilter]:
+    """Every metric filter of the template; with ``deployed_with`` (parameter overrides, ``{}``
+    for the defaults) only those a stack deployed so has: one whose Condition is false there
+    does not exist (the no-delivery alarm's, off by default)."""
+    resolver = None
+    if deployed_with is not None:
+        resolver = Resolver(parameter_values(**deployed_with), Placeholders())
     found = []
     for name, res in resources_of_type("AWS::Logs::MetricFilter").items():
+        if resolver and "Condition" in res and not resolver.condition(res["Condition"]):
+            continue
         props = res["Properties"]
         for transformation in props["MetricTransformations"]:
             found.append(
@@ -118,6 +127,7 @@ def metric_filters() -> list[MetricFilter]:
                     namespace=transformation["MetricNamespace"],
                     metric=transformation["MetricName"],
                     dimensions={d["Key"]: d["Value"] for d in transformation.get("Dimensions", [])},
+                    value=float(transformation["MetricValue"]),
                 )
             )
     return found
@@ -611,7 +621,8 @@ class Boto3Usage:
 
 def boto3_usage(paths: Iterable[Path]) -> Boto3Usage:
     """Services passed to ``….client("name")`` (or a wrapper named ``*_client``) and every
-    method name called anywhere."""
+    method name called anywhere as an attribute (``x.name(…)``: how a client's methods are
+    called; a plain function such as ``create_connection(…)`` from socket is not one)."""
     services: set[str] = set()
     methods: set[str] = set()
     for path in paths:
@@ -619,7 +630,8 @@ def boto3_usage(paths: Iterable[Path]) -> Boto3Usage:
             if not isinstance(node, ast.Call):
                 continue
             callee = _callee_name(node)
-            methods.add(callee)
+            if isinstance(node.func, ast.Attribute):
+                methods.add(callee)
             first = node.args[0] if node.args else None
             if (
                 callee.endswith("client")

@@ -41,6 +41,7 @@ def v1_event(
     *,
     base64_body: bool = False,
     query: str = "",
+    method: str = "POST",
 ) -> dict[str, Any]:
     """API Gateway REST API proxy integration (payload 1.0): header case as sent, the stage in
     ``requestContext.path``, the query string only as decoded parameters (``query`` is the raw
@@ -49,7 +50,7 @@ def v1_event(
     return {
         "resource": "/webhooks/{provider}",
         "path": f"/webhooks/{provider}",
-        "httpMethod": "POST",
+        "httpMethod": method,
         "headers": dict(headers),
         "multiValueHeaders": {k: [v] for k, v in headers.items()},
         "queryStringParameters": {k: v[-1] for k, v in multi.items()} or None,
@@ -58,7 +59,7 @@ def v1_event(
         "stageVariables": None,
         "requestContext": {
             "resourcePath": "/webhooks/{provider}",
-            "httpMethod": "POST",
+            "httpMethod": method,
             "path": f"/prod/webhooks/{provider}",
             "stage": "prod",
             "domainName": "r1.execute-api.us-east-1.amazonaws.com",
@@ -77,12 +78,13 @@ def v2_event(
     *,
     base64_body: bool = False,
     query: str = "",
+    method: str = "POST",
 ) -> dict[str, Any]:
     """HTTP API (payload 2.0): header names lower-cased by API Gateway, the raw query string
     as sent (and decoded, comma-joined parameters beside it)."""
     event: dict[str, Any] = {
         "version": "2.0",
-        "routeKey": "POST /webhooks/{provider}",
+        "routeKey": f"{method} /webhooks/{{provider}}",
         "rawPath": f"/webhooks/{provider}",
         "rawQueryString": query,
         "headers": {k.lower(): v for k, v in headers.items()},
@@ -90,14 +92,14 @@ def v2_event(
             "apiId": "abc123",
             "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
             "http": {
-                "method": "POST",
+                "method": method,
                 "path": f"/webhooks/{provider}",
                 "protocol": "HTTP/1.1",
                 "sourceIp": "203.0.113.10",
                 "userAgent": "sender/1.0",
             },
             "requestId": str(uuid.uuid4()),
-            "routeKey": "POST /webhooks/{provider}",
+            "routeKey": f"{method} /webhooks/{{provider}}",
             "stage": "$default",
         },
         "pathParameters": {"provider": provider},
@@ -116,9 +118,10 @@ def function_url_event(
     *,
     base64_body: bool = False,
     query: str = "",
+    method: str = "POST",
 ) -> dict[str, Any]:
     """Lambda Function URL (payload 2.0 shape, no route, no path parameters)."""
-    event = v2_event(provider, body, headers, base64_body=base64_body, query=query)
+    event = v2_event(provider, body, headers, base64_body=base64_body, query=query, method=method)
     event["routeKey"] = "$default"
     event.pop("pathParameters")
     event["requestContext"]["routeKey"] = "$default"

@@ -27,10 +27,12 @@ from tests.alarm_model import (
     runtime_error_line,
     template_alarms,
 )
-from tests.infra_support import ROOT
+from tests.infra_support import ROOT, load_template
 
 MINUTES = 30
 FAILING = range(5, 25)  # the minutes a failure lasts in its timeline
+# Timelines of failures judged over an hour (a quiet sender's deliveries): two hours.
+LONG_MINUTES = 120
 FUNCTIONS = {
     "ingest": "IngestFunction",
     "processor": "ProcessorFunction",
@@ -54,6 +56,7 @@ class Run:
     function: str
     lines: list[dict[str, Any]]
     raised: bool = False
+    answer: Any = None  # what the handler returned (the processor's batchItemFailures)
 
 
 # --- timelines ---------------------------------------------------------------------------------
@@ -68,6 +71,7 @@ class Timeline:
     lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     clock: datetime = WEEKDAY_NOON  # minute 0, UTC
     parameters: dict[str, str] = field(default_factory=dict)  # the template's, over defaults
+    minutes: int = MINUTES  # how long it lasts
 
     def kept(self, lines: list[dict[str, Any]], function: str = "") -> list[dict[str, Any]]:
         log_level, application, system, ingest_system = self.levels
@@ -103,7 +107,7 @@ class Timeline:
         return {
             name
             for name, alarm in template_alarms(**self.parameters).items()
-            if alarm.fires(self.points, MINUTES, self.clock)
+            if alarm.fires(self.points, self.minutes, self.clock)
         }
 
 
@@ -196,18 +200,55 @@ def metric(namespace: str, name: str, dimensions: dict[str, str], value: float) 
     return build
 
 
+# The processing queue's VisibilityTimeout (minutes) and maxReceiveCount.
+_QUEUE = load_template()["Resources"]["ProcessingQueue"]["Properties"]
+VISIBILITY_MIN = int(_QUEUE["VisibilityTimeout"]) // 60
+MAX_RECEIVES = int(_QUEUE["RedrivePolicy"]["maxReceiveCount"])
+
+
+def queued_wakeups(timeline: Timeline, runs: dict[str, Run], first: str, last: str) -> None:
+    """The wake-ups queued when the failure began: received every visibility timeout while it
+    lasts (``first`` the processor's run for the receives before the last, ``last`` for the
+    last). If the last one hands the message back, SQS's redrive moves it to the DLQ at the
+    next receive, and it stays there: the DLQ's depth from then on."""
+    receives = [FAILING.start + n * VISIBILITY_MIN for n in range(MAX_RECEIVES)]
+    if receives[-1] + VISIBILITY_MIN >= FAILING.stop:
+        raise ValueError("the failure ends before the queue's last receive")
+    for n, minute in enumerate(receives, 1):
+        timeline.run(minute, runs[last if n == MAX_RECEIVES else first])
+    if runs[last].answer["batchItemFailures"]:
+        dlq = (("QueueName", "ProcessingDeadLetterQueue"),)
+        moved = receives[-1] + VISIBILITY_MIN
+        timeline.points += [
+            Datapoint(m, "AWS/SQS", "ApproximateNumberOfMessagesVisible", dlq, 1.0)
+            for m in range(moved, timeline.minutes)
+        ]
+
+
 def database_down(clock: datetime = WEEKDAY_NOON) -> Scenario:
     """The database unreachable: every delivery answered 503, every sweep ends without it, and
-    the processor gets no batch (nothing new is stored, and the sweeper sends no re-wake)."""
+    the wake-ups queued when it went away come back every visibility timeout to a processor
+    that cannot lease their rows (nothing new is stored, and the sweeper sends no re-wake)."""
 
     def build(runs: dict[str, Run], levels: Levels) -> Timeline:
         timeline = healthy(runs, levels, skip={"ingest", "processor", "sweeper"}, clock=clock)
         for minute in FAILING:
             timeline.run(minute, runs["ingest_503_store"], times=3)
             timeline.run(minute, runs["sweep_database_down"])
+        queued_wakeups(timeline, runs, "processor_store_down", "processor_store_down_last")
         return timeline
 
     return build
+
+
+def processor_secret_unreadable(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """The database secret unreadable by the processor: every batch handed back, the queued
+    wake-ups' last receives included."""
+    timeline = healthy(runs, levels, skip="processor")
+    for minute in FAILING:
+        timeline.run(minute, runs["processor_secret"])
+    queued_wakeups(timeline, runs, "processor_secret", "processor_secret_last")
+    return timeline
 
 
 # The default maintenance window (MaintenanceWindowDay sun, MaintenanceWindowHour 04): the
@@ -239,6 +280,45 @@ def dead_letters(runs: dict[str, Run], levels: Levels) -> Timeline:
     for minute in FAILING:
         timeline.run(minute, runs["dead_letter"])
         timeline.run(minute, runs["sweep_with_dead_letters"])
+    return timeline
+
+
+def quiet_sender_refused(run_name: str) -> Scenario:
+    """A sender of one delivery an hour whose every delivery is refused (its secret rotated on
+    its side only; its clock off by more than the tolerance): two hours, a sweep every minute,
+    nothing else."""
+
+    def build(runs: dict[str, Run], levels: Levels) -> Timeline:
+        timeline = Timeline(levels, minutes=LONG_MINUTES)
+        for minute in range(LONG_MINUTES):
+            timeline.run(minute, runs["sweep"])
+            if minute % 60 == 10:
+                timeline.run(minute, runs[run_name])
+        return timeline
+
+    return build
+
+
+def busy_sender_refused(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """A busy sender's secret rotated on its side only: for two hours every one of its 30
+    deliveries a minute is refused. Both halves of the alarm see it; it pages once."""
+    timeline = Timeline(levels, minutes=LONG_MINUTES)
+    for minute in range(LONG_MINUTES):
+        timeline.run(minute, runs["sweep"])
+        timeline.run(minute, runs["rejected_signature"], 30)
+    return timeline
+
+
+def stray_refusal(runs: dict[str, Run], levels: Levels) -> Timeline:
+    """A provider's deliveries accepted all along, and one forged or garbled request an hour
+    for it: not every delivery was refused, so no page."""
+    timeline = Timeline(levels, minutes=LONG_MINUTES)
+    for minute in range(LONG_MINUTES):
+        timeline.run(minute, runs["sweep"])
+        if minute % 20 == 0:
+            timeline.run(minute, runs["accepted"])
+        if minute % 60 == 30:
+            timeline.run(minute, runs["rejected_signature"])
     return timeline
 
 
@@ -277,8 +357,16 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "RDS maintenance in the weekly window": [("ingest", database_down(BEFORE_MAINTENANCE))],
     "a secret cannot be read (ingest, processor, sweeper)": [
         ("ingest", lasting("ingest_secret")),
-        ("processor", lasting("processor_secret", replaces="processor")),
+        ("processor", processor_secret_unreadable),
         ("sweeper", lasting("sweeper_secret", replaces="sweeper")),
+    ],
+    "a sender's certificate or key cannot be had, or an SNS subscription cannot be confirmed": [
+        ("ingest", lasting("ingest_503_sender"))
+    ],
+    "a provider's secret in Secrets Manager cannot be read, at any traffic": [
+        # No delivery at all: the sweeper's check, each secret once per five minutes, its
+        # verdict reported every run.
+        ("sweeper", lasting("sweep_provider_secret_unreadable", replaces="sweeper"))
     ],
     "the providers registry cannot be read": [
         # Warm environments: their copy accepts what it verifies for a minute, reads backing off.
@@ -335,7 +423,14 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     ],
     "the sweeper does not run": [("sweeper", sweeper_stops)],
     "no delivery for `NoDeliveryAlarmHours` (when set)": [("ingest", deliveries_stop)],
-    "signatures rejected, sustained": [("ingest", lasting("rejected_signature", 30))],
+    "signatures rejected, sustained": [
+        ("ingest", lasting("rejected_signature", 30)),
+        ("ingest", busy_sender_refused),
+    ],
+    "every delivery of one provider refused for an hour (a quiet sender)": [
+        ("ingest", quiet_sender_refused("rejected_signature")),
+        ("ingest", quiet_sender_refused("rejected_stale")),
+    ],
     "accepted events wait past the threshold": [
         ("sweeper", metric("WebhookInbox", "OldestUnprocessedAgeSeconds", GAUGE, 1200))
     ],
@@ -346,6 +441,7 @@ CLASSES: dict[str, list[tuple[str, Scenario]]] = {
     "stale timestamps from a sender's clock, below the signature threshold": [
         ("ingest", lasting("rejected_stale", 4))
     ],
+    "a stray refused request among a provider's accepted deliveries": [("ingest", stray_refusal)],
 }
 
 

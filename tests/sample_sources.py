@@ -76,6 +76,14 @@ DISCORD_INTERACTIONS = Pinned(  # Discord's own package: the interaction and web
     "https://registry.npmjs.org/discord-interactions/-/discord-interactions-4.4.0.tgz",
     "sha512-jjJx8iwAeJcj8oEauV43fue9lNqkf38fy60aSs2+G8D1nJmDxUIrk08o3h0F3wgwuBWWJUZO+X/VgfXsxpCiJA==",
 )
+# AWS's own SNS message validator (github.com/aws/aws-js-sns-message-validator): the oracle the
+# SNS scheme's string to sign is checked against (tests/unit/ingest/test_sns_aws_validator.py).
+SNS_VALIDATOR = Pinned(
+    "sns-validator",
+    "0.3.5",
+    "https://registry.npmjs.org/sns-validator/-/sns-validator-0.3.5.tgz",
+    "sha512-lapYNmezLsltnt2fcQyhmYnC41mYZ7EjU7f2oR/hrhpbD/LemryclRpApwxO84gOyDIQ7MWe/h4HvkdunFzSKg==",
+)
 _FILES = "https://files.pythonhosted.org/packages"
 # The official SDKs whose types describe the payloads (the project's dev dependencies name the
 # same packages, unpinned: these pins are what the samples are checked against).

@@ -1,7 +1,8 @@
-"""Ingest Lambda: ``POST /webhooks/{provider}`` from API Gateway REST (v1), HTTP API (v2) or a
-Function URL. Verify, validate, claim, enqueue — all in ``webhook_inbox.ingest.pipeline``; this
-module only sets the AWS budget and writes the delivery's log line (metric filters in template.yaml
-count it), and the line for a failed re-read of the providers registry.
+"""Ingest Lambda: ``POST /webhooks/{provider}`` (and the ``GET`` of senders' challenges) from API
+Gateway REST (v1), HTTP API (v2) or a Function URL. Verify, validate, claim, enqueue — all in
+``webhook_inbox.ingest.pipeline``; this module only sets the AWS budget and writes the delivery's
+log line (metric filters in template.yaml count it), and the line for a failed re-read of the
+providers registry.
 
 Kept lean for cold starts: no Tracer, Parameters or pydantic; boto3 is imported on the first
 delivery that needs it (the providers registry's first read, a new event to enqueue), not at
@@ -71,6 +72,8 @@ def observe(outcome: pipeline.Outcome, context: Any) -> None:
     troubled = outcome.status >= 500 or outcome.enqueue_failed
     if outcome.enqueue_failed:
         fields["enqueue_failed"] = True
+    if outcome.activity_mark_failed:
+        fields["activity_mark_failed"] = outcome.activity_mark_failed
     if troubled or outcome.duration_ms >= SLOW_DELIVERY_MS:
         fields["duration_ms"] = round(outcome.duration_ms, 1)
     if troubled:

@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox import aws, config, deadlines, observability
+from webhook_inbox import aws, config, deadlines, idle_ledger, observability
 from webhook_inbox.operations import commands, function_url
 from webhook_inbox.settings import OperatorSettings
 from webhook_inbox.store import db
@@ -32,7 +32,20 @@ def settings() -> OperatorSettings:
     return config.current(OperatorSettings)
 
 
+# The longest an act-level invocation writes after its activity mark: its 60 s timeout, rounded.
+OPERATOR_HORIZON_S = 65.0
+
+
 def connection() -> Connection[Any]:
+    configured = settings()
+    if configured.level == "act":
+        # A replay, a resume or an outbox retry makes work due: announce it before writing, so
+        # the sweeper looks at the database afterwards (docs/design.md, "Idle means idle").
+        failed = idle_ledger.mark_activity(
+            configured.idle_ledger_bucket, horizon_s=OPERATOR_HORIZON_S
+        )
+        if failed:
+            logger.warning("activity mark failed", extra={"reason": failed})
     conn = db.get_connection(application_name=f"webhook-inbox-operator-{settings().level}")
     conn.autocommit = True  # each action is its own explicit transaction
     return conn

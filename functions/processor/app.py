@@ -15,7 +15,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from webhook_inbox import aws, config, observability
+from webhook_inbox import aws, config, idle_ledger, observability
 from webhook_inbox.errors import SecretUnavailable
 from webhook_inbox.processing import batch, handler_keys, handlers, pacing
 from webhook_inbox.processing.passes import EventResult
@@ -36,6 +36,11 @@ for _problem in handler_keys.cold_start_problems(APPLICATION_HANDLERS):
 
 # Built on first use and kept for the execution environment (not at import, so tests can set
 # the environment first): the settings by webhook_inbox.config, the clients by webhook_inbox.aws.
+# The longest a processor invocation writes after its activity mark: its 30 s timeout, rounded
+# up (the leases it leaves behind are the database's to report: maintenance/idle.py).
+PROCESSOR_HORIZON_S = 35.0
+
+
 def settings() -> ProcessorSettings:
     return config.current(ProcessorSettings)
 
@@ -93,12 +98,18 @@ def process(messages: list[batch.QueueMessage], context: Any) -> batch.BatchOutc
     delivers the batch again, and the line ingest writes for the same cause (``unavailable``,
     reason ``secret``) and its ``SecretUnavailable`` count page once, through that alarm.
     """
+    configured = settings()
+    # Announce the batch's writes before them (docs/design.md, "Idle means idle"): the sweeper
+    # then looks at the database after they end. A failed mark does not hold the batch back.
+    failed = idle_ledger.mark_activity(configured.idle_ledger_bucket, horizon_s=PROCESSOR_HORIZON_S)
+    if failed:
+        logger.warning("activity mark failed", extra={"reason": failed})
     try:
         return batch.process_messages(
             messages,
             owner=f"{context.function_name}:{context.aws_request_id}",
             remaining_ms=context.get_remaining_time_in_millis,
-            settings=settings(),
+            settings=configured,
         )
     except SecretUnavailable as exc:
         metrics.add_metric(name="SecretUnavailable", unit=MetricUnit.Count, value=1)
@@ -107,15 +118,18 @@ def process(messages: list[batch.QueueMessage], context: Any) -> batch.BatchOutc
             extra={"reason": "secret", "detail": str(exc), "request_id": context.aws_request_id},
         )
         # A body that is no wake-up was acknowledged (and counted) already: not handed back.
-        return batch.BatchOutcome(
-            [m.message_id for m in messages if parse_body(m.body) is not None], []
-        )
+        wakeups = [m.message_id for m in messages if parse_body(m.body) is not None]
+        return batch.BatchOutcome(batch.hand_back(messages, wakeups, settings()), [])
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     started = time.perf_counter()
     messages = [
-        batch.QueueMessage(message_id=record["messageId"], body=record.get("body", ""))
+        batch.QueueMessage(
+            message_id=record["messageId"],
+            body=record.get("body", ""),
+            receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", 1)),
+        )
         for record in event.get("Records", [])
     ]
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}

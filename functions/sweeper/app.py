@@ -15,9 +15,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from webhook_inbox import aws, config, observability
 from webhook_inbox.errors import SecretUnavailable, StoreError, StoreUnavailable
-from webhook_inbox.maintenance import publishers, registry_check
+from webhook_inbox.maintenance import idle, publishers, registry_check
 from webhook_inbox.maintenance.metrics import emit_metrics, emit_registry_metrics
 from webhook_inbox.maintenance.publishers import Publisher
+from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.maintenance.sweeper import Sweep
 from webhook_inbox.settings import SweeperSettings
 from webhook_inbox.store import db
@@ -25,6 +26,10 @@ from webhook_inbox.store import db
 aws.use(aws.SWEEPER)
 logger = observability.lean_logger()
 metrics = Metrics()  # the run's counters, embedded in its one summary line
+clock = time.time  # the idle decision's clock (tests move it on instead of sleeping)
+# A provider secret's read (at most 14 s: two attempts of 2 s connect and 5 s read, aws.SWEEPER)
+# starts only while this much of the invocation is left.
+PROVIDER_SECRETS_UNTIL_MS = 45_000
 
 
 # Built on first use and kept for the execution environment (not at import, so tests can set
@@ -46,9 +51,21 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Settings and clients first: a configuration error fails the run before it connects.
     configured, sqs, outbox_publisher = settings(), sqs_client(), publisher()
     # The providers registry before the database, so an outage of either reports the other.
-    registry = registry_check.check_registry(configured, time.time())
+    registry = registry_check.check_registry(
+        configured,
+        time.time(),
+        # Provider secrets are read only while the run keeps the time its sweep needs.
+        keep_going=lambda: context.get_remaining_time_in_millis() > PROVIDER_SECRETS_UNTIL_MS,
+    )
     emit_registry_metrics(registry, metrics)
     invocation = {"request_id": context.aws_request_id, **registry.as_log()}
+    # The idle ledger before the database: a run with nothing due leaves it alone, so that an
+    # idle database can pause (maintenance/idle.py). {"full": true} forces a database run.
+    started_at = clock()
+    verdict = idle.decide(configured, started_at, forced=event.get("full") is True)
+    invocation["idle"] = verdict.reason
+    if not verdict.connect:
+        return _skipped(verdict, invocation)
     try:
         sweep = Sweep(
             db.get_connection(application_name="webhook-inbox-sweeper"),
@@ -88,10 +105,27 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
         raise
     emit_metrics(report, metrics)
+    invocation["idle_record"] = idle.record_run(
+        configured, verdict, started_at=started_at, report=report, due=sweep.next_due
+    )
     # One line per run: the report, and its counters as EMF (the per-status BacklogCount
     # documents stay separate: a dimension value is one property of its document).
     logger.info("sweep finished", extra={**invocation, "sweep": report.as_log(), **_embedded()})
     return report.as_log()
+
+
+def _skipped(verdict: idle.Verdict, invocation: dict[str, Any]) -> dict[str, Any]:
+    """Nothing can be due: the run reports the quiet run's backlog, its ages advanced, so the
+    alarms keep their data points, and writes the same line as a run that connected.
+
+    The connection an earlier run left open in this environment is closed: Aurora counts an
+    idle open connection as activity and would never pause while it stays."""
+    db.discard_connection()
+    report = SweepReport(backlog=verdict.backlog)
+    emit_metrics(report, metrics)
+    fields = {**invocation, "next_due": verdict.next_due, "sweep": report.as_log()}
+    logger.info("sweep skipped: idle", extra={**fields, **_embedded()})
+    return {"idle": True, **report.as_log()}
 
 
 def _secret_unavailable(exc: SecretUnavailable, fields: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,18 @@ def test_trigger_reaches_dev_and_the_console_says_why_deliveries_are_refused(
     wait_until(
         lambda: status_of(database_url, "stripe", event_id[1]) == "processed", 30, "processed"
     )
+    # Certificate senders: the sample providers pin their development certificates, so what
+    # trigger signs is verified by the dev's ingest without fetching anything (SNS answers 200).
+    for sender, event_type, answer in (
+        ("sns", "Bounce", "200"),
+        ("paypal", "PAYMENT.CAPTURE.COMPLETED", "202"),
+    ):
+        sent = run("trigger", sender, event_type, cwd=tmp_path)
+        assert f"-> {answer}" in sent.stdout, sent.stdout + sent.stderr
+        stored = re.search(rf"\[{re.escape(event_type)}\] (\S+) -> {answer}", sent.stdout)
+        assert stored, sent.stdout
+        # Stored before the answer (the claim commits first): no wait.
+        assert status_of(database_url, sender, stored[1]) is not None, sent.stdout
     # The console tells a handler that changed something from one that changed nothing: the
     # same customer twice, as two events (the second's guarded insert changes no row).
     same: list[str] = []

@@ -27,7 +27,7 @@ import pytest
 from moto import mock_aws
 
 from bench.cost import ROOT, Deployment, _stripe_id, platform_lines
-from bench.ingest_deliveries import stripe_body
+from bench.stripe_events import stripe_body
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox.ingest import pipeline as ingest

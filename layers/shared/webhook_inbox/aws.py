@@ -55,12 +55,19 @@ REGISTRY_REFRESH = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_att
 PROCESSOR = CallLimits(connect_timeout_s=1.0, read_timeout_s=3.0, max_attempts=2)
 # The sweeper (55 s) stops on its own time budget and stops sending once SQS refuses.
 SWEEPER = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
+# The idle ledger's activity mark, before a writer's first database call: one quick attempt,
+# since a failed mark only makes the next invocation mark again (webhook_inbox.idle_ledger),
+# and ingest must still answer within its timeout when S3 hangs.
+ACTIVITY_MARK = CallLimits(connect_timeout_s=0.5, read_timeout_s=1.0, max_attempts=1)
 # The migrations custom resource (300 s) reads the database secret once.
 MIGRATIONS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 # The database log groups custom resource (60 s) makes three CloudWatch Logs calls per group.
 LOG_GROUPS = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # The database protection custom resource (120 s) makes one or two RDS/CloudFormation calls.
 PROTECTION = CallLimits(connect_timeout_s=2.0, read_timeout_s=10.0, max_attempts=3)
+# The idle ledger cleanup custom resource (240 s) deletes two objects, waits 65 s, deletes them
+# again: four calls at their worst and the wait fit.
+LEDGER_CLEANUP = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=3)
 # The operator functions (60 s) read the database secret and send replay wake-ups (act).
 OPERATOR = CallLimits(connect_timeout_s=2.0, read_timeout_s=5.0, max_attempts=2)
 # Anything that did not choose (the operator's CLI, tests): bounded all the same.

@@ -143,6 +143,16 @@ def last_word(seconds: float, say: Callable[[], None]) -> Iterator[Deadline]:
         _watchdog.forget(block)
 
 
+@contextmanager
+def cut_after(seconds: float, cut: Callable[[], None]) -> Iterator[Deadline]:
+    """Call ``cut`` (from the watchdog's thread) if the block is still running after ``seconds``:
+    the bound for a connection that is not the database's (a certificate download from a
+    sender), whose socket timeout bounds each read but not the sum of them. ``cut`` shuts the
+    socket, so the waiting call fails at once; it must be quick and must not raise."""
+    with last_word(seconds, cut) as block:
+        yield block
+
+
 def deadline_passed() -> bool:
     """Whether a :func:`deadline` around the current work has run out."""
     return _watchdog.any_fired()

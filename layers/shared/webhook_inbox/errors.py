@@ -58,6 +58,14 @@ class MigrationError(StoreError):
     """The schema cannot be brought up to date (for example an applied migration was edited)."""
 
 
+# --- the idle ledger -----------------------------------------------------------------------
+
+
+class LedgerUnavailable(WebhookInboxError):
+    """The idle ledger (its S3 objects) could not be read or written; the sweeper then connects
+    to the database as if there were no ledger (docs/design.md, "Idle means idle")."""
+
+
 # --- ingest ------------------------------------------------------------------------------
 
 
@@ -94,6 +102,15 @@ class AuthenticationFailed(RequestRejected):
 
     status = 401
     reason = "signature"
+
+
+class MethodNotAllowed(RequestRejected):
+    """A GET that is no challenge its provider's scheme answers (to a sender without one, a
+    crawler): refused before any signature check, so it is not counted as a signature
+    failure (the signature-rejections alarm)."""
+
+    status = 405
+    reason = "method"
 
 
 # --- operator requests -------------------------------------------------------------------
@@ -159,6 +176,19 @@ class TransactionControlError(PermanentEventError):
     message says what the handler did, as far as the database can tell."""
 
     kind = "transaction_control"
+
+
+class SenderUnavailable(WebhookInboxError):
+    """Ingest needs something from the sender that it cannot have now: a certificate or key set to
+    download from an allowed host (down, slow, oversized, not one), a subscription to confirm,
+    or a certificate or key (``kid``) a pinned-only provider has not pinned (the sender started
+    using a new one).
+    Ingest answers 503 with ``Retry-After`` (never 401: the sender retries) and it pages.
+    ``cause`` is ``fetch_failed``, ``not_pinned`` or ``confirm_failed``."""
+
+    def __init__(self, detail: str, *, cause: str) -> None:
+        super().__init__(detail)
+        self.cause = cause
 
 
 class SignatureMismatch(AuthenticationFailed):

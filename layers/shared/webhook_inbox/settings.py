@@ -34,6 +34,15 @@ MIN_KEY_RETENTION_DAYS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
+class IdleLedgerSettings:
+    """The idle ledger's bucket (:mod:`webhook_inbox.idle_ledger`): every function that writes
+    to the database marks its activity there, and the sweeper reads it to leave an idle
+    database alone. Unset: no marks, and every sweeper run connects."""
+
+    idle_ledger_bucket: str = setting("IDLE_LEDGER_BUCKET", "")
+
+
+@dataclass(frozen=True, kw_only=True)
 class QueueSettings:
     """The processing queue, which ingest, the processor and the sweeper send wake-ups to."""
 
@@ -82,7 +91,7 @@ class RegistrySettings(ProvidersSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class IngestSettings(QueueSettings, RegistrySettings):
+class IngestSettings(QueueSettings, RegistrySettings, IdleLedgerSettings):
     """The ingest function's, passed to :func:`webhook_inbox.ingest.pipeline.handle`."""
 
     max_body_bytes: int = setting("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
@@ -102,8 +111,12 @@ class IngestSettings(QueueSettings, RegistrySettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProcessorSettings(QueueSettings, RetrySettings, CircuitSettings):
+class ProcessorSettings(QueueSettings, RetrySettings, CircuitSettings, IdleLedgerSettings):
     """The processor's: without a queue URL a retry waits for the sweeper instead of SQS."""
+
+    # The processing queue's maxReceiveCount (template.yaml, RedrivePolicy): a message's
+    # receive of this number is its last before the DLQ (processing.batch.hand_back).
+    wakeup_max_receives: int = setting("WAKEUP_MAX_RECEIVES", 5)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,12 +129,17 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings, CircuitSettings):
+class SweeperSettings(
+    QueueSettings, RetrySettings, RegistrySettings, CircuitSettings, IdleLedgerSettings
+):
     """The sweeper's: the variables, then tuning with fixed defaults."""
 
     outbox_max_attempts: int = setting("OUTBOX_MAX_ATTEMPTS", 10)
     payload_retention_days: int = setting("PAYLOAD_RETENTION_DAYS", 30)
     key_retention_days: int = setting("KEY_RETENTION_DAYS", 90)
+    # The longest a run may leave the database alone on the ledger's word: a backstop for writes
+    # no activity mark announces (SQL typed by hand). Aurora needs 300 s to pause.
+    idle_max_skip_seconds: int = setting("IDLE_MAX_SKIP_SECONDS", 86_400)
     # Tuning, not configuration: sizes that keep each statement and transaction short.
     lease_batch: int = 500
     enqueue_batch: int = 100
@@ -154,6 +172,8 @@ class SweeperSettings(QueueSettings, RetrySettings, RegistrySettings, CircuitSet
         # A key retention shorter than the payload retention is allowed: deleting the row then
         # simply removes its payload earlier. One shorter than the providers' retry windows is
         # not (the template's MinValue refuses it at deploy time too).
+        if self.idle_max_skip_seconds < 0:
+            raise ConfigurationError("IDLE_MAX_SKIP_SECONDS must not be negative")
         if self.key_retention_days < MIN_KEY_RETENTION_DAYS:
             raise ConfigurationError(
                 f"KEY_RETENTION_DAYS must be at least {MIN_KEY_RETENTION_DAYS} "
@@ -165,7 +185,7 @@ OPERATOR_LEVELS = ("read", "act")
 
 
 @dataclass(frozen=True, kw_only=True)
-class OperatorSettings(QueueSettings):
+class OperatorSettings(QueueSettings, IdleLedgerSettings):
     """An operator function's (deployed twice from one code): ``read`` answers status, listings
     and events; ``act`` also replays (sending wake-ups to the queue), retries outbox messages
     and returns payloads."""

@@ -232,3 +232,36 @@ def test_every_command_has_help(command: tuple[str, ...], capsys: Any) -> None:
         build_parser().parse_args([*command, "--help"])
     assert exited.value.code == 0
     assert "usage: webhook-inbox" in capsys.readouterr().out
+
+
+def test_events_list_finds_an_event_by_its_id_or_its_delivery_id(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    seed_event(conn, "evt_a")
+    seed_event(conn, "sha256:abc", provider="github", event_type="push")
+    seed_event(conn, "sha256:def", provider="github", event_type="push")
+    conn.execute("UPDATE webhook_events SET delivery_id = 'dlv-1' WHERE event_id = 'sha256:abc'")
+
+    def ids(*argv: str) -> list[str]:
+        result = cli("events", "list", "--json", *argv)
+        assert result.code == 0, result.err
+        return [e["event_id"] for e in result.json()["events"]]
+
+    assert ids("--id", "evt_a") == ["evt_a"]
+    assert ids("--id", "dlv-1") == ["sha256:abc"]
+    assert ids("--id", "dlv-1", "--provider", "github") == ["sha256:abc"]
+    assert ids("--id", "dlv-1", "--provider", "stripe") == []
+    assert ids("--id", "nothing") == []
+
+
+def test_outbox_list_shows_the_messages_one_event_emitted(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    source = seed_event(conn, "evt_src", status="processed")
+    mine = seed_outbox(conn, "k-mine")
+    seed_outbox(conn, "k-other")
+    conn.execute("UPDATE outbox_messages SET source_event_id = %s WHERE id = %s", (source, mine))
+
+    result = cli("outbox", "list", "--event", str(source), "--json")
+    assert result.code == 0, result.err
+    assert [m["id"] for m in result.json()["messages"]] == [mine]

@@ -108,22 +108,23 @@ def test_a_ready_account_passes(vpc: Vpc) -> None:
     assert failures(options(vpc)) == []
 
 
+S3_CHECK = "S3 route (custom resource, idle ledger)"
+
+
 def test_endpoints_without_route_tables_fail_with_the_route_tables_to_pass(vpc: Vpc) -> None:
-    finding = only_failure(options(vpc, route_table_ids=[]), "S3 route for the custom resource")
+    finding = only_failure(options(vpc, route_table_ids=[]), S3_CHECK)
     assert finding.fix == f"set PrivateRouteTableIds={','.join(sorted(vpc.route_tables))}"
 
 
 def test_a_subnet_whose_route_table_is_left_out_fails(vpc: Vpc) -> None:
-    finding = only_failure(
-        options(vpc, route_table_ids=vpc.route_tables[:1]), "S3 route for the custom resource"
-    )
+    finding = only_failure(options(vpc, route_table_ids=vpc.route_tables[:1]), S3_CHECK)
     assert vpc.subnets[1] in finding.detail
 
 
 def test_no_endpoints_and_no_nat_fails(vpc: Vpc) -> None:
     """Two problems: the custom resource cannot answer, the functions cannot call SQS & co."""
     found = failures(options(vpc, create_vpc_endpoints=False))
-    assert [f.check for f in found] == ["S3 route for the custom resource", "VPC endpoints"]
+    assert [f.check for f in found] == [S3_CHECK, "VPC endpoints"]
     assert "reach no sqs, secretsmanager, events" in found[1].detail
 
 
@@ -143,7 +144,7 @@ def test_an_s3_gateway_the_vpc_already_has_must_be_reused(vpc: Vpc, ec2: Any) ->
         VpcEndpointType="Gateway",
         RouteTableIds=vpc.route_tables,
     )
-    finding = only_failure(options(vpc), "S3 route for the custom resource")
+    finding = only_failure(options(vpc), S3_CHECK)
     assert "ExistingVpcEndpoints" in finding.fix
     assert failures(options(vpc, existing_vpc_endpoints=["s3"], route_table_ids=[])) == []
 
@@ -270,7 +271,7 @@ def test_command_reads_samconfig_and_exits_1_with_a_checklist(
     monkeypatch.setattr(pf, "Clients", lambda region: make_clients())
     assert main(["preflight", "--config", str(config)]) == 1
     out = capsys.readouterr().out
-    assert "[FAIL] S3 route for the custom resource" in out
+    assert "[FAIL] S3 route (custom resource, idle ledger)" in out
     assert "fix: set PrivateRouteTableIds=" in out
     assert "[  ok] stack name: inbox-test" in out
     assert out.rstrip().endswith("1 problem(s): fix them before `sam deploy`")

@@ -272,7 +272,7 @@ def test_peering_is_no_way_out(vpc: Vpc, ec2: Any) -> None:
         ec2, vpc, VpcPeeringConnectionId=pcx["VpcPeeringConnection"]["VpcPeeringConnectionId"]
     )
     found = failures(options(vpc, create_vpc_endpoints=False, route_table_ids=[]))
-    assert [f.check for f in found] == ["S3 route for the custom resource", "VPC endpoints"]
+    assert [f.check for f in found] == ["S3 route (custom resource, idle ledger)", "VPC endpoints"]
     assert "peering connection does not carry traffic" in found[0].detail
 
 

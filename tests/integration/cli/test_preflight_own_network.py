@@ -217,7 +217,7 @@ def test_preflight_finds_nothing_to_fix_in_the_stacks_own_network(
     assert failed == [], pf.render(found)
     checks = {f.check: f for f in found}
     assert checks["subnets"].status == pf.OK
-    assert "S3 gateway endpoint" in checks["S3 route for the custom resource"].detail
+    assert "S3 gateway endpoint" in checks["S3 route (custom resource, idle ledger)"].detail
     assert "IPv6 (egress-only internet gateway" in checks["VPC endpoints"].detail
     sns = own_network_options(layout, resolver, outbox_destination="sns")
     assert [f for f in pf.run(make_clients(), sns) if f.status == pf.FAIL] == []

@@ -456,3 +456,87 @@ def test_with_the_database_the_counts_are_its_own_and_the_rejections_the_metrics
     assert listed["counts_from"] == "database"
     acme = next(p for p in listed["providers"] if p["name"] == "acme")
     assert (acme["accepted_24h"], acme["rejected_24h"]) == (1, 4)
+
+
+SNS_TOPIC_OPTION = 'topic_arns=["arn:aws:sns:us-east-1:123456789012:orders"]'
+SNS_URL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-abc.pem"
+
+
+def test_a_certificate_is_pinned_with_its_url_and_a_fetching_one_needs_no_secret(
+    stack: Stack, cli: Any, tmp_path: Path
+) -> None:
+    from tests.cert_authority import leaf
+
+    pem = tmp_path / "sns.pem"
+    pem.write_text(leaf().certificate_pem)
+    result = cli(
+        *on_stack("add", "sns", "--scheme", "sns", "--pin-certificate", str(pem)),
+        "--certificate-url",
+        SNS_URL,
+        "--option",
+        SNS_TOPIC_OPTION,
+        "--option",
+        "certificates=pinned",
+    )
+    assert result.code == 0, result.err
+    (entry,) = stack.document()["providers"]["sns"]["secrets"]
+    assert entry["value"].startswith(f"url: {SNS_URL}\n-----BEGIN CERTIFICATE-----")
+    # Without its URL, or a file holding a private key: refused, nothing written.
+    assert cli(*on_stack("rotate", "sns", "--pin-certificate", str(pem))).code != 0
+    pem.write_text(leaf().pin(SNS_URL))
+    refused = cli(
+        *on_stack("rotate", "sns", "--pin-certificate", str(pem)), "--certificate-url", SNS_URL
+    )
+    assert refused.code != 0
+    assert "private key" in refused.err
+    # A provider that downloads its certificates: no secret, and not "none live".
+    fetching = cli(
+        *on_stack("add", "sns-fetch", "--scheme", "sns", "--no-secret"),
+        "--option",
+        SNS_TOPIC_OPTION,
+    )
+    assert fetching.code == 0, fetching.err
+    assert stack.document()["providers"]["sns-fetch"]["secrets"] == []
+    listed = cli(*on_stack("list", "--json"))
+    assert listed.code == 0, listed.err
+    rows = {row["name"]: row for row in json.loads(listed.out)["providers"]}
+    assert rows["sns-fetch"]["live_secret"] is True
+    # A scheme that needs a secret cannot go without one.
+    assert cli(*on_stack("add", "bare", "--scheme", "stripe", "--no-secret")).code != 0
+
+
+def test_token_senders_pin_a_published_jwk_or_go_without_a_secret(
+    stack: Stack, cli: Any, tmp_path: Path
+) -> None:
+    from tests.token_keys import private_jwk_text, public_jwk
+
+    key = tmp_path / "plaid.jwk.json"
+    key.write_text(json.dumps(public_jwk("plaid-cli-1", "ec")))
+    assert (
+        cli(*on_stack("add", "plaid", "--scheme", "plaid", "--public-key-file", str(key))).code == 0
+    )
+    (entry,) = stack.document()["providers"]["plaid"]["secrets"]
+    assert json.loads(entry["value"])["kid"] == "plaid-cli-1"
+    # A private JWK (a development key) is never pinned in a stack's registry.
+    key.write_text(private_jwk_text("plaid-cli-2", "ec"))
+    refused = cli(*on_stack("rotate", "plaid", "--public-key-file", str(key)))
+    assert refused.code != 0
+    assert "private" in refused.err
+    # An RSA key is not Plaid's: refused by the runtime's own validation, nothing written.
+    key.write_text(json.dumps(public_jwk("rsa-cli", "rsa")))
+    assert cli(*on_stack("rotate", "plaid", "--public-key-file", str(key))).code != 0
+    assert len(stack.document()["providers"]["plaid"]["secrets"]) == 1
+    # Google downloads its key set and Apple's root is embedded: no secret needed.
+    google = cli(
+        *on_stack("add", "pubsub", "--scheme", "google-pubsub", "--no-secret"),
+        "--option", "audience=https://hooks.example.com/webhooks/pubsub",
+        "--option", "service_account_email=push@project-1.iam.gserviceaccount.com",
+    )  # fmt: skip
+    assert google.code == 0, google.err
+    apple = cli(
+        *on_stack("add", "apple", "--scheme", "app-store", "--no-secret"),
+        "--option", "bundle_id=com.example.app",
+    )  # fmt: skip
+    assert apple.code == 0, apple.err
+    # Plaid's keys are always pinned: it cannot go without one.
+    assert cli(*on_stack("add", "bare-plaid", "--scheme", "plaid", "--no-secret")).code != 0

@@ -28,7 +28,7 @@ import pytest
 from moto import mock_aws
 
 from bench.cost import _stripe_id
-from bench.ingest_deliveries import stripe_body
+from bench.stripe_events import stripe_body
 from tests.alarm_model import (
     STACK,
     filter_matches,
@@ -39,12 +39,14 @@ from tests.alarm_model import (
     runtime_error_line,
     template_alarms,
 )
+from tests.cert_authority import leaf
 from tests.infra_support import load_template
 from tests.ingest_support import v2_event
 from tests.integration.processing.helpers import sqs_event_for, store_event
 from tests.on_call_scenarios import (
     CLASSES,
     FUNCTIONS,
+    MAX_RECEIVES,
     Row,
     Run,
     Timeline,
@@ -87,10 +89,10 @@ class Recorder:
 
     def invoke(self, function: str, call: Callable[[], Any]) -> Run:
         try:
-            call()
+            answer = call()
         except Exception:  # noqa: BLE001 - the invocation fails: Lambda counts an error
             return Run(function, self.take(), raised=True)
-        return Run(function, self.take())
+        return Run(function, self.take(), answer=answer)
 
 
 def _fails(_conn: psycopg.Connection[Any], _event: Any) -> None:
@@ -154,8 +156,10 @@ def runs(
                     "ingest", lambda: ingest_app.handler(event, FakeLambdaContext())
                 )
 
-            def process(row_ids: list[int]) -> Run:
+            def process(row_ids: list[int], receive: int = 1) -> Run:
                 event = sqs_event_for(row_ids)
+                for record in event["Records"]:  # the n-th receive of each message
+                    record["attributes"]["ApproximateReceiveCount"] = str(receive)
                 return recorder.invoke(
                     "processor", lambda: processor_app.handler(event, FakeLambdaContext())
                 )
@@ -175,6 +179,13 @@ def runs(
             with monkeypatch.context() as patch:
                 patch.setattr(aws, "send_wakeup", lambda *_: "EndpointConnectionError")
                 found["enqueue_failed"] = deliver(delivery())
+            # The sample SNS provider pins its certificates: one it never pinned is a 503.
+            sns = providers.registry()["sns"]
+            new_pin = leaf().pin(
+                "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-new.pem"
+            )
+            unpinned = sns.scheme.sign(new_pin, b"{}", timestamp=now)
+            found["ingest_503_sender"] = deliver(v2_event("sns", unpinned.body, unpinned.headers))
             rows = [line["row_id"] for run in (found["accepted"],) for line in run.lines]
             rows.append(
                 store_event(conn, event_type="invoice.payment_failed", payload={"id": "in_1"})
@@ -230,12 +241,15 @@ def runs(
                 db.reset_for_tests()
                 found["ingest_503_store"] = deliver(delivery())
                 found["sweep_database_down"] = sweep()
+                found["processor_store_down"] = process(rows[:1])
+                found["processor_store_down_last"] = process(rows[:1], receive=MAX_RECEIVES)
             with monkeypatch.context() as patch:
                 patch.delenv("DATABASE_URL")
                 patch.setenv("DATABASE_SECRET_ARN", MISSING_SECRET)
                 db.reset_for_tests()
                 found["ingest_secret"] = deliver(delivery())
                 found["processor_secret"] = process(rows[:1])
+                found["processor_secret_last"] = process(rows[:1], receive=MAX_RECEIVES)
                 found["sweeper_secret"] = sweep()
             db.reset_for_tests()
             providers.reset_for_tests()
@@ -338,6 +352,12 @@ def _sweeps_with_registry(
         empty = provider_registry.dump_document(provider_registry.RegistryDocument({}, []))
         secrets.put_secret_value(SecretId=arn, SecretString=empty)
         found["sweep_registry_empty"] = sweep()
+        gone = {"scheme": "stripe", "secrets": [{"secret_arn": MISSING_SECRET}]}
+        document = provider_registry.RegistryDocument({"stripe": gone}, [])
+        secrets.put_secret_value(
+            SecretId=arn, SecretString=provider_registry.dump_document(document)
+        )
+        found["sweep_provider_secret_unreadable"] = sweep()
         secrets.delete_secret(SecretId=arn, ForceDeleteWithoutRecovery=True)
         found["sweep_registry_unreadable"] = sweep()
     config.reset()
@@ -454,7 +474,7 @@ def test_counting_does_not_depend_on_the_log_levels(runs: dict[str, Run]) -> Non
     allowed level combination (on 5276659, LogLevel WARNING or ERROR silenced Accepted,
     Duplicate and the EMF summaries, and SystemLogLevel WARN the timeout's only line)."""
     used = set(
-        re.findall(r"\b(?:SUM|MAX|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
+        re.findall(r"\b(?:SUM|MAX|MIN|AVG)\((\w+)\) FROM WebhookInbox", json.dumps(load_template()))
     )
     for levels in level_combinations():
         timeline = Timeline(levels)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -159,6 +160,39 @@ def harness(
     yield IngestHarness(ingest_app, queue_url, sqs, now)
     providers.reset_for_tests()
     ingest_app.reset_clients()
+
+
+@pytest.fixture
+def dev_gateway(harness: IngestHarness) -> Iterator[str]:
+    """The gateway of `webhook-inbox dev` in front of one ingest environment: this process's
+    handler, served on a thread through the same pipe protocol as a dev worker process."""
+    # Through the CLI, as `webhook-inbox dev` imports it: the gateway imported first closes a
+    # cycle (gateway -> cli -> cli.dev -> dev.sam_env -> dev.stack -> gateway).
+    import webhook_inbox_tools.cli  # noqa: F401
+    from webhook_inbox_tools.dev.gateway import IngestGateway
+
+    ours, theirs = multiprocessing.Pipe()
+
+    def serve() -> None:
+        while True:
+            try:
+                event = theirs.recv()
+            except (EOFError, OSError):
+                return
+            # (response, outcome summary): the summary only feeds the console's line.
+            theirs.send((harness.app.handler(event, FakeLambdaContext()), None))
+
+    worker = threading.Thread(target=serve, daemon=True)
+    worker.start()
+    gateway = IngestGateway("127.0.0.1", 0)
+    gateway.start([ours])
+    try:
+        yield f"http://127.0.0.1:{gateway.port}"
+    finally:
+        gateway.stop()
+        ours.close()
+        worker.join(timeout=5)
+        theirs.close()
 
 
 @pytest.fixture

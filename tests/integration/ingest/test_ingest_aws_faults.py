@@ -100,7 +100,7 @@ def _bounded(call: Callable[[], dict[str, Any]], limit_s: float) -> tuple[dict[s
 
 def counted_metrics(stdout: str) -> dict[str, list[float]]:
     """What CloudWatch counts from ingest's lines: the template's metric filters, run over them."""
-    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
     counted: dict[str, list[float]] = {}
     for text in stdout.splitlines():
         if text.startswith("{"):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -558,6 +561,54 @@ def test_database_unreachable_is_503_and_nothing_is_written(
     assert harness.deliver("stripe", signed.body, signed.headers).status == 202
 
 
+def test_a_database_that_holds_the_connection_is_503_within_the_connect_timeout(
+    harness: IngestHarness,
+    conn: psycopg.Connection[Any],
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A paused Aurora Serverless v2 instance takes the connection and answers only once it
+    has resumed (about 15 s): ingest must give up at its connect timeout (the template's 3 s),
+    well inside its 8 s, answer 503 and store nothing; the provider's retry, once the database
+    answers, is accepted. A listener that accepts and never speaks stands in for the resume."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)  # so that the thread sees `done` (closing does not wake accept)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def hold() -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                client, _ = listener.accept()
+                held.append(client)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://ingest@127.0.0.1:{port}/resuming")
+    monkeypatch.setenv("DB_CONNECT_TIMEOUT_S", "3")
+    db.reset_for_tests()
+    signed = stripe_official(harness.now)
+    try:
+        started = time.monotonic()
+        reply = harness.deliver("stripe", signed.body, signed.headers)
+        elapsed = time.monotonic() - started
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        listener.close()
+        for client in held:
+            client.close()
+    assert held, "the delivery never reached the listener"
+    assert reply.status == 503
+    assert 3.0 <= elapsed < 8.0, elapsed  # the connect timeout, inside ingest's 8 s
+    assert harness.queued() == []
+    assert row_count(conn) == 0
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    db.reset_for_tests()
+    assert harness.deliver("stripe", signed.body, signed.headers).status == 202
+
+
 def test_sqs_failure_after_commit_is_202_and_the_row_stays_not_enqueued(
     harness: IngestHarness, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -629,7 +680,7 @@ def test_shipped_event_fixtures_are_accepted(
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
-        ("GET", "/webhooks/stripe", 401),
+        ("GET", "/webhooks/stripe", 405),  # a GET that is no challenge of Stripe's
         ("PUT", "/webhooks/stripe", 401),
         ("POST", "/", 404),
         ("POST", "/admin", 404),

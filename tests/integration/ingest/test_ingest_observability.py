@@ -113,12 +113,18 @@ def assert_metric_filters_count_each_line_once(lines: list[dict[str, Any]]) -> N
     """Runs the template's filter patterns over the lines as CloudWatch Logs would: each line
     gives exactly its outcome's metric (a configured provider's rejection also its
     RejectedByProvider), with every dimension present and bounded."""
-    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
+    filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
     for line in lines:
         expected = [EXPECTED_METRIC[line["message"]]]
         if line["message"] == "rejected" and "provider" in line:
             expected.append("RejectedByProvider")
-        matched = [f for f in filters if f.matches(line)]
+        # DeliveryRefused is a per-provider gauge of its own (1 refused, 0 verified), read by
+        # the all-refused alarm: a verified delivery sets it to 0.
+        refused = [f.value for f in filters if f.matches(line) and f.metric == "DeliveryRefused"]
+        if line["message"] in {"accepted", "duplicate"}:
+            assert refused == [0.0], line
+        assert set(refused) <= {0.0, 1.0}, line
+        matched = [f for f in filters if f.matches(line) and f.metric != "DeliveryRefused"]
         assert [f.metric for f in matched] == expected, line
         for metric_filter in matched:
             values = metric_filter.dimension_values(line)
@@ -148,8 +154,10 @@ def test_a_failed_enqueue_is_counted_beside_its_acceptance(
     ]
     assert line["enqueue_failed"] is True
     assert "request_id" in line
-    filters = [f for f in metric_filters() if f.log_group == "IngestLogGroup"]
-    assert sorted(f.metric for f in filters if f.matches(line)) == ["Accepted", "EnqueueFailed"]
+    filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
+    # Counted (a value of 0, DeliveryRefused's for a verified delivery, counts nothing).
+    counted = sorted(f.metric for f in filters if f.matches(line) and f.value)
+    assert counted == ["Accepted", "EnqueueFailed"]
 
 
 def _lines(sink: io.StringIO, message: str) -> list[dict[str, Any]]:

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import multiprocessing
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -20,9 +17,8 @@ from twilio.request_validator import RequestValidator
 
 from tests.integration.cli.conftest import run_console_script
 from tests.integration.ingest.conftest import IngestHarness, secret_of
-from tests.support import ROOT, FakeLambdaContext
+from tests.support import ROOT
 from webhook_inbox_tools.cli import main
-from webhook_inbox_tools.dev.gateway import IngestGateway
 
 SAMPLE = ROOT / "events" / "providers.local.json"
 BODIES = {
@@ -57,34 +53,6 @@ def body_file(tmp_path: Path, case: str) -> tuple[str, Path]:
     path = tmp_path / "body"
     path.write_bytes(BODIES[case])
     return case.removesuffix("-json"), path
-
-
-@pytest.fixture
-def dev_gateway(harness: IngestHarness) -> Iterator[str]:
-    """The gateway of `webhook-inbox dev` in front of one ingest environment: this process's
-    handler, served on a thread through the same pipe protocol as a dev worker process."""
-    ours, theirs = multiprocessing.Pipe()
-
-    def serve() -> None:
-        while True:
-            try:
-                event = theirs.recv()
-            except (EOFError, OSError):
-                return
-            # (response, outcome summary): the summary only feeds the console's line.
-            theirs.send((harness.app.handler(event, FakeLambdaContext()), None))
-
-    worker = threading.Thread(target=serve, daemon=True)
-    worker.start()
-    gateway = IngestGateway("127.0.0.1", 0)
-    gateway.start([ours])
-    try:
-        yield f"http://127.0.0.1:{gateway.port}"
-    finally:
-        gateway.stop()
-        ours.close()
-        worker.join(timeout=5)
-        theirs.close()
 
 
 def stored(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from tests.cert_authority import SNS_CERT_URL, leaf
 from tests.integration.maintenance.conftest import Aws, RecordingEvents
 from tests.integration.maintenance.test_handler import (
     _emf_everywhere,
@@ -179,6 +180,29 @@ def test_providers_with_no_live_secret_are_named_and_counted(
     assert line["providers_without_live_secret"] == ["beta", "gamma"]
     assert metrics == {"ProvidersWithoutLiveSecret": 2.0}
     assert "gone-secret" not in json.dumps(line)
+
+
+def test_a_certificate_sender_that_downloads_needs_no_secret_to_be_live(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An SNS provider that downloads its certificates has no secret and is served; a pinned-only
+    one whose every pin expired refuses everything, and is named."""
+    topics = {"topic_arns": ["arn:aws:sns:us-east-1:123456789012:orders"]}
+    pinned = {**topics, "certificates": "pinned"}
+    pin = {"value": leaf().pin(SNS_CERT_URL), "expires_at": "2020-01-01T00:00:00Z"}
+    registry.write(
+        {
+            "acme": LIVE,
+            "fetching": {"scheme": "sns", "options": topics, "secrets": []},
+            "unpinned": {"scheme": "sns", "options": pinned, "secrets": [pin]},
+        }
+    )
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert line["providers_without_live_secret"] == ["unpinned"]
+    assert metrics == {"ProvidersWithoutLiveSecret": 1.0}
 
 
 def test_a_registry_in_use_with_no_provider_pages_as_a_provider_refused(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -49,6 +50,15 @@ def test_read_level_answers_status_listings_and_one_event(
     assert [m["deduplication_key"] for m in outbox.result["messages"]] == ["k1"]
     assert shown.log["operator"] == ALICE
     assert shown.log["operator_level"] == "read"
+    searched = operator.call("read", {"command": "events list", "filter": {"id": "evt_1"}})
+    assert [e["id"] for e in searched.result["events"]] == [row]
+    traffic = operator.call(
+        "read",
+        {"command": "traffic", "since": (datetime.now(UTC) - timedelta(days=1)).isoformat()},
+    ).result
+    assert traffic["providers"][0]["provider"] == "stripe"
+    assert traffic["providers"][0]["accepted"] == 1
+    assert [a["events"] for a in traffic["arrivals"]] == [1]
 
 
 @pytest.mark.parametrize(
@@ -275,6 +285,14 @@ def test_a_payload_too_large_for_a_lambda_answer_is_a_413(
         (b'{"command": "outbox retry", "ids": [1], "all_dead": true, "reason": "r"}',
          "message ids, or all_dead"),
         (b'{"command": "outbox retry", "ids": [0], "reason": "r"}', "positive whole numbers"),
+        (b'{"command": "outbox list", "filter": {"event": "12"}}', "event must be a whole number"),
+        (b'{"command": "traffic"}', "since is required"),
+        (b'{"command": "traffic", "since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}',
+         "until must be after since"),
+        (b'{"command": "traffic", "since": "2026-01-01T00:00", "until": "2026-03-01T00:00", '
+         b'"bucket_seconds": 60}', "at most 1000 buckets"),
+        (b'{"command": "traffic", "since": "2026-01-01T00:00", "bucket_seconds": 30}',
+         "bucket_seconds must be a whole number of at least 60"),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_400_that_says_what_is_wrong_and_changes_nothing(

@@ -336,3 +336,43 @@ def test_an_expired_outbox_lease_is_reclaimable(conn: psycopg.Connection[Any]) -
 def test_lease_must_be_positive(conn: psycopg.Connection[Any]) -> None:
     with pytest.raises(ValueError, match="positive"):
         inbox.lease_events(conn, [1], owner="w", lease_seconds=0)
+
+
+def _attempts(conn: psycopg.Connection[Any], row_id: int) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT attempt, outcome, error_kind, ended_at >= started_at"
+        " FROM webhook_event_attempts WHERE event_row_id = %s ORDER BY started_at, attempt",
+        (row_id,),
+    ).fetchall()
+
+
+def test_every_attempt_that_did_not_process_the_event_is_recorded_with_its_times(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Failed, expired (by the sweeper and by a takeover) and dead-lettered attempts each leave
+    a row from their lease to their end; the attempt that processes the event leaves none."""
+    row_id = _claim(conn, "evt_history").id
+
+    def lease_runs_out() -> None:  # now, not in the past: a lease ends after it began
+        conn.execute("UPDATE webhook_events SET lease_expires_at = now() WHERE id = %s", (row_id,))
+
+    inbox.lease_events(conn, [row_id], owner="w1", lease_seconds=60)
+    inbox.mark_failed(conn, row_id, owner="w1", delay_seconds=0, error_kind="Timeout", error="x")
+    inbox.lease_events(conn, [row_id], owner="w2", lease_seconds=60)
+    lease_runs_out()
+    inbox.expire_leases(conn, max_attempts=10, limit=100)  # attempt 2: the sweeper
+    inbox.lease_events(conn, [row_id], owner="w3", lease_seconds=60)
+    lease_runs_out()
+    inbox.lease_events(conn, [row_id], owner="w4", lease_seconds=60)  # attempt 3: a takeover
+    inbox.mark_dead_letter(conn, row_id, owner="w4", error_kind="Permanent", error="y")
+
+    assert _attempts(conn, row_id) == [
+        (1, "failed", "Timeout", True),
+        (2, "lease_expired", "lease_expired", True),
+        (3, "lease_expired", "lease_expired", True),
+        (4, "dead_letter", "Permanent", True),
+    ]
+    fine = _claim(conn, "evt_fine").id
+    inbox.lease_events(conn, [fine], owner="w", lease_seconds=60)
+    inbox.mark_processed(conn, fine, owner="w")
+    assert _attempts(conn, fine) == []

@@ -19,9 +19,9 @@ from webhook_inbox.store.inbox import CLAIM_LOCK_WAIT_MS
 from webhook_inbox.store.migrate import available_migrations, migrate
 
 ALL = available_migrations()
-BEFORE = [m for m in ALL if m.version < "0009"]
+BEFORE = [m for m in ALL if m.version < "0010"]
 DIGEST = hashlib.sha256(b"{}").digest()
-# The release before's claim (0001-0008): the statement that keeps running while 0009 and 0010
+# The release before's claim (0001-0009): the statement that keeps running while 0010 and 0011
 # are applied, until the functions are updated.
 OLD_CLAIM = (
     "INSERT INTO webhook_events AS e (provider, event_id, event_type, body_sha256, payload)"
@@ -89,12 +89,12 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
     with psycopg.connect(url) as conn:
         migrate(conn)
     _populate(url)
-    # 0009 and 0010 while the release before claims.
+    # 0010 and 0011 while the release before claims.
     old = Claimer(url, "old_", old=True)
     old.start()
     monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: ALL)
     with psycopg.connect(url) as conn:
-        assert migrate(conn) == [m.version for m in ALL if m.version >= "0009"]
+        assert migrate(conn) == [m.version for m in ALL if m.version >= "0010"]
     old.finish()
     # The switch while this release claims.
     new = Claimer(url, "new_")

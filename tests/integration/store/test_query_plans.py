@@ -41,8 +41,14 @@ def populated(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         " SELECT 't', 'k' || g, '{}', CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'published' END,"
         " CASE WHEN g % 100 = 0 THEN NULL ELSE now() END FROM generate_series(1, 20000) AS g"
     )
+    # One attempt that did not process it for every tenth event (retention deletes them along).
+    conn.execute(
+        "INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at, outcome)"
+        " SELECT id, 1, received_at, received_at, 'failed' FROM webhook_events WHERE id % 10 = 0"
+    )
     conn.execute("ANALYZE webhook_events")
     conn.execute("ANALYZE outbox_messages")
+    conn.execute("ANALYZE webhook_event_attempts")
     return conn
 
 

@@ -23,6 +23,7 @@ LIMITS_OF = {
     "SweeperFunction": "SWEEPER",
     "MigrationsFunction": "MIGRATIONS",
     "DatabaseLogGroupsFunction": "LOG_GROUPS",
+    "IdleLedgerCleanupFunction": "LEDGER_CLEANUP",
     "OperatorReadFunction": "OPERATOR",
     "OperatorActFunction": "OPERATOR",
 }
@@ -83,6 +84,13 @@ def test_every_client_carries_its_call_limits(limits_name: str, service: str) ->
     finally:
         aws.use(aws.DEFAULT)
         aws.reset()
+
+
+def test_the_activity_mark_gives_up_sooner_than_any_ingest_call() -> None:
+    """One quick attempt before a writer's first database call: a failed mark is retried by the
+    next invocation, and must not cost ingest the time it needs to answer."""
+    assert aws.ACTIVITY_MARK.max_attempts == 1
+    assert aws.ACTIVITY_MARK.worst_case_s <= aws.INGEST.worst_case_s / 2
 
 
 def test_the_providers_registry_read_gives_up_sooner_than_any_ingest_call() -> None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.alarm_model import (
+    CompositeAlarm,
     Datapoint,
     filter_matches,
     lambda_level,
@@ -125,3 +126,47 @@ def test_filter_patterns_with_alternatives() -> None:
     assert not filter_pattern_matches(pattern, {"message": "duplicate"})
     with pytest.raises(ValueError, match="parentheses"):
         filter_pattern_matches('{ ($.a = "x") }', {})
+
+
+def _refused(minute: int, provider: str, value: float) -> Datapoint:
+    dims = (("provider", provider), ("service", "webhook-inbox"))
+    return Datapoint(minute, "WebhookInbox", "DeliveryRefused", dims, value)
+
+
+def test_a_provider_whose_every_delivery_of_the_hour_was_refused_pages_once() -> None:
+    """MIN(DeliveryRefused) GROUP BY provider over an hour: one refused delivery and nothing
+    verified is enough, one verified delivery of the same provider is not, and another
+    provider's verified deliveries do not hide it (each provider is its own contributor)."""
+    alarm = template_alarms()["deliveries-refused"]
+    assert isinstance(alarm, CompositeAlarm)
+    assert [c.name for c in alarm.children] == [
+        "signature-rejections",
+        "provider-deliveries-all-refused",
+    ]
+    quiet = [_refused(10, "stripe", 1.0)]
+    assert alarm.fires(quiet, 120)
+    assert not alarm.fires(quiet, 59)  # judged once the hour is complete
+    assert not alarm.fires([*quiet, _refused(40, "stripe", 0.0)], 120)
+    assert alarm.fires([*quiet, _refused(40, "github", 0.0)], 120)
+    assert not alarm.fires([], 120)  # no delivery at all is not a breach
+
+
+def test_either_half_of_the_composite_pages_and_it_stays_one_alarm() -> None:
+    alarm = template_alarms()["deliveries-refused"]
+    assert isinstance(alarm, CompositeAlarm)
+    rate, hour = alarm.children
+    busy = [
+        Datapoint(
+            m,
+            "WebhookInbox",
+            "Rejected",
+            (("reason", "signature"), ("service", "webhook-inbox")),
+            30.0,
+        )
+        for m in range(0, 120)
+    ]
+    assert any(rate.states(busy, 120))
+    assert not any(hour.states(busy, 120))
+    assert alarm.fires(busy, 120)
+    states = rate.states(busy, 120)
+    assert states.index(True) == 14  # three complete 5-minute periods: the end of minute 14

@@ -71,3 +71,16 @@ def test_ci_runs_every_test_command_of_the_readme_quick_start() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     for command in commands:
         assert re.search(rf"^{re.escape(command)}$", script, re.MULTILINE), command
+
+
+def test_ci_installs_the_browser_and_requires_the_browser_tests_to_run() -> None:
+    """The console's browser tests skip for a user without chromium; in CI a skip would hide
+    them, so .ci/run installs chromium and its driver and sets the variable that turns the skip
+    into a failure (the one the test reads), before the first pytest."""
+    script = (ROOT / ".ci" / "run").read_text()
+    test = (ROOT / "tests" / "e2e" / "test_console_browser.py").read_text()
+    assert 'os.environ.get("WEBHOOK_INBOX_REQUIRE_BROWSER") == "1"' in test
+    assert re.search(r"apt-get install -y -q chromium chromium-driver$", script, re.MULTILINE)
+    required = script.index("export WEBHOOK_INBOX_REQUIRE_BROWSER=1")
+    assert required < script.index("\npytest\n")
+    assert script.index("\nensure_browser\n") < script.index("\npytest\n")

@@ -32,9 +32,9 @@ REGION_ACCOUNT = "us-east-1:123456789012"
 MANAGED_POLICY_LIMIT = 6144  # characters without whitespace, per customer managed policy
 
 
-def _small() -> dict[str, str]:
+def _small(env: str = "small") -> dict[str, str]:
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    overrides = config["small"]["deploy"]["parameters"]["parameter_overrides"]
+    overrides = config[env]["deploy"]["parameters"]["parameter_overrides"]
     return dict(item.split("=", 1) for item in overrides)
 
 
@@ -62,6 +62,12 @@ VARIANTS: dict[str, dict[str, str]] = {
         "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbCdEf",
     },
     "small": _small(),
+    "aurora-paused": _small("aurora-paused"),
+    "Aurora provisioned behind RDS Proxy, a reader, existing VPC": {
+        **EXISTING_VPC,
+        "DatabaseEngine": "aurora-postgresql",
+        "DatabaseInstanceClass": "db.t4g.medium",
+    },
 }
 
 
@@ -201,3 +207,29 @@ def test_the_templates_fixed_names_fall_inside_the_scoped_statements(
         assert any(
             any(deploy_policy.granted(concrete, [r]) for r in s["Resource"]) for s in scoped
         ), concrete
+
+
+@pytest.mark.parametrize("stack", ["webhook-inbox", "Billing-Hooks"])
+def test_the_stacks_own_bucket_is_in_the_scoped_bucket_statement(stack: str) -> None:
+    """CloudFormation names the idle ledger <stack name, lowercased>-idleledger-<random>: the
+    statement that may create, configure and delete a bucket covers it, for any stack name,
+    and no other stack's bucket."""
+    assert "BucketName" not in load_template()["Resources"]["IdleLedger"]["Properties"]
+    bucket = f"arn:aws:s3:::{stack.lower()}-idleledger-1a2b3c4d5e6f"
+    others = "arn:aws:s3:::someone-elses-bucket"
+    kinds = {"AWS::S3::Bucket", "AWS::S3::BucketPolicy"}
+    needed = {
+        a for a, why in required_actions(kinds).items() if why & kinds and a.startswith("s3:")
+    }
+    for action in needed:
+        scoped = [
+            s
+            for s in deploy_policy.statements(stack)
+            if s["Resource"] != ["*"] and deploy_policy.granted(action, s["Action"])
+        ]
+        if not scoped:
+            continue  # granted on "*" (an action S3 cannot authorise on a bucket)
+        # An object action (the bucket handler's DeleteObject) is authorised on its objects.
+        on = f"{bucket}/activity.json" if "Object" in action else bucket
+        assert any(deploy_policy.granted(on, s["Resource"]) for s in scoped), action
+        assert not any(deploy_policy.granted(others, s["Resource"]) for s in scoped), action

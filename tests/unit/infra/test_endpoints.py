@@ -26,7 +26,12 @@ NETWORK = {"VpcId": "vpc-0abc", "SubnetIds": "subnet-a,subnet-b", "PrivateRouteT
 EXISTING_DB = {"DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db-AbC"}
 # Resources that exist only for one endpoint, in template.yaml and (prefixed) once translated.
 ONLY_FOR = {
-    "HttpApi": {"HttpApi", "IngestFunctionDeliveryPermission", "ApiAccessLogGroup"},
+    "HttpApi": {
+        "HttpApi",
+        "IngestFunctionDeliveryPermission",
+        "IngestFunctionChallengePermission",
+        "ApiAccessLogGroup",
+    },
     "FunctionUrl": {
         "IngestFunctionUrl",
         "IngestFunctionUrlPermission",
@@ -97,20 +102,30 @@ def test_ingest_has_no_event_source_of_its_own() -> None:
     assert "Events" not in ingest
 
 
-def test_the_http_api_routes_post_webhooks_provider_to_ingest() -> None:
+def test_the_http_api_routes_post_and_get_webhooks_provider_to_ingest() -> None:
+    """POST for deliveries, GET for the senders' challenges (Meta, X, Dropbox, Okta,
+    Braintree), each with its own invoke permission, no other method."""
     api = load_template()["Resources"]["HttpApi"]["Properties"]
     (path,) = api["DefinitionBody"]["paths"]
     assert path == "/webhooks/{provider}"
     operations = api["DefinitionBody"]["paths"][path]
-    assert set(operations) == {"post"}
-    integration = operations["post"]["x-amazon-apigateway-integration"]
-    assert integration["type"] == "aws_proxy"
-    assert integration["payloadFormatVersion"] == "2.0"
-    # The alias a deploy shifts (docs/deploy.md, "Gradual deployments"), not the function.
-    assert "${IngestFunctionAliaslive}" in integration["uri"]["Fn::Sub"]
-    permission = load_template()["Resources"]["IngestFunctionDeliveryPermission"]["Properties"]
-    assert permission["Principal"] == "apigateway.amazonaws.com"
-    assert permission["SourceArn"]["Fn::Sub"].endswith("${HttpApi}/*/POST/webhooks/*")
+    assert set(operations) == {"post", "get"}
+    resources = load_template()["Resources"]
+    for method, permission_name in (
+        ("post", "IngestFunctionDeliveryPermission"),
+        ("get", "IngestFunctionChallengePermission"),
+    ):
+        integration = operations[method]["x-amazon-apigateway-integration"]
+        assert integration["type"] == "aws_proxy"
+        assert integration["httpMethod"] == "POST"  # how API Gateway invokes Lambda
+        assert integration["payloadFormatVersion"] == "2.0"
+        # The alias a deploy shifts (docs/deploy.md, "Gradual deployments"), not the function.
+        assert "${IngestFunctionAliaslive}" in integration["uri"]["Fn::Sub"]
+        permission = resources[permission_name]["Properties"]
+        assert permission["Principal"] == "apigateway.amazonaws.com"
+        assert permission["FunctionName"] == {"Ref": "IngestFunctionAliaslive"}
+        expected = f"${{HttpApi}}/*/{method.upper()}/webhooks/*"
+        assert permission["SourceArn"]["Fn::Sub"].endswith(expected)
 
 
 @pytest.mark.parametrize(

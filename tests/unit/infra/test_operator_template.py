@@ -46,7 +46,11 @@ def test_one_code_two_levels_in_the_vpc_and_idle_at_rest(name: str) -> None:
     assert runs_in_the_vpc(props)  # the database is in private subnets
     for costly in ("ProvisionedConcurrencyConfig", "ReservedConcurrentExecutions", "Events"):
         assert costly not in props, f"{name}: {costly}"
-    assert RESOURCES[name]["DependsOn"] == "DatabaseSchema"
+    # The act level writes the idle ledger's activity mark: deleted before the ledger's cleanup.
+    expected = (
+        ["DatabaseSchema", "IdleLedgerCleanup"] if LEVELS[name] == "act" else "DatabaseSchema"
+    )
+    assert RESOURCES[name]["DependsOn"] == expected
     group = RESOURCES[props["LoggingConfig"]["LogGroup"]["Ref"]]["Properties"]
     assert group["LogGroupName"] == {
         "Fn::Sub": f"/aws/lambda/${{AWS::StackName}}/operator-{LEVELS[name]}"
@@ -68,13 +72,15 @@ def test_only_the_act_level_may_send_to_the_queue() -> None:
     read = policy_actions(FUNCTIONS["OperatorReadFunction"])
     act = policy_actions(FUNCTIONS["OperatorActFunction"])
     assert read == DATABASE_ACTIONS
-    assert act == DATABASE_ACTIONS | {"sqs:SendMessage", "kms:GenerateDataKey"}
+    assert act == DATABASE_ACTIONS | {"sqs:SendMessage", "kms:GenerateDataKey", "s3:PutObject"}
     statements = FUNCTIONS["OperatorActFunction"]["Policies"][0]["Statement"]
     (send,) = [s for s in statements if s.get("Action") == "sqs:SendMessage"]
     assert send["Resource"] == {"Fn::GetAtt": ["ProcessingQueue", "Arn"]}
-    assert (
-        FUNCTIONS["OperatorReadFunction"]["Environment"]["Variables"]["PROCESSING_QUEUE_URL"] == ""
-    )
+    (mark,) = [s for s in statements if s.get("Action") == "s3:PutObject"]
+    assert mark["Resource"] == {"Fn::Sub": "${IdleLedger.Arn}/activity.json"}
+    read_env = FUNCTIONS["OperatorReadFunction"]["Environment"]["Variables"]
+    assert read_env["PROCESSING_QUEUE_URL"] == ""
+    assert read_env["IDLE_LEDGER_BUCKET"] == ""  # it never writes, so never marks
 
 
 @pytest.mark.parametrize(

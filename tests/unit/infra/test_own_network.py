@@ -2,9 +2,10 @@
 
 The network: two private dual-stack subnets whose only ways out are the S3 gateway endpoint
 (IPv4, for the custom resource's answer) and IPv6 through an egress-only internet gateway; the
-functions reach SQS, Secrets Manager, EventBridge and SNS on their dual-stack endpoints. Checked
-here from template.yaml and SAM's translation, against botocore's endpoint data (the names the
-functions' SDK will call), and against urllib3 (what happens to an address with no route).
+functions reach SQS, Secrets Manager, EventBridge, SNS and S3 (the idle ledger) on their
+dual-stack endpoints. Checked here from template.yaml and SAM's translation, against botocore's
+endpoint data (the names the functions' SDK will call), and against urllib3 (what happens to an
+address with no route).
 """
 
 from __future__ import annotations
@@ -250,7 +251,7 @@ def endpoint_data() -> dict[str, Any]:
 def test_every_service_the_functions_call_has_a_dual_stack_endpoint() -> None:
     """botocore's endpoint data declares a `dualstack` variant per region where one exists."""
     services = in_vpc_services()
-    assert services == {"sqs", "secretsmanager", "events", "sns"}
+    assert services == {"sqs", "secretsmanager", "events", "sns", "s3"}
     aws = endpoint_data()
     without = set()
     for service in services:
@@ -273,6 +274,27 @@ def test_the_environment_variable_sends_the_sdk_to_the_dual_stack_name(
     monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "")  # an existing VPC: the usual names
     client = boto3.Session(region_name="eu-west-1").client(service)
     assert client.meta.endpoint_url == f"https://{service}.eu-west-1.amazonaws.com"
+
+
+def test_the_environment_variable_sends_s3_to_its_dual_stack_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The idle ledger: S3's dual-stack name is s3.dualstack.<region>.amazonaws.com (no api.aws
+    name), which resolves to IPv6 addresses too; an existing VPC uses the usual one through its
+    S3 gateway endpoint or NAT."""
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "")
+    client = boto3.Session(region_name="eu-west-1").client("s3")
+    url = client.generate_presigned_url(
+        "get_object", Params={"Bucket": "ledger-bucket", "Key": "activity.json"}
+    )
+    assert url.startswith("https://ledger-bucket.s3.dualstack.eu-west-1.amazonaws.com/")
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "")
+    client = boto3.Session(region_name="eu-west-1").client("s3")
+    url = client.generate_presigned_url(
+        "get_object", Params={"Bucket": "ledger-bucket", "Key": "activity.json"}
+    )
+    assert "dualstack" not in url
 
 
 @pytest.mark.parametrize("service", ["sqs", "secretsmanager", "events", "sns"])

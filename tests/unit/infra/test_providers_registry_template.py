@@ -22,7 +22,8 @@ INGEST_SIDS = [
     "ReadProviderSecrets",
     "ReadProvidersRegistry",
     "EnqueueInboxIds",
-    "UseAppKeyForQueueAndSecrets",
+    "MarkActivity",
+    "UseAppKeyForQueueSecretsAndLedger",
 ]
 
 
@@ -76,7 +77,7 @@ def test_ingest_grows_only_by_get_secret_value_on_the_registry() -> None:
         "Resource": REGISTRY,
     }
     # The stack's key decrypts it: the statement ingest already had for its queue and secrets.
-    (key,) = [s for s in statements if s["Sid"] == "UseAppKeyForQueueAndSecrets"]
+    (key,) = [s for s in statements if s["Sid"] == "UseAppKeyForQueueSecretsAndLedger"]
     assert key["Resource"] == {"Fn::GetAtt": ["AppKey", "Arn"]}
     assert "kms:Decrypt" in key["Action"]
 

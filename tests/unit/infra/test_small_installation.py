@@ -36,9 +36,9 @@ def created(r: Resolver) -> dict[str, dict[str, Any]]:
     }
 
 
-def small_parameters() -> dict[str, str]:
+def small_parameters(env: str = "small") -> dict[str, str]:
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    overrides = config["small"]["deploy"]["parameters"]["parameter_overrides"]
+    overrides = config[env]["deploy"]["parameters"]["parameter_overrides"]
     return dict(item.split("=", 1) for item in overrides)
 
 
@@ -89,3 +89,31 @@ def test_ingest_is_reserved_behind_a_function_url_or_without_the_proxy(
 ) -> None:
     ingest = RESOURCES["IngestFunction"]["Properties"]
     assert resolver(**params).resolve(ingest["ReservedConcurrentExecutions"]) == reserved
+
+
+def test_the_paused_aurora_set_pauses_without_the_proxy_and_bounds_connections() -> None:
+    """samconfig's aurora-paused: Serverless v2 at 0 ACUs, no RDS Proxy (whose connections
+    would keep it awake), the functions on the writer endpoint with the cluster's own secret,
+    and connections bounded as in the small set."""
+    params = small_parameters("aurora-paused")
+    r = resolver(**params)
+    assert rule_failures(r) == []
+    made = set(created(r))
+    assert {"DatabaseCluster", "DatabaseClusterWriter"} <= made
+    assert not made & {"Database", "DatabaseClusterReader", "DatabaseProxy", "Dashboard"}
+    scaling = r.resolve(RESOURCES["DatabaseCluster"]["Properties"])[
+        "ServerlessV2ScalingConfiguration"
+    ]
+    assert str(scaling["MinCapacity"]) == "0"
+    env = load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert r.resolve(env["DATABASE_SECRET_ARN"]) == "<DatabaseCluster.MasterUserSecret.SecretArn>"
+    assert r.resolve(env["DATABASE_HOST"]) == "<DatabaseCluster.Endpoint.Address>"
+    assert r.resolve(env["DATABASE_IAM_AUTH"]) == "false"
+    reserved = int(
+        r.resolve(RESOURCES["IngestFunction"]["Properties"]["ReservedConcurrentExecutions"])
+    )
+    worst_case = reserved + int(params["ProcessorMaxConcurrency"]) + 2 + 1
+    # Serverless v2's max_connections follows the maximum capacity: 2 ACUs (4 GiB) allow
+    # hundreds; the bound is the small set's.
+    assert float(params["AuroraMaxCapacity"]) >= 1
+    assert worst_case <= 50

@@ -39,6 +39,7 @@ from tests.infra_support import (
     translated_template,
     unset_by_design,
 )
+from webhook_inbox.settings import ProcessorSettings
 
 FUNCTIONS = serverless_functions()
 FUNCTION_NAMES = sorted(FUNCTIONS)
@@ -72,10 +73,19 @@ ACTIONS_NOT_CALLED_BY_CODE = {
     "sqs:ChangeMessageVisibility": "SQS event source mapping (partial batch responses)",
 }
 ESM_ONLY_FUNCTIONS = {"ProcessorFunction"}  # only these may hold the event-source actions
+# Granted to one function only, for a reason no call shows.
+ACTIONS_FOR_ONE_FUNCTION = {
+    # S3 answers a GET of a missing key with 404 only to a caller that may list the bucket
+    # (403 otherwise): the sweeper must tell "no activity yet" from "unreadable".
+    "s3:ListBucket": "SweeperFunction",
+}
 # Calls a function's code can make but its level never does: the operator functions share one
 # code, and the read level refuses an act command before any call (operations.commands.run).
 NOT_AT_THIS_LEVEL = {
-    "OperatorReadFunction": {"sqs:SendMessage": "a replay's wake-ups: act level only"},
+    "OperatorReadFunction": {
+        "sqs:SendMessage": "a replay's wake-ups: act level only",
+        "s3:PutObject": "the idle ledger's activity mark: the act level's writes only",
+    },
 }
 # A function with a role of its own writes its logs with it (SAM's roles get a managed policy).
 OWN_LOG_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -94,7 +104,8 @@ METRIC_OWNERS = {
     "IngestFunction": {
         "Accepted", "Duplicate", "Rejected", "RejectedByProvider", "StoreUnavailable",
         "SecretUnavailable", "EnqueueFailed", "InternalErrors", "ProvidersRefreshFailed",
-        "VerifiedDeliveries",
+        "VerifiedDeliveries", "DeliveryRefused",
+        "SenderUnavailable",
     },
     "ProcessorFunction": {
         "Processed", "Failed", "Retried", "DeadLettered", "Ignored", "ProcessingLatency", "Held",
@@ -291,6 +302,7 @@ def test_the_policy_grants_nothing_the_code_does_not_use(name: str) -> None:
         if action in ACTIONS_NOT_CALLED_BY_CODE
         and (not action.startswith("sqs:") or name in ESM_ONLY_FUNCTIONS)
     } | (unused & OWN_LOG_ACTIONS if "Role" in FUNCTIONS[name] else set())
+    allowed |= {a for a in unused if ACTIONS_FOR_ONE_FUNCTION.get(a) == name}
     unexplained = unused - allowed
     if placeholder(name):
         unexplained = set()  # its calls are not written yet; checked once it lands
@@ -481,11 +493,19 @@ def test_every_alarm_notifies_the_topic_and_links_its_runbook_entry() -> None:
     }
     alarms = resources_of_type("AWS::CloudWatch::Alarm")
     assert len(alarms) >= 8
-    for name, alarm in alarms.items():
+    composites = resources_of_type("AWS::CloudWatch::CompositeAlarm")
+    # An alarm a composite alarm names pages through it (one cause, one page), not on its own.
+    parts = {
+        name
+        for composite in composites.values()
+        for name in re.findall(r"\$\{(\w+)\.Arn\}", composite["Properties"]["AlarmRule"]["Fn::Sub"])
+    }
+    assert parts <= set(alarms)
+    for name, alarm in {**alarms, **composites}.items():
         props = alarm["Properties"]
-        if name in ROLLBACK_TRIGGERS:
-            # CodeDeploy's, not the operator's: a failed canary rolls back and fails the deploy;
-            # the function's errors alarm pages for the same errors.
+        if name in ROLLBACK_TRIGGERS | parts:
+            # A rollback trigger is CodeDeploy's, not the operator's: a failed canary rolls back
+            # and fails the deploy; the function's errors alarm pages for the same errors.
             assert "AlarmActions" not in props, name
             assert "OKActions" not in props, name
         else:
@@ -670,3 +690,12 @@ def test_the_function_url_sizing_text_respects_lambdas_cap() -> None:
     assert claimed == [cap], spec["Description"]
     deploy = " ".join((ROOT / "docs" / "deploy.md").read_text().split())
     assert f"({cap} a second at the default {spec['Default']})" in deploy
+
+
+def test_the_processor_knows_the_queues_last_receive() -> None:
+    """The processor acknowledges a message on its last receive before the redrive moves it to
+    the DLQ (processing.batch.hand_back): it must count receives as the queue does."""
+    queue = load_template()["Resources"]["ProcessingQueue"]["Properties"]
+    variables = FUNCTIONS["ProcessorFunction"]["Environment"]["Variables"]
+    assert int(variables["WAKEUP_MAX_RECEIVES"]) == queue["RedrivePolicy"]["maxReceiveCount"]
+    assert ProcessorSettings().wakeup_max_receives == queue["RedrivePolicy"]["maxReceiveCount"]

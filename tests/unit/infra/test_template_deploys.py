@@ -117,7 +117,12 @@ def test_each_interface_endpoint_serves_a_service_the_code_calls_and_vice_versa(
     for props in in_vpc:
         called |= boto3_usage(module_closure(function_entry(props)[0])).services
     assert "sqs" in called, "the scan should see the functions' clients"
-    assert set(interface_endpoints().values()) == called - LOCAL_ONLY_CLIENTS
+    # S3 (the idle ledger) goes through the free gateway endpoint the custom resources need
+    # anyway: no interface endpoint for it.
+    assert "s3" in called
+    gateway = RESOURCES["S3GatewayEndpoint"]
+    assert gateway["Properties"]["VpcEndpointType"] == "Gateway"
+    assert set(interface_endpoints().values()) == called - LOCAL_ONLY_CLIENTS - {"s3"}
 
 
 # --- network, ordering, names -------------------------------------------------------------
@@ -188,7 +193,8 @@ def test_every_exported_rds_log_group_gets_the_stacks_key_and_retention() -> Non
     r = resolver(PrivateRouteTableIds="rtb-1")
     exports = RESOURCES["Database"]["Properties"]["EnableCloudwatchLogsExports"]
     adopter = RESOURCES["DatabaseLogGroups"]
-    assert adopter["Condition"] == RESOURCES["Database"]["Condition"]
+    assert adopter["Condition"] == "CreateDatabase"
+    assert r.condition(RESOURCES["Database"]["Condition"])
     props = r.resolve(adopter["Properties"])
     assert props["LogGroupNames"] == [f"/aws/rds/instance/<Database>/{log}" for log in exports]
     assert props["KmsKeyArn"] == "<AppKey.Arn>"
@@ -201,6 +207,129 @@ def test_every_exported_rds_log_group_gets_the_stacks_key_and_retention() -> Non
     assert adopt["Resource"] == (
         "arn:aws:logs:us-east-1:123456789012:log-group:/aws/rds/instance/<Database>/*"
     )
+
+
+@pytest.mark.parametrize("engine", ["aurora-postgresql", "aurora-serverless-v2"])
+def test_an_aurora_clusters_exported_log_gets_the_stacks_key_and_retention(engine: str) -> None:
+    """Aurora exports per cluster, /aws/rds/cluster/<cluster>/<log>, and Aurora PostgreSQL has
+    only the postgresql log (no upgrade log as RDS has)."""
+    r = resolver(DatabaseEngine=engine)
+    cluster = RESOURCES["DatabaseCluster"]
+    assert r.condition(cluster["Condition"])
+    assert not r.condition(RESOURCES["Database"]["Condition"])
+    exports = cluster["Properties"]["EnableCloudwatchLogsExports"]
+    assert exports == ["postgresql"]
+    props = r.resolve(RESOURCES["DatabaseLogGroups"]["Properties"])
+    assert props["LogGroupNames"] == [
+        f"/aws/rds/cluster/<DatabaseCluster>/{log}" for log in exports
+    ]
+    grant = r.resolve(RESOURCES["DatabaseLogGroupsRole"]["Properties"]["Policies"][0])
+    (adopt,) = [
+        s for s in grant["PolicyDocument"]["Statement"] if "logs:AssociateKmsKey" in s["Action"]
+    ]
+    assert adopt["Resource"] == (
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/rds/cluster/<DatabaseCluster>/*"
+    )
+
+
+def test_the_aurora_cluster_keeps_the_instances_settings() -> None:
+    """TLS only, bind parameters out of the log, encrypted with the stack's key, IAM auth, an
+    RDS-managed secret, backups: the instance's guarantees, set on the cluster."""
+    instance = RESOURCES["DatabaseParameterGroup"]["Properties"]["Parameters"]
+    cluster_group = RESOURCES["DatabaseClusterParameterGroup"]["Properties"]
+    assert cluster_group["Parameters"] == instance
+    r = resolver(DatabaseEngine="aurora-serverless-v2", DatabaseEngineVersion="16.6")
+    assert r.resolve(cluster_group["Family"]) == "aurora-postgresql16"
+    db = RESOURCES["Database"]["Properties"]
+    cluster = RESOURCES["DatabaseCluster"]["Properties"]
+    for key in (
+        "StorageEncrypted",
+        "KmsKeyId",
+        "EnableIAMDatabaseAuthentication",
+        "ManageMasterUserPassword",
+        "MasterUserSecret",
+        "BackupRetentionPeriod",
+        "PreferredMaintenanceWindow",
+        "PreferredBackupWindow",
+        "CopyTagsToSnapshot",
+        "MasterUsername",
+    ):
+        assert cluster[key] == db[key], key
+    assert cluster["DatabaseName"] == db["DBName"]
+    for name in ("DatabaseClusterWriter", "DatabaseClusterReader"):
+        assert RESOURCES[name]["Properties"]["PubliclyAccessible"] is False
+
+
+@pytest.mark.parametrize(
+    ("params", "scaling", "classes"),
+    [
+        (
+            {"DatabaseEngine": "aurora-serverless-v2", "CreateDatabaseProxy": "false"},
+            {"MinCapacity": "0", "MaxCapacity": "4", "SecondsUntilAutoPause": "300"},
+            ["db.serverless", "db.serverless"],
+        ),
+        (
+            {
+                "DatabaseEngine": "aurora-serverless-v2",
+                "AuroraMinCapacity": "0.5",
+                "DatabaseMultiAz": "false",
+            },
+            {"MinCapacity": "0.5", "MaxCapacity": "4", "SecondsUntilAutoPause": None},
+            ["db.serverless"],
+        ),
+        (
+            {"DatabaseEngine": "aurora-postgresql", "DatabaseInstanceClass": "db.r7g.large"},
+            None,
+            ["db.r7g.large", "db.r7g.large"],
+        ),
+    ],
+)
+def test_aurora_capacity_and_instances_follow_the_parameters(
+    params: dict[str, str], scaling: dict[str, str | None] | None, classes: list[str]
+) -> None:
+    r = resolver(PrivateRouteTableIds="rtb-1", **params)
+    assert rule_failures(r) == []
+    got = r.resolve(RESOURCES["DatabaseCluster"]["Properties"]["ServerlessV2ScalingConfiguration"])
+    if scaling is None:
+        assert got is None
+    else:
+        assert {k: (None if v is None else str(v)) for k, v in got.items()} == scaling
+    made = [
+        r.resolve(RESOURCES[name]["Properties"]["DBInstanceClass"])
+        for name in ("DatabaseClusterWriter", "DatabaseClusterReader")
+        if r.condition(RESOURCES[name]["Condition"])
+    ]
+    assert made == classes
+    # A paused instance has no host for Enhanced Monitoring to sample.
+    writer = r.resolve(RESOURCES["DatabaseClusterWriter"]["Properties"])
+    assert writer["MonitoringInterval"] == (0 if scaling and scaling["MinCapacity"] == "0" else 60)
+
+
+@pytest.mark.parametrize(
+    ("params", "refused"),
+    [
+        ({"DatabaseEngine": "aurora-serverless-v2"}, "CreateDatabaseProxy=false"),
+        ({"DatabaseEngine": "aurora-postgresql"}, "db.t4g.medium"),
+        (
+            {"DatabaseEngine": "aurora-postgresql", "DatabaseInstanceClass": "db.t4g.micro"},
+            "db.t4g.medium",
+        ),
+        (
+            {
+                "DatabaseEngine": "aurora-serverless-v2",
+                "DatabaseSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:db",
+                "CreateDatabaseProxy": "false",
+            },
+            "existing database",
+        ),
+    ],
+)
+def test_aurora_choices_that_cannot_work_are_refused_before_anything_is_created(
+    params: dict[str, str], refused: str
+) -> None:
+    failures = rule_failures(resolver(PrivateRouteTableIds="rtb-1", **params))
+    assert len(failures) == 1, failures
+    assert refused in failures[0]
 
 
 def test_the_log_group_adopter_runs_outside_the_vpc_with_a_role_of_its_own() -> None:
@@ -297,13 +426,23 @@ def test_the_database_has_a_fixed_maintenance_window_and_a_backup_window_apart()
         assert (maintenance - start) % 1440 >= 30
     events = RESOURCES["DatabaseEvents"]
     assert events["Condition"] == "CreateDatabase"
-    categories = set(events["Properties"]["EventCategories"])
+    categories = set(resolver().resolve(events["Properties"]["EventCategories"]))
     assert categories == {"maintenance", "availability", "failover"}
     assert events["Properties"]["SnsTopicArn"] == {"Ref": "AlarmTopic"}
+    # Aurora: the same windows on the cluster, and the cluster's events (a db-cluster source has
+    # no "availability" category; "notification" would mail every pause and resume).
+    aurora = resolver(DatabaseEngine="aurora-serverless-v2", CreateDatabaseProxy="false")
+    cluster = RESOURCES["DatabaseCluster"]["Properties"]
+    for key in ("PreferredMaintenanceWindow", "PreferredBackupWindow"):
+        assert aurora.resolve(cluster[key]) == aurora.resolve(props[key])
+    subscription = aurora.resolve(events["Properties"])
+    assert subscription["SourceType"] == "db-cluster"
+    assert subscription["SourceIds"] == ["<DatabaseCluster>"]
+    assert set(subscription["EventCategories"]) == {"maintenance", "failure", "failover"}
 
 
 # Which AWS services encrypt with the stack's key on a function's behalf, by what it calls.
-KEY_USERS = {"sqs", "secretsmanager", "sns"}
+KEY_USERS = {"sqs", "secretsmanager", "sns", "s3"}
 
 
 def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encrypt_with_it() -> None:
@@ -327,3 +466,24 @@ def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encryp
                 ), (name, hosts)
                 assert {h.split(".")[0] for h in hosts} <= KEY_USERS, (name, hosts)
     assert found >= 6  # ingest, processor, sweeper, migrations and both operator functions
+
+
+def test_a_deploy_waits_for_a_paused_aurora_instance_to_resume() -> None:
+    """The migrations connect on every deploy that ships new code: a paused instance resumes
+    on that connection, which AWS puts at about 15 s (30 s or more after a day paused). A
+    connect timeout shorter than that fails the deploy and rolls it back."""
+    env = serverless_functions()["MigrationsFunction"]["Environment"]["Variables"]
+    paused = resolver(
+        PrivateRouteTableIds="rtb-1",
+        DatabaseEngine="aurora-serverless-v2",
+        CreateDatabaseProxy="false",
+    )
+    assert int(paused.resolve(env["DB_CONNECT_TIMEOUT_S"])) >= 2 * 30
+    timeout_s = int(serverless_functions()["MigrationsFunction"]["Timeout"])
+    assert int(paused.resolve(env["DB_CONNECT_TIMEOUT_S"])) < timeout_s / 2
+    awake = resolver(
+        PrivateRouteTableIds="rtb-1", DatabaseEngine="aurora-serverless-v2", AuroraMinCapacity="0.5"
+    )
+    # Anything that does not pause keeps the timeout every deployed stack has.
+    assert awake.resolve(env["DB_CONNECT_TIMEOUT_S"]) == "10"
+    assert resolver(PrivateRouteTableIds="rtb-1").resolve(env["DB_CONNECT_TIMEOUT_S"]) == "10"

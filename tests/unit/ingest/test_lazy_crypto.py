@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 
+from tests.cert_authority import SNS_CERT_URL, TOPIC, leaf
 from tests.support import ROOT
+from tests.token_keys import public_jwk
 from webhook_inbox.ingest import schemes
 
 # Each step reports whether cryptography is loaded once it has run.
@@ -62,6 +64,24 @@ def test_cryptography_is_imported_by_the_first_public_key_verification_only() ->
             },
             "sendgrid": {"scheme": "sendgrid", "secrets": [{"value": SENDGRID_KEY}]},
             "v1a": {"scheme": "standard-webhooks", "secrets": [{"value": WHPK}]},
+            # Certificate senders: a pinned certificate (read by its shape) and one that fetches.
+            "sns": {
+                "scheme": "sns",
+                "options": {"topic_arns": [TOPIC], "certificates": "pinned"},
+                "secrets": [{"value": leaf().pin(SNS_CERT_URL)}],
+            },
+            "paypal": {"scheme": "paypal", "options": {"webhook_id": "WH1"}},
+            # Token senders: pinned JWKs (read without the library) and Apple's embedded root.
+            "google-pubsub": {
+                "scheme": "google-pubsub",
+                "options": {"audience": "https://x.example/h", "service_account_email": "a@b.c"},
+                "secrets": [{"value": json.dumps(public_jwk("lazy-google"))}],
+            },
+            "plaid": {
+                "scheme": "plaid",
+                "secrets": [{"value": json.dumps(public_jwk("lazy-plaid", "ec"))}],
+            },
+            "app-store": {"scheme": "app-store", "options": {"bundle_id": "com.example.app"}},
         }
     }
     now = int(time.time())
@@ -89,7 +109,7 @@ def test_cryptography_is_imported_by_the_first_public_key_verification_only() ->
     )
     assert json.loads(child.stdout.splitlines()[-1]) == {
         "import the ingest function": False,
-        "load a config of HMAC secrets and public keys": False,
+        "load a config of HMAC secrets and public keys": False,  # and pinned certificates
         "load the sample config (private keys)": False,
         "verify a stripe delivery": False,
         "verify a discord delivery": True,
@@ -122,7 +142,7 @@ def test_a_scheme_module_is_imported_when_a_provider_uses_it_not_with_ingest() -
 
 
 def test_every_scheme_name_builds_the_scheme_of_that_name() -> None:
-    assert len(schemes.SCHEMES) == 40
+    assert len(schemes.SCHEMES) == 55
     for name, cls in schemes.SCHEMES.items():
         assert cls.name == name
         assert getattr(schemes, cls.__name__) is cls

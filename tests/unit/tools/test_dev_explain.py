@@ -58,3 +58,8 @@ def test_an_accepted_event_shows_its_id_and_type() -> None:
 def test_answers_the_gateway_gives_itself_say_why_too() -> None:
     assert "traceback" in explain(500, None, provider="stripe")
     assert "6 MB" in explain(413, None, provider="stripe")
+
+
+def test_a_get_that_is_no_challenge_is_named() -> None:
+    outcome = {"outcome": "rejected", "reason": "method", "detail": "a GET that is no challenge"}
+    assert explain(405, outcome, provider="stripe").startswith("not a challenge: a GET")

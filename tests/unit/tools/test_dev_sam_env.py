@@ -36,9 +36,13 @@ def test_every_function_gets_the_templates_variables_with_local_values_where_nee
         "MigrationsFunction",
         "DatabaseLogGroupsFunction",
         "DatabaseProtectionFunction",
+        "IdleLedgerCleanupFunction",
         "OperatorReadFunction",
         "OperatorActFunction",
     }
+    # No idle ledger locally: the dev stack's sweeper connects every run.
+    assert document["SweeperFunction"]["IDLE_LEDGER_BUCKET"] == ""
+    assert document["IngestFunction"]["IDLE_LEDGER_BUCKET"] == ""
     assert document["ProcessorFunction"]["PROCESSING_QUEUE_URL"] == STACK.queue_url
     assert document["IngestFunction"]["PROVIDERS_REGISTRY_ARN"] == STACK.providers_registry_arn
     assert document["ProcessorFunction"]["MAX_ATTEMPTS"] == "8"  # the parameter's default

@@ -100,6 +100,26 @@ def test_env_vars_file_then_parameters_then_shell_then_template() -> None:
     assert ignored == ["TYPO_QUEUE_URL"]
 
 
+def test_a_resource_whose_absence_means_something_is_empty_unless_given() -> None:
+    """The idle ledger's bucket exists only in a deployed stack; locally, empty: no marks, and
+    every sweeper run connects. A value from the file still wins."""
+    spec = template.function_spec(open_real_template(), "SweeperFunction")
+    assert isinstance(spec.environment["IDLE_LEDGER_BUCKET"], template.Unresolved)
+    env_file = {
+        "Parameters": {
+            "PROCESSING_QUEUE_URL": "http://q",
+            "DATABASE_SECRET_ARN": "arn:s",
+            "OUTBOX_EVENT_BUS_NAME": "bus",
+            "PROVIDERS_REGISTRY_ARN": "",
+        }
+    }
+    values, _ = environment.function_variables(spec, env_file, {})
+    assert values["IDLE_LEDGER_BUCKET"] == ""
+    given = {**env_file, "SweeperFunction": {"IDLE_LEDGER_BUCKET": "a-bucket"}}
+    values, _ = environment.function_variables(spec, given, {})
+    assert values["IDLE_LEDGER_BUCKET"] == "a-bucket"
+
+
 def test_the_process_gets_lambdas_variables_and_sdk_settings_but_not_the_shell() -> None:
     spec = template.function_spec(open_real_template(), "SweeperFunction")
     shell = {

@@ -61,6 +61,9 @@ MINIMUM = dict.fromkeys(
 )  # fmt: skip
 MINIMUM |= {
     "mailgun": 7,  # every kind of event Mailgun's webhooks send
+    "paypal": 10,
+    # SNS carries other services' messages: SES's three notification types as the example.
+    "sns": 3,
     # Not providers: the example handlers' types (docs/local.md) and a sender of your own.
     "standard-webhooks": 4,
     "hmac-sha256": 3,
@@ -74,6 +77,14 @@ MINIMUM |= dict.fromkeys(
 )  # fmt: skip
 MINIMUM |= dict.fromkeys(("bitbucket", "jira", "gitea", "calendly"), 3)
 MINIMUM["typeform"] = 2  # Typeform sends two: a response, and a partial one
+# Token senders: Cloud Storage's four object events over Pub/Sub push, Plaid's common codes, the
+# App Store's subscription life cycle and its TEST notification.
+MINIMUM |= {"google-pubsub": 4, "plaid": 4, "app-store": 6}
+# Signatures inside the body and senders with a challenge: each one's common types, after its
+# documentation (Dropbox sends two notification kinds: an account's files, a team's folders).
+MINIMUM |= dict.fromkeys(("adyen", "braintree", "asana", "xero"), 5)
+MINIMUM |= dict.fromkeys(("meta", "x", "microsoft-graph", "okta"), 4)
+MINIMUM |= {"whatsapp": 3, "dropbox": 2}
 # The types handlers are most often written for, which each file must have.
 REQUIRED = {
     "github": {
@@ -290,6 +301,13 @@ def test_every_placeholder_is_one_the_readme_defines() -> None:
 
 def _strings(node: Any) -> Iterator[str]:
     if isinstance(node, str):
+        try:  # JSON inside a string (SNS's Message): its own strings are the ones to look at
+            inner = json.loads(node) if node.startswith(("{", "[")) else None
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict | list):
+            yield from _strings(inner)
+            return
         yield node
     elif isinstance(node, dict):
         for value in node.values():

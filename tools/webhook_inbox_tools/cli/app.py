@@ -22,12 +22,13 @@ from webhook_inbox.errors import (
     StoreUnavailable,
     WebhookInboxError,
 )
-from webhook_inbox.operations.listings import OUTBOX_STATUSES
 from webhook_inbox.store import db
 from webhook_inbox.store.migrate import available_migrations, migrate
 from webhook_inbox_tools.cli import actions, inspect_events, pausing, preflight, signing, trigger
+from webhook_inbox_tools.cli import console as console_command
 from webhook_inbox_tools.cli import dev as dev_command
 from webhook_inbox_tools.cli import invoke as invoke_command
+from webhook_inbox_tools.cli import policy as policy_command
 from webhook_inbox_tools.cli import providers as providers_command
 from webhook_inbox_tools.cli import psql as psql_command
 from webhook_inbox_tools.cli.database import (
@@ -229,16 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List outbox messages newest first, filtered by status, topic and time, "
         "with their deduplication keys and last errors.",
     )
-    p.add_argument(
-        "--status",
-        action="append",
-        default=[],
-        choices=OUTBOX_STATUSES,
-        help="only messages in this status (repeatable)",
-    )
-    p.add_argument("--topic", help="only this topic")
-    p.add_argument("--since", type=when, metavar="WHEN", help="created at or after")
-    p.add_argument("--until", type=when, metavar="WHEN", help="created before")
+    inspect_events.add_outbox_filters(p)
     inspect_events.add_paging(p)
     p.set_defaults(func=inspect_events.cmd_outbox_list)
     p = box_sub.add_parser(
@@ -266,6 +258,7 @@ def _add_local_commands(sub: Any) -> None:
     """Commands that need no database of the user's: providers (the registry), preflight, sign,
     send, trigger, dev, check-handlers (its own throwaway one), invoke."""
     providers_command.add_commands(sub)
+    console_command.add_command(sub, [_common(json_output=False, stack=True)])
     p = sub.add_parser(
         "preflight",
         help="check the AWS account before `sam deploy` (read-only; a fix for each finding)",
@@ -276,6 +269,7 @@ def _add_local_commands(sub: Any) -> None:
     )
     preflight.add_arguments(p)
     p.set_defaults(func=preflight.cmd_preflight)
+    policy_command.add_command(sub)
 
     p = sub.add_parser(
         "sign",
@@ -324,8 +318,8 @@ def _add_local_commands(sub: Any) -> None:
     p = sub.add_parser(
         "dev",
         help="run the whole pipeline locally (PostgreSQL, SQS, the three functions)",
-        description="Serve POST /webhooks/{provider} on localhost through the real ingest "
-        "handler, with a moto SQS queue polled like the Lambda event source mapping, the "
+        description="Serve POST (and GET) /webhooks/{provider} on localhost through the real "
+        "ingest handler, with a moto SQS queue polled like the Lambda event source mapping, the "
         "sweeper on a timer, and outbox messages published to a moto EventBridge bus. "
         "Ctrl-C stops everything.",
     )

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to serve on (loopback)")
     parser.add_argument(
         "--port", type=port_number, default=3000,
-        help="HTTP port for POST /webhooks/{provider} (0: any)",
+        help="HTTP port for POST (and GET) /webhooks/{provider} (0: any)",
     )  # fmt: skip
     parser.add_argument(
         "--providers",

@@ -14,6 +14,7 @@ from contextlib import closing
 from typing import Any
 
 from webhook_inbox.errors import ConfigurationError
+from webhook_inbox.operations.listings import OUTBOX_STATUSES
 from webhook_inbox.store import inbox
 from webhook_inbox_tools.cli import render
 from webhook_inbox_tools.cli.database import open_connection
@@ -40,6 +41,12 @@ def add_event_filters(parser: argparse.ArgumentParser, *, provider_flag: bool = 
         "--since", type=when, metavar="WHEN", help="received at or after (ISO time or age: 2h, 7d)"
     )
     parser.add_argument("--until", type=when, metavar="WHEN", help="received before")
+    parser.add_argument(
+        "--id",
+        dest="some_id",
+        metavar="ID",
+        help="only the event with this event id or provider delivery id",
+    )
 
 
 def event_filter(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,6 +57,7 @@ def event_filter(args: argparse.Namespace) -> dict[str, Any]:
         "type": args.event_type,
         "since": args.since.isoformat() if args.since else None,
         "until": args.until.isoformat() if args.until else None,
+        "id": args.some_id,
     }
     return {key: value for key, value in where.items() if value is not None}
 
@@ -215,6 +223,23 @@ def render_event(document: dict[str, Any], *, payload: bool) -> None:
         if name == "status":
             value = render.paint(value, render.STATUS_COLOURS.get(value), enabled=enabled)
         print(f"{name.ljust(width)}  {value}")
+    history = event.get("attempt_history") or []
+    if history:
+        print("\nattempts that did not process it:")
+        render.table(
+            ("attempt", "started", "ended", "seconds", "outcome", "error kind"),
+            [
+                [
+                    a["attempt"],
+                    a["started_at"],
+                    a["ended_at"],
+                    a["seconds"],
+                    a["outcome"],
+                    a["error_kind"] or "",
+                ]
+                for a in history
+            ],
+        )
     actions = event["operator_actions"]
     if actions:
         print("\noperator actions:")
@@ -264,12 +289,33 @@ def outbox_table(rows: list[dict[str, Any]], *, dedup_key: bool) -> None:
     render.table((*columns, "error"), [cells(r) for r in rows], colour_column="status")
 
 
+def add_outbox_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=OUTBOX_STATUSES,
+        help="only messages in this status (repeatable)",
+    )
+    parser.add_argument("--topic", help="only this topic")
+    parser.add_argument("--since", type=when, metavar="WHEN", help="created at or after")
+    parser.add_argument("--until", type=when, metavar="WHEN", help="created before")
+    parser.add_argument(
+        "--event",
+        dest="source_event",
+        type=positive_int,
+        metavar="ROW_ID",
+        help="only the messages this event emitted (its row id, events list's first column)",
+    )
+
+
 def cmd_outbox_list(args: argparse.Namespace) -> int:
     where = {
         "status": list(args.status) or None,
         "topic": args.topic,
         "since": args.since.isoformat() if args.since else None,
         "until": args.until.isoformat() if args.until else None,
+        "event": args.source_event,
     }
     with closing(backend_for(args)) as backend:
         body = {
@@ -304,7 +350,7 @@ def cmd_events_rejected(args: argparse.Namespace) -> int:
     if rows is None:
         raise ConfigurationError(
             "this database is not a webhook-inbox dev's: a deployed stack counts refusals in its "
-            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, signature-rejections)"
+            "Rejected metric and ingest's log lines (infra/RUNBOOK.md, deliveries-refused)"
         )
     if args.json:
         render.print_json({"rejected": rows})

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
 DEFAULT_STACK = "webhook-inbox"
 FILES = ("deploy-policy.json", "deploy-policy-2.json")
+# IAM's limit for one customer managed policy, in characters without whitespace.
+MANAGED_POLICY_LIMIT = 6144
 
 
 def documents(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
@@ -35,7 +38,46 @@ def documents(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
 def _for_stack(arn: str, stack_name: str) -> str:
     # The default name appears in the ARNs only where the stack's own name goes: as the stack
     # (stack/webhook-inbox/), a name prefix (webhook-inbox-*) or a folder (/webhook-inbox/*).
+    # A bucket CloudFormation names is the stack's name lowercased (the idle ledger's), and IAM
+    # compares ARNs case-sensitively.
+    if arn.startswith("arn:aws:s3:::"):
+        return arn.replace(DEFAULT_STACK, stack_name.lower())
     return arn.replace(DEFAULT_STACK, stack_name)
+
+
+def size(document: dict[str, Any]) -> int:
+    """A document's length as IAM counts it against the limit: without whitespace."""
+    return len(re.sub(r"\s", "", json.dumps(document)))
+
+
+def fitted(stack_name: str = DEFAULT_STACK) -> list[dict[str, Any]]:
+    """:func:`documents` for ``stack_name``, each within IAM's limit.
+
+    The name occurs in many of the first document's ARNs, so a long one grows it past the
+    limit (at the time of writing, a name of 23 characters or more): then its statements, in
+    order, are packed again into as many documents as they need. A statement never grows past
+    the limit on its own: the longest holds a handful of ARNs.
+    """
+    rendered = documents(stack_name)
+    if all(size(document) <= MANAGED_POLICY_LIMIT for document in rendered):
+        return rendered
+    packed: list[list[dict[str, Any]]] = [[]]
+    for statement in (s for document in rendered for s in document["Statement"]):
+        if size(_document([*packed[-1], statement])) > MANAGED_POLICY_LIMIT and packed[-1]:
+            packed.append([])
+        packed[-1].append(statement)
+    return [_document(statements) for statements in packed]
+
+
+def file_names(count: int) -> list[str]:
+    """deploy-policy.json, deploy-policy-2.json, … for ``count`` documents."""
+    return [
+        "deploy-policy.json" if n == 1 else f"deploy-policy-{n}.json" for n in range(1, count + 1)
+    ]
+
+
+def _document(statements: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def resource_actions() -> dict[str, Any]:

@@ -66,6 +66,7 @@ _REJECTIONS = {
     "stale": "stale: {detail} (signed too long ago, or the clocks differ)",
     "size": "body too large: {detail} (MAX_BODY_BYTES)",
     "no_live_secret": "no live secret: {detail}",
+    "method": "not a challenge: {detail} (senders deliver by POST)",
 }
 
 

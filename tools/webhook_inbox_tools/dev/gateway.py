@@ -195,14 +195,21 @@ class IngestGateway:
                     self.close_connection = True  # the client left first: nothing to answer
 
             def do_GET(self) -> None:
+                # The deployed HTTP API routes GET /webhooks/{provider} too: senders' challenges.
+                if ROUTE.match(self.path.partition("?")[0]):
+                    self._deliver("GET")
+                    return
                 self._reply(404, _JSON, _message("Not Found"))
 
             def do_POST(self) -> None:
+                self._deliver("POST")
+
+            def _deliver(self, method: str) -> None:
                 path, _, query = self.path.partition("?")
                 match = ROUTE.match(path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                operator = OPERATOR_ROUTE.match(path)
+                operator = OPERATOR_ROUTE.match(path) if method == "POST" else None
                 if operator:
                     self._operator(operator[1], path, query, body)
                     return
@@ -218,13 +225,13 @@ class IngestGateway:
                     self._reply(413, _JSON, _message("Request Entity Too Large"))
                     return
                 event = http_to_apigw_v2(
-                    method="POST",
+                    method=method,
                     path=path,
                     query=query,
                     headers=self.headers.items(),
                     body=body,
                     source_ip=self.client_address[0],
-                    route_key="POST /webhooks/{provider}",
+                    route_key=f"{method} /webhooks/{{provider}}",
                     path_parameters={"provider": match[1]},
                     proto="http",
                 )
@@ -234,7 +241,7 @@ class IngestGateway:
                 why = explain(status, outcome, provider=match[1])
                 say(
                     "ingest",
-                    f"POST {path} -> {status} ({elapsed:.0f} ms)" + (f": {why}" if why else ""),
+                    f"{method} {path} -> {status} ({elapsed:.0f} ms)" + (f": {why}" if why else ""),
                 )
                 if status >= 300 and gateway.on_refused is not None:
                     gateway.on_refused(match[1], status, outcome)  # before the answer, as above

@@ -80,3 +80,16 @@ def counts_by_provider(
         _statement("refusals_by_provider"), {"since": since, "providers": providers}
     ).fetchall()
     return {name: int(count) for name, count in rows}
+
+
+def reasons(
+    conn: Connection[Any], *, since: datetime, limit: int = 20
+) -> list[dict[str, Any]] | None:
+    """Refusals since ``since`` by provider and reason, most frequent first (None: this
+    database is not a dev's)."""
+    from psycopg.rows import dict_row
+
+    if not conn.execute(_statement("has_refused_deliveries")).fetchone()[0]:  # type: ignore[index]
+        return None
+    with conn.cursor(row_factory=dict_row) as cur:
+        return list(cur.execute(_statement("refusal_reasons"), {"since": since, "limit": limit}))

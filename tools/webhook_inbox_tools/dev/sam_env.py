@@ -74,6 +74,9 @@ def local_values(stack: LocalStack) -> dict[str, str]:
         "OUTBOX_DESTINATION": "eventbridge",
         "OUTBOX_EVENT_BUS_NAME": stack.bus_name,
         "OUTBOX_TOPIC_ARN": "",
+        # No idle ledger locally: every sweeper run connects, and nothing marks activity
+        # (docs/design.md, "Idle means idle").
+        "IDLE_LEDGER_BUCKET": "",
         "POWERTOOLS_SERVICE_NAME": "webhook-inbox",
     }
 

@@ -46,6 +46,12 @@ PLACEHOLDER_CREDENTIALS = {
 BASE_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "en_US.UTF-8", "TZ": ":UTC"}
 
 
+# Set from a deployed stack's resource, but with a meaning when empty, which is what a local run
+# wants unless told otherwise: no idle ledger, so nothing marks and every sweeper run connects
+# (docs/design.md, "Idle means idle").
+EMPTY_LOCALLY = {"IDLE_LEDGER_BUCKET"}
+
+
 class MissingVariables(ConfigurationError):
     """Variables the template sets from resources that do not exist locally."""
 
@@ -90,6 +96,8 @@ def function_variables(
             values[name] = _text(name, everyone[name])
         elif name in shell:
             values[name] = shell[name]
+        elif isinstance(declared, Unresolved) and name in EMPTY_LOCALLY:
+            values[name] = ""
         elif isinstance(declared, Unresolved):
             missing.append(f"  {name} (the template sets it to {declared.what})")
         else:

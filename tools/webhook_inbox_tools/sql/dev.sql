@@ -42,6 +42,15 @@ SELECT provider, count(*) FROM dev_refused_deliveries
  WHERE refused_at >= %(since)s AND provider = ANY(%(providers)s::text[])
  GROUP BY provider
 
+-- name: refusal_reasons
+-- What dev refused since a time, per provider and reason, most frequent first.
+SELECT provider, coalesce(reason, 'status ' || status) AS reason, count(*) AS refused
+  FROM dev_refused_deliveries
+ WHERE refused_at >= %(since)s
+ GROUP BY 1, 2
+ ORDER BY 3 DESC, 1, 2
+ LIMIT %(limit)s
+
 -- name: has_refused_deliveries
 SELECT to_regclass('dev_refused_deliveries') IS NOT NULL
 

@@ -25,15 +25,17 @@ from urllib.parse import urlencode
 
 from psycopg import Connection
 
-from webhook_inbox import aws, deadlines
+from webhook_inbox import aws, deadlines, idle_ledger
 from webhook_inbox.errors import (
     AuthenticationFailed,
     ConfigurationError,
     InvalidPayload,
+    MethodNotAllowed,
     PayloadTooLarge,
     ProvidersUnavailable,
     RequestRejected,
     SecretUnavailable,
+    SenderUnavailable,
     StoreConflict,
     StoreError,
     StoreUnavailable,
@@ -49,6 +51,8 @@ from webhook_inbox.store import db, inbox
 # this many wake-ups itself (ten SendMessageBatch calls); the sweeper sends the rest within a
 # sweep, so a large batch cannot run ingest out of its time.
 MAX_WAKEUPS_PER_DELIVERY = 100
+# The longest an ingest invocation writes after its activity mark: its 8 s timeout, rounded up.
+INGEST_HORIZON_S = 10.0
 _PROVIDER_PATH = re.compile(r"/webhooks/([^/]+)/?$")
 
 # The clock, as a module attribute so tests can freeze it at a tolerance boundary.
@@ -57,6 +61,7 @@ current_time: Callable[[], float] = time.time
 _GENERIC_BODIES = {
     401: Reply.json({"error": "unauthorized"}, 401),
     404: Reply.json({"error": "unknown provider"}, 404),
+    405: Reply.json({"error": "method not allowed"}, 405),
     413: Reply.json({"error": "payload too large"}, 413),
     500: Reply.json({"error": "internal error"}, 500),
     503: Reply.json({"error": "temporarily unavailable, retry later"}, 503),
@@ -73,7 +78,8 @@ class Outcome:
     ``event_id`` and ``row_id`` name the delivery's event, or its first one when it carried a
     batch (``events`` counts them, ``new_events`` those stored for the first time). ``reason``
     says why for a rejection (signature, stale, schema, …) and for ``unavailable``: ``store``
-    (the database), ``secret`` (Secrets Manager) or ``providers_registry`` (no usable copy).
+    (the database), ``secret`` (Secrets Manager), ``providers_registry`` (no usable copy) or
+    ``sender`` (a sender's certificate or subscription confirmation, errors.SenderUnavailable).
     """
 
     reply: Reply
@@ -94,19 +100,21 @@ class Outcome:
     providers_refresh_failed: str | None = None
     # The age of a registry copy past its refresh whose re-read failed: its refusals may be old.
     providers_stale_s: float | None = None
+    # The idle ledger's mark could not be written (its AWS error code): see _accept.
+    activity_mark_failed: str | None = None
 
     @property
     def status(self) -> int:
         return self.reply.status
 
     def unavailable(self, reason: str, detail: str) -> None:
-        """A retriable 503; ``reason``: store, secret or providers_registry."""
+        """A retriable 503; ``reason``: store, secret, providers_registry or sender."""
         self.reply, self.outcome = _GENERIC_BODIES[503], "unavailable"
         self.reason, self.detail = reason, detail
 
     def response(self) -> dict[str, Any]:
         """A proxy response valid for REST v1, HTTP API v2 and Function URLs alike."""
-        headers = {"Content-Type": self.reply.content_type}
+        headers = {"Content-Type": self.reply.content_type, **dict(self.reply.headers)}
         if self.status == 503:
             headers["Retry-After"] = "5"
         return {
@@ -238,6 +246,7 @@ def _accept(
     body: bytes,
     sqs_client: Callable[[], Any],
     queue_url: str,
+    ledger_bucket: str = "",
 ) -> None:
     """Claim the delivery's events, answer from the claims, wake the processor for new rows.
 
@@ -252,6 +261,12 @@ def _accept(
         )
         for identity in identities
     ]
+    # Announce the write before it, so the sweeper looks at the database after it (at most one
+    # PUT per warm environment per 5 minutes). A failed mark does not refuse the delivery: the
+    # next invocation tries again, and the sweeper's backstop bounds what goes unannounced.
+    outcome.activity_mark_failed = idle_ledger.mark_activity(
+        ledger_bucket, horizon_s=INGEST_HORIZON_S
+    )
     # The claim is its own (autocommit) transaction and idempotent: safe to repeat when the
     # kept connection turns out to have been closed while the function was frozen.
     claims, retried = db.run_repeatable(
@@ -335,6 +350,32 @@ def _find_provider(
     return provider
 
 
+def _events_of(
+    provider: Provider, delivery: Delivery
+) -> tuple[Sequence[Identity] | Reply, Any, bool]:
+    """What a delivery carries (its events, or the handshake to answer), its parsed body, and
+    whether verifying parsed it (a signature inside the body)."""
+    now = int(current_time())
+    handshake = provider.handshake(delivery, now=now)
+    if handshake is not None:  # unsigned, allowed by the scheme's own check, never stored
+        return handshake, None, False
+    if delivery.method == "GET":  # no sender delivers events by GET: a crawler, a probe
+        raise MethodNotAllowed("a GET that is no challenge of this provider's")
+    verified = provider.verify(delivery, now=now)
+    scheme = provider.scheme
+    payload = scheme.parse(delivery) if verified.payload is None else verified.payload
+    return scheme.identify(delivery, payload, verified), payload, verified.payload is not None
+
+
+def _named(outcome: Outcome, found: Sequence[Identity]) -> Sequence[Identity]:
+    """The delivery's events, the first one's names noted on ``outcome``; none is a 400."""
+    if not found:
+        raise InvalidPayload("the delivery carries no event")
+    outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
+    outcome.delivery_id = found[0].delivery_id
+    return found
+
+
 def handle(
     event: Any,
     *,
@@ -348,36 +389,32 @@ def handle(
     settings error is then this delivery's 500 outcome, logged like any other."""
     started = time.perf_counter()
     outcome = Outcome(_GENERIC_BODIES[500], "error")
+    scheme: Scheme | None = None
     try:
         configured = settings()
         provider_name, delivery = decode_event(
             event, *bodies.body_limit(configured.max_body_bytes, configured.memory_mb)
         )
         provider = _find_provider(provider_name, configured, providers, outcome)
-        delivery = provider.as_called(delivery)
-        verified = provider.verify(delivery, now=int(current_time()))
         scheme = provider.scheme
-        payload = scheme.parse(delivery) if verified.payload is None else verified.payload
-        found = scheme.identify(delivery, payload, verified)
+        delivery = provider.as_called(delivery)
+        found, payload, parsed_by_verify = _events_of(provider, delivery)
         if isinstance(found, Reply):
             outcome.reply, outcome.outcome = found, "handshake"
-        elif not found:
-            raise InvalidPayload("the delivery carries no event")
         else:
-            outcome.event_id, outcome.event_type = found[0].event_id, found[0].event_type
-            outcome.delivery_id = found[0].delivery_id
-            as_is = verified.payload is None and scheme.stores_body_as_is
+            as_is = not parsed_by_verify and scheme.stores_body_as_is
             _accept(
                 outcome,
                 provider=provider.name,
                 scheme=scheme,
-                identities=found,
+                identities=_named(outcome, found),
                 payload=payload,
                 # parse() checked it: jsonb accepts the text, which is what payload holds.
                 stored=inbox.JsonText(delivery.body.decode()) if as_is else payload,
                 body=delivery.body,
                 sqs_client=sqs_client,
                 queue_url=configured.queue_url,
+                ledger_bucket=configured.idle_ledger_bucket,
             )
     except RequestRejected as exc:
         stale = outcome.providers_stale_s
@@ -402,10 +439,17 @@ def handle(
     except SecretUnavailable as exc:
         # A provider's secret or the database's: the SecretUnavailable alarm watches these.
         outcome.unavailable("secret", str(exc))
+    except SenderUnavailable as exc:
+        # A certificate to download or pin, a subscription to confirm: the sender retries a
+        # 503 (SNS drops a 4xx for good), and the SenderUnavailable alarm pages.
+        outcome.unavailable("sender", f"{exc.cause}: {exc}")
     except StoreError as exc:
         db.discard_connection()
         outcome.detail = str(exc)
     except ConfigurationError as exc:
         outcome.detail = f"configuration: {exc}"
+    if scheme is not None and scheme.empty_answers:
+        # Xero counts an answer with a body as a failure, a 401 included.
+        outcome.reply = Reply("", outcome.reply.status, "text/plain", outcome.reply.headers)
     outcome.duration_ms = round((time.perf_counter() - started) * 1000, 2)
     return outcome

@@ -156,14 +156,26 @@ class Provider:
             url = "&".join([self.public_url, *added])
         return dataclasses.replace(delivery, url=url)
 
-    def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
-        """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
-        if not any(ref.active(now) for ref in self.secret_refs):
+    def handshake(self, delivery: schemes.Delivery, *, now: int) -> schemes.Reply | None:
+        """The answer to an unsigned handshake of the provider's scheme (Meta's or Dropbox's
+        GET, Asana's first POST), or None for a delivery to verify; only schemes that have such
+        handshakes read the secrets for it."""
+        if not self.scheme.unsigned_handshakes:
+            return None
+        self._require_live_secret(now)  # X's and Braintree's answers are keyed with the first
+        return self.scheme.handshake(delivery, self.secrets(now))
+
+    def _require_live_secret(self, now: int) -> None:
+        if self.scheme.requires_secrets and not any(ref.active(now) for ref in self.secret_refs):
             raise AuthenticationFailed(
                 f"provider {self.name} has no live secret (every one has expired): "
                 f"`webhook-inbox providers rotate {self.name}` puts a new one in",
                 reason="no_live_secret",
             )
+
+    def verify(self, delivery: schemes.Delivery, *, now: int) -> schemes.Verified:
+        """Verify a delivery; on a mismatch, re-read rotated managed secrets once and retry."""
+        self._require_live_secret(now)
         try:
             return self.scheme.verify(
                 delivery, self.secrets(now), now=now, tolerance=self.tolerance_seconds
@@ -193,12 +205,15 @@ def _parse_provider(name: str, raw: Any) -> Provider:
     options = raw.get("options", {})
     if not isinstance(options, Mapping):
         raise ConfigurationError(f"{where}: options must be an object")
-    secrets = raw.get("secrets")
-    if not isinstance(secrets, list) or not secrets:
-        raise ConfigurationError(f"{where}: secrets must be a non-empty list")
+    secrets = raw.get("secrets", [])
+    if not isinstance(secrets, list):
+        raise ConfigurationError(f"{where}: secrets must be a list")
     refs = tuple(SecretRef.parse(s, where) for s in secrets)
     try:
         scheme = schemes.build(scheme_name, options)
+        if not refs and scheme.requires_secrets:
+            # Only a scheme that downloads its sender's certificates can do without.
+            raise ConfigurationError("secrets must be a non-empty list")
         for ref in refs:
             if ref.kind == "value":
                 scheme.check_secret(ref.ref)

@@ -8,6 +8,7 @@ data point. A run with no time for it reports no backlog, which the alarms see a
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from webhook_inbox.maintenance.context import SweepContext
@@ -26,3 +27,4 @@ class BacklogMeasurement:
             context.step = self.name
             with context.conn.transaction():
                 context.report.backlog = backlog_metrics.measure(context.conn)
+            context.report.backlog_measured_at = time.time()

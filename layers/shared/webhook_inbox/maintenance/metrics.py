@@ -24,6 +24,10 @@ def emit_registry_metrics(health: RegistryHealth, metrics: Any) -> None:
         # accepted), its cause named in the run's line (providers_registry_empty).
         count = len(health.without_live_secret) or 1
         metrics.add_metric(name="ProvidersWithoutLiveSecret", unit=MetricUnit.Count, value=count)
+    if health.secrets_unavailable:
+        # What ingest's 503 for the same secret counts: the secret-unavailable alarm, once.
+        unreadable = health.secrets_unavailable
+        metrics.add_metric(name="SecretUnavailable", unit=MetricUnit.Count, value=unreadable)
 
 
 def emit_metrics(report: SweepReport, metrics: Any) -> None:

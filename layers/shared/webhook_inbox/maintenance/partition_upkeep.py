@@ -3,8 +3,8 @@
 never finds none for its id. First in every run, and cheap when they exist (one catalog read).
 
 The first run of this release also makes the switch from the unpartitioned inbox
-(:func:`~webhook_inbox.store.partitions.switch_to_partitions`, prepared online by migrations 0009
-and 0010): one short transaction that waits at most the claim's lock wait; if the inbox is too
+(:func:`~webhook_inbox.store.partitions.switch_to_partitions`, prepared online by migrations 0010
+and 0011): one short transaction that waits at most the claim's lock wait; if the inbox is too
 busy for that, the next run tries again and the table works unpartitioned meanwhile.
 """
 

@@ -12,7 +12,11 @@ validated whole) and reports
   ``ProvidersWithoutLiveSecret`` gauge and their names in the line;
 * a registry in use that holds no provider at all (wiped, or its last provider removed: every
   delivery is a 404), as the same gauge at 1 — the same page, for the same consequence: no
-  delivery is accepted — and ``providers_registry_empty`` in the line.
+  delivery is accepted — and ``providers_registry_empty`` in the line;
+* the providers with a live secret in Secrets Manager that cannot be read
+  (:mod:`.secret_check`: each read at most once per five minutes), as ``SecretUnavailable``
+  (what ingest's 503s for the same cause count: the secret-unavailable alarm) and
+  ``provider_secrets_unreadable`` in the line, provider -> AWS error code.
 
 Nothing is reported while all is well (a custom metric bills for every hour it receives a
 value). One GetSecretValue a run: 43,200 a month, counted in docs/costs.md's at-rest table.
@@ -20,13 +24,15 @@ value). One GetSecretValue a run: 43,200 a month, counted in docs/costs.md's at-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook_inbox import aws
 from webhook_inbox.errors import ConfigurationError
 from webhook_inbox.ingest.provider_registry import INVALID_DOCUMENT, parse_document
 from webhook_inbox.ingest.providers import registry_for
+from webhook_inbox.maintenance import secret_check
 from webhook_inbox.settings import RegistrySettings
 
 
@@ -38,6 +44,14 @@ class RegistryHealth:
     read_failed: str | None = None
     without_live_secret: tuple[str, ...] = ()
     empty: bool = False  # in use, with no provider: every delivery is refused
+    # Provider -> the error of a live Secrets Manager secret of it that cannot be read.
+    secrets_unreadable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def secrets_unavailable(self) -> int:
+        """The providers whose deliveries ingest answers 503 for want of a secret (a value
+        without its json_key is ingest's 500, ingest-errors' page: named, not counted)."""
+        return sum(code != secret_check.NO_JSON_KEY for code in self.secrets_unreadable.values())
 
     def as_log(self) -> dict[str, Any]:
         """The fields for the run's line: none while all is well."""
@@ -48,12 +62,17 @@ class RegistryHealth:
             fields["providers_without_live_secret"] = list(self.without_live_secret)
         if self.empty:
             fields["providers_registry_empty"] = True
+        if self.secrets_unreadable:
+            fields["provider_secrets_unreadable"] = dict(sorted(self.secrets_unreadable.items()))
         return fields
 
 
-def check_registry(configured: RegistrySettings, now: float) -> RegistryHealth:
+def check_registry(
+    configured: RegistrySettings, now: float, *, keep_going: Callable[[], bool] = lambda: True
+) -> RegistryHealth:
     """Read the registry the settings name (or, while it is not in use, the ``PROVIDERS_CONFIG``
-    it defers to) and judge it at ``now`` (epoch seconds). No registry: nothing to check."""
+    it defers to) and judge it at ``now`` (epoch seconds), its providers' Secrets Manager
+    secrets included while ``keep_going`` allows another call. No registry: nothing to check."""
     arn = configured.providers_registry_arn
     if not arn:
         return RegistryHealth()
@@ -79,7 +98,9 @@ def check_registry(configured: RegistrySettings, now: float) -> RegistryHealth:
         sorted(
             name
             for name, provider in registry.providers.items()
-            if not any(ref.active(now) for ref in provider.secret_refs)
+            if provider.scheme.requires_secrets
+            and not any(ref.active(now) for ref in provider.secret_refs)
         )
     )
-    return RegistryHealth(without_live_secret=dead)
+    unreadable = secret_check.unreadable(registry.providers.values(), now, keep_going=keep_going)
+    return RegistryHealth(without_live_secret=dead, secrets_unreadable=unreadable)

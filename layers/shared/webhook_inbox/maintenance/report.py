@@ -35,6 +35,8 @@ class SweepReport:
     # The first step that ran out of time (None: every step finished its work).
     stopped_early_at: str | None = None
     backlog: Backlog | None = None
+    # When the backlog was measured (epoch s): a skipped run advances its ages from here.
+    backlog_measured_at: float = field(default=0.0, repr=False)
     duration_ms: int = 0
     # A few distinct AWS error texts (codes and AWS's messages; never ids or payloads).
     errors: list[str] = field(default_factory=list)
@@ -49,6 +51,7 @@ class SweepReport:
         pause fields only when there is something to say: a stack that pauses nothing pays no
         log bytes for them (every run writes this line)."""
         fields = asdict(self)
+        del fields["backlog_measured_at"]
         for name in _PAUSE_COUNTS:
             if not fields[name]:
                 del fields[name]

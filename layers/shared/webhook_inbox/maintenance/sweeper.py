@@ -16,7 +16,9 @@ Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 4. the backlog measurement the alarms watch (:mod:`~webhook_inbox.maintenance.backlog_measurement`);
 5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, published outbox rows, then
    whole inbox partitions past the key retention (``inbox.purge_payloads``,
-   ``outbox.delete_published``, ``partitions.detach_if_expired``).
+   ``outbox.delete_published``, ``partitions.detach_if_expired``);
+6. a run that changed nothing asks when work next comes due, for the idle ledger
+   (:mod:`~webhook_inbox.maintenance.idle`).
 
 Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2
 stamps ``enqueued_at`` on its rows and commits before it sends (no lock held while a processor
@@ -37,6 +39,7 @@ from psycopg import Connection
 
 from webhook_inbox import deadlines
 from webhook_inbox.errors import StoreError
+from webhook_inbox.maintenance import idle
 from webhook_inbox.maintenance.backlog_measurement import BacklogMeasurement
 from webhook_inbox.maintenance.circuit_probes import PausedEvents
 from webhook_inbox.maintenance.context import Step, SweepContext, TimeBudget
@@ -86,6 +89,8 @@ class Sweep:
         rng: random.Random | None = None,
     ) -> None:
         self.report = SweepReport()
+        # When a quiet run's database says work next comes due (maintenance/idle.py).
+        self.next_due: float | None = None
         self._context = SweepContext(
             conn=conn,
             config=config,
@@ -113,6 +118,10 @@ class Sweep:
                 # (translate: commits inside conn.transaction() raise driver errors too)
                 for step in STEPS:
                     step(context).run()
+                if context.config.idle_ledger_bucket and idle.was_quiet(self.report):
+                    context.step = "next_due"
+                    with context.conn.transaction():
+                        self.next_due = idle.next_due(context.conn, context.config)
         except StoreError:
             if cut.fired:
                 self.report.stopped_early_at = context.step

@@ -95,8 +95,8 @@ def _run(
             "which a principal with OperatorActPolicy may call)"
         )
     progress = on_progress or (lambda _done, _total: None)
-    if isinstance(request, requests.Status):
-        return Answer(_status(conn))
+    if isinstance(request, requests.Status | requests.Traffic):
+        return _overview(conn, request)
     if isinstance(request, requests.EventsList | requests.OutboxList):
         return _list(conn, request, max_rows)
     if isinstance(request, requests.EventsShow):
@@ -106,6 +106,14 @@ def _run(
     if isinstance(request, requests.OutboxRetry):
         return _outbox_retry(conn, request, caller, max_rows)
     return _pausing(conn, request, caller, progress)
+
+
+def _overview(conn: Connection[Any], request: requests.Status | requests.Traffic) -> Answer:
+    if isinstance(request, requests.Status):
+        return Answer(_status(conn))
+    found = listings.traffic(conn, request.since, request.until, request.bucket_seconds)
+    window = {"since": request.since, "until": request.until}
+    return Answer({**window, "bucket_seconds": request.bucket_seconds, **found})
 
 
 def _pausing(

@@ -33,9 +33,18 @@ class EventFilter:
     event_type: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    # An event id or the provider's own delivery id (GitHub's and Shopify's differ from the key).
+    some_id: str | None = None
 
     def is_empty(self) -> bool:
-        return not (self.statuses or self.provider or self.event_type or self.since or self.until)
+        return not (
+            self.statuses
+            or self.provider
+            or self.event_type
+            or self.since
+            or self.until
+            or self.some_id
+        )
 
     def params(self) -> dict[str, Any]:
         return {
@@ -44,6 +53,7 @@ class EventFilter:
             "event_type": self.event_type,
             "since": self.since,
             "until": self.until,
+            "some_id": self.some_id,
         }
 
 
@@ -53,6 +63,7 @@ class OutboxFilter:
     topic: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    source_event: int | None = None  # the inbox row id of the event that emitted them
 
     def params(self) -> dict[str, Any]:
         return {
@@ -60,6 +71,7 @@ class OutboxFilter:
             "topic": self.topic,
             "since": self.since,
             "until": self.until,
+            "source_event": self.source_event,
         }
 
 
@@ -210,3 +222,20 @@ def system_status(conn: Connection[Any]) -> SystemStatus:
         expired_leases=int(expired),
         outbox=outbox.message_backlog(conn),
     )
+
+
+# --- traffic -------------------------------------------------------------------------------
+
+
+@translated
+def traffic(
+    conn: Connection[Any], since: datetime, until: datetime | None, bucket_seconds: int
+) -> dict[str, Any]:
+    """Per provider over [since, until): events first received, redeliveries of the events
+    delivered in it and the latest delivery; and arrivals per provider per bucket (the buckets
+    start at ``since``). Rejected deliveries are never stored: a stack's metrics count them."""
+    params = {"since": since, "until": until, "bucket_seconds": bucket_seconds}
+    with conn.cursor(row_factory=dict_row) as cur:
+        providers = cur.execute(statement("provider_traffic"), params).fetchall()
+        arrivals = cur.execute(statement("arrivals"), params).fetchall()
+    return {"providers": providers, "arrivals": arrivals}

@@ -8,8 +8,8 @@ the operator function takes it from what AWS authenticated, the CLI on a databas
 accepted and ignored.
 
 Commands and the level each needs (:func:`level_needed`): ``status``, ``events list``, ``events
-show``, ``outbox list`` and ``paused`` read; ``replay``, ``outbox retry``, ``pause``, ``resume``
-and ``events show`` with ``"payload": true`` act.
+show``, ``outbox list``, ``paused`` and ``traffic`` read; ``replay``, ``outbox retry``,
+``pause``, ``resume`` and ``events show`` with ``"payload": true`` act.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from webhook_inbox.store import inbox
 READ, ACT = "read", "act"
 COMMANDS = (
     "status", "events list", "events show", "replay", "outbox list", "outbox retry",
-    "paused", "pause", "resume",
+    "paused", "pause", "resume", "traffic",
 )  # fmt: skip
 IGNORED_KEYS = frozenset({"operator"})
 MAX_REASON = 1000
@@ -100,8 +100,29 @@ class Resume:
     event_type: str
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """Per provider over [since, until): events received, redeliveries, arrivals per bucket."""
+
+    since: datetime
+    until: datetime | None
+    bucket_seconds: int
+
+
+# A plot's worth of points: more buckets than this in a window is a bucket too small for it.
+MAX_BUCKETS = 1000
+
 Request = (
-    Status | EventsList | EventsShow | Replay | OutboxList | OutboxRetry | Paused | Pause | Resume
+    Status
+    | EventsList
+    | EventsShow
+    | Replay
+    | OutboxList
+    | OutboxRetry
+    | Paused
+    | Pause
+    | Resume
+    | Traffic
 )
 
 
@@ -148,6 +169,8 @@ def parse(body: Any, *, max_rows: int) -> Request:
         request = _outbox_retry(fields, max_rows)
     elif command == "paused":
         request = Paused()
+    elif command == "traffic":
+        request = _traffic(fields)
     else:
         provider = fields.text("provider", required=True) or ""
         event_type = fields.text("type") or "*"
@@ -162,6 +185,22 @@ def parse(body: Any, *, max_rows: int) -> Request:
             request = Resume(provider, event_type)
     fields.done()
     return request
+
+
+def _traffic(fields: _Fields) -> Traffic:
+    since = fields.time("since")
+    if since is None:
+        raise OperatorRequestRefused("traffic: since is required (an ISO 8601 time)")
+    until = fields.time("until")
+    bucket = fields.number("bucket_seconds", 60, 86_400, default=3600)
+    end = until or datetime.now(UTC)
+    if end <= since:
+        raise OperatorRequestRefused("traffic: until must be after since")
+    if (end - since).total_seconds() / bucket > MAX_BUCKETS:
+        raise OperatorRequestRefused(
+            f"traffic: at most {MAX_BUCKETS} buckets: a larger bucket_seconds for this window"
+        )
+    return Traffic(since, until, bucket)
 
 
 def _paging(fields: _Fields, max_rows: int) -> tuple[int, int | None]:
@@ -231,6 +270,7 @@ def _event_filter(raw: _Fields) -> EventFilter:
         event_type=raw.text("type"),
         since=raw.time("since"),
         until=raw.time("until"),
+        some_id=raw.text("id"),
     )
     raw.done()
     return where
@@ -242,6 +282,7 @@ def _outbox_filter(raw: _Fields) -> OutboxFilter:
         topic=raw.text("topic"),
         since=raw.time("since"),
         until=raw.time("until"),
+        source_event=raw.number("event", 1, None),
     )
     raw.done()
     return where

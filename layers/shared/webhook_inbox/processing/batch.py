@@ -89,6 +89,8 @@ MAX_ROWS_PER_LEASE = 10
 class QueueMessage:
     message_id: str
     body: str
+    # SQS's ApproximateReceiveCount: this delivery of the message is its n-th.
+    receive_count: int = 1
 
 
 def lease_seconds_for(remaining_ms: int) -> float:
@@ -171,7 +173,29 @@ def process_messages(
     redeliver = [
         mid for mid, row_ids in row_ids_of.items() if not redeliver_rows.isdisjoint(row_ids)
     ]
-    return BatchOutcome(redeliver, results)
+    return BatchOutcome(hand_back(messages, redeliver, settings), results)
+
+
+def hand_back(
+    messages: Sequence[QueueMessage], redeliver: Sequence[str], settings: ProcessorSettings
+) -> list[str]:
+    """The messages of ``redeliver`` that SQS delivers again: all but those on their last
+    receive before the queue's redrive moves them to its DLQ, which are acknowledged instead.
+
+    A wake-up only says "look at row N"; PostgreSQL holds the row, and the sweeper wakes every
+    row whose wake-up is gone (received or failed rows past the stale age, expired leases). So
+    a message the processor could not finish — for the whole of a database outage, most often,
+    which would move every queued wake-up to the DLQ after its fifth receive and page
+    dlq-not-empty beside store-unavailable for the same cause — gives way to the sweeper
+    rather than to the DLQ. What still reaches the DLQ is a message whose processing kills the
+    invocation every time (a timeout, a memory kill), which never gets to answer.
+    """
+    last = settings.wakeup_max_receives
+    receives = {m.message_id: m.receive_count for m in messages}
+    kept = [mid for mid in redeliver if receives.get(mid, 1) < last]
+    if len(kept) < len(redeliver):
+        logger.info("wake-ups left to the sweeper", extra={"messages": len(redeliver) - len(kept)})
+    return kept
 
 
 def _process_in_chunks(

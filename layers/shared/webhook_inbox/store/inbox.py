@@ -427,8 +427,14 @@ def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -
 
 @translated
 def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
-    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff."""
-    return _retention(conn, "delete_expired_events", days=older_than_days, limit=limit)
+    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff, and
+    their attempts; returns how many events went."""
+    if older_than_days < 1 or limit < 1:
+        raise ValueError("retention days and batch limit must be positive")
+    row = conn.execute(
+        _statement("delete_expired_events"), {"days": older_than_days, "limit": limit}
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 @translated
@@ -439,3 +445,14 @@ def get_event(conn: Connection[Any], provider: str, event_id: str) -> dict[str, 
         return None
     columns = [c.name for c in cur.description or ()]
     return dict(zip(columns, row, strict=True))
+
+
+@translated
+def next_due(
+    conn: Connection[Any], *, stale_seconds: float, payload_days: int, key_days: int
+) -> float | None:
+    """When the sweeper next has inbox work (epoch seconds, database clock); None: never, unless
+    a function writes first (statement ``next_due_event``)."""
+    params = {"stale_seconds": stale_seconds, "payload_days": payload_days, "key_days": key_days}
+    row = conn.execute(_statement("next_due_event"), params).fetchone()
+    return None if row is None else row[0]

@@ -135,3 +135,11 @@ def delete_published(conn: Connection[Any], *, older_than_days: int, limit: int)
 def release_claims(conn: Connection[Any], ids: Sequence[int]) -> None:
     """Give back claimed messages that were never tried (their attempt is not counted)."""
     conn.execute(_statement("release_claims"), {"ids": list(ids)})
+
+
+@translated
+def next_due(conn: Connection[Any], *, key_days: int) -> float | None:
+    """When the sweeper next has outbox work (epoch seconds, database clock); None: never,
+    unless a function writes first (statement ``next_due_message``)."""
+    row = conn.execute(_statement("next_due_message"), {"key_days": key_days}).fetchone()
+    return None if row is None else row[0]

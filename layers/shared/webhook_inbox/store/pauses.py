@@ -120,6 +120,14 @@ def release_resumed(conn: Connection[Any], *, batch: int = RELEASE_BATCH) -> int
 
 
 @translated
+def next_due(conn: Connection[Any], *, window_seconds: float) -> float | None:
+    """When the sweeper next has pause work (epoch seconds, database clock); None: never, unless
+    a function or an operator writes first (statement ``next_due_pause``)."""
+    row = _run(conn, "next_due_pause", {"window_seconds": window_seconds}).fetchone()
+    return None if row is None else row[0]
+
+
+@translated
 def _run(conn: Connection[Any], name: str, params: dict[str, Any]) -> Any:
     return conn.execute(_statement(name), params)
 

@@ -166,8 +166,9 @@ def check_subnets(opts: Options, net: Network) -> list[Finding]:
 
 
 def check_s3_route(opts: Options, net: Network) -> list[Finding]:
-    """The schema custom resource answers CloudFormation with a PUT to a pre-signed S3 URL."""
-    check = "S3 route for the custom resource"
+    """The schema custom resource answers CloudFormation with a PUT to a pre-signed S3 URL, and
+    the functions read and write the idle ledger's bucket: both through the subnets' S3 route."""
+    check = "S3 route (custom resource, idle ledger)"
     tables_with_s3 = s3_gateway_tables(net)
     subnet_tables = {sid: t.get("RouteTableId", "") for sid, t in net.route_table_of.items()}
     needed = sorted(set(subnet_tables.values()))
@@ -201,7 +202,7 @@ def check_s3_route(opts: Options, net: Network) -> list[Finding]:
 
 
 def _s3_through_egress(net: Network, tables_with_s3: set[str], needed: list[str]) -> list[Finding]:
-    check = "S3 route for the custom resource"
+    check = "S3 route (custom resource, idle ledger)"
     routes = {
         sid: ("S3 gateway endpoint" if t.get("RouteTableId") in tables_with_s3 else ipv4_egress(t))
         for sid, t in net.route_table_of.items()
@@ -219,7 +220,8 @@ def _s3_through_egress(net: Network, tables_with_s3: set[str], needed: list[str]
                 check,
                 f"CreateVpcEndpoints=false but {', '.join(stranded)} have neither an S3 gateway "
                 "endpoint nor a way out (NAT, transit gateway, Cloud WAN, virtual private gateway, "
-                "Gateway Load Balancer endpoint): the custom resource cannot answer CloudFormation"
+                "Gateway Load Balancer endpoint): the custom resource cannot answer "
+                "CloudFormation, and the sweeper cannot read the idle ledger"
                 + (
                     f" ({', '.join(peered)}: a peering connection does not carry traffic beyond "
                     "the peer VPC)"
@@ -234,7 +236,7 @@ def _s3_through_egress(net: Network, tables_with_s3: set[str], needed: list[str]
 
 
 def _s3_through_existing_gateway(tables_with_s3: set[str], needed: list[str]) -> list[Finding]:
-    check = "S3 route for the custom resource"
+    check = "S3 route (custom resource, idle ledger)"
     missing = sorted(t for t in needed if t not in tables_with_s3)
     if missing:
         return [

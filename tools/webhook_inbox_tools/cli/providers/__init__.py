@@ -47,7 +47,7 @@ def option_pair(text: str) -> tuple[str, Any]:
     return key, parsed if not isinstance(parsed, str) else value
 
 
-def _secret_source(parser: argparse.ArgumentParser) -> None:
+def _secret_source(parser: argparse.ArgumentParser, *, adding: bool = False) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--secret-stdin",
@@ -58,7 +58,27 @@ def _secret_source(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--public-key-file",
         metavar="FILE",
-        help="read the provider's public key from FILE (public-key schemes: discord, sendgrid)",
+        help="read the provider's public key from FILE (public-key schemes: discord, sendgrid; "
+        "a JSON Web Key for google-pubsub and plaid)",
+    )
+    source.add_argument(
+        "--pin-certificate",
+        metavar="FILE",
+        help="pin the sender's PEM certificate in FILE, published at --certificate-url "
+        "(certificate schemes: sns, paypal)",
+    )
+    if adding:
+        source.add_argument(
+            "--no-secret",
+            action="store_true",
+            help="no secret: a certificate scheme that downloads its sender's certificates, "
+            "google-pubsub downloading Google's keys, app-store (Apple's root is embedded)",
+        )
+    parser.add_argument(
+        "--certificate-url",
+        metavar="URL",
+        help="with --pin-certificate: the URL the sender names the certificate by "
+        "(SigningCertURL, PAYPAL-CERT-URL)",
     )
 
 
@@ -83,7 +103,8 @@ def add_commands(sub: Any) -> None:
         "add",
         parents=[target],
         help="add a provider with its secret or public key",
-        description="Add provider NAME with one secret (stdin) or public key (a file). Refused "
+        description="Add provider NAME with one secret (stdin), public key or pinned certificate "
+        "(a file), or none (--no-secret: a certificate scheme that downloads them). Refused "
         "when NAME exists (use rotate) or the configuration would be invalid.",
     )
     _name(p)
@@ -100,7 +121,7 @@ def add_commands(sub: Any) -> None:
         help="a scheme option (repeatable), e.g. signature_header=X-Acme-Signature",
     )
     p.add_argument("--public-url", metavar="URL", help="the URL the provider calls, if it signs it")
-    _secret_source(p)
+    _secret_source(p, adding=True)
     p.set_defaults(func=commands.cmd_add)
 
     p = sub.add_parser(

@@ -10,6 +10,7 @@ import argparse
 import functools
 import getpass
 import json
+import re
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -62,13 +63,53 @@ def aws_errors(command: Command) -> Command:
     return run
 
 
-def _secret(args: argparse.Namespace) -> str:
-    """The new secret: stdin without one trailing newline, or the public key file's text."""
+def _pin(args: argparse.Namespace) -> str:
+    """A pin: the certificate file's first PEM certificate and the URL it is published at."""
+    from webhook_inbox.ingest.schemes import certificates
+
+    if not args.certificate_url:
+        raise ProvidersError("--pin-certificate needs --certificate-url (the URL the sender names)")
+    try:
+        text = Path(args.pin_certificate).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProvidersError(f"cannot read {args.pin_certificate}: {exc}") from None
+    block = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", text, re.S)
+    if block is None or "PRIVATE KEY" in text:
+        raise ProvidersError(
+            f"{args.pin_certificate} is not a PEM certificate (and must hold no private key)"
+        )
+    return certificates.pin_text(args.certificate_url, block[0])
+
+
+def _private_jwk(text: str) -> bool:
+    """Whether ``text`` is a JSON Web Key with private members (a development key: never one to
+    pin in a deployed registry, where it would sit beside the public keys it signs for)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "d" in document
+
+
+def _secret(args: argparse.Namespace) -> str | None:
+    """The new secret: stdin without one trailing newline, the public key file's text, a
+    pinned certificate, or none (``--no-secret``)."""
+    if getattr(args, "no_secret", False):
+        return None
+    if args.pin_certificate:
+        return _pin(args)
+    if args.certificate_url:
+        raise ProvidersError("--certificate-url goes with --pin-certificate")
     if args.public_key_file:
         try:
             text = Path(args.public_key_file).read_text("utf-8").strip()
         except OSError as exc:
             raise ProvidersError(f"cannot read {args.public_key_file}: {exc.strerror}") from None
+        if _private_jwk(text):
+            raise ProvidersError(
+                f"{args.public_key_file} is a private JSON Web Key ('d'): pin the public key the "
+                "sender publishes"
+            )
     elif sys.stdin.isatty():
         # Typed at a terminal: read without echo, as a password prompt does.
         text = getpass.getpass("secret (not echoed): ")
@@ -138,6 +179,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_rotate(args: argparse.Namespace) -> int:
     target = resolve_target(args)
     secret = _secret(args)
+    if secret is None:  # --no-secret is add's only
+        raise ProvidersError("rotate needs a new secret, public key or pinned certificate")
     written = store.write(target, edits.rotate(args.name, secret, args.keep_old_for))
     kept = (
         f"the older secrets verify until {written.document.history[-1]['change']['old_expire_at']}"

@@ -44,8 +44,9 @@ def masked_provider(provider: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def add(name: str, settings: dict[str, Any], secret: str) -> Change:
-    """A new provider with one secret (or public key); an existing name is refused."""
+def add(name: str, settings: dict[str, Any], secret: str | None) -> Change:
+    """A new provider with one secret (or public key, or pinned certificate), or none (a
+    certificate scheme that downloads them); an existing name is refused."""
 
     def change(providers: Providers, now: datetime) -> Changed:
         if name in providers:
@@ -53,9 +54,9 @@ def add(name: str, settings: dict[str, Any], secret: str) -> Change:
                 f"provider {name!r} already exists: to replace its secret use "
                 f"`webhook-inbox providers rotate {name} --secret-stdin`"
             )
-        entry = {"value": secret, "added_at": iso(now)}
-        provider = {**settings, "secrets": [entry]}
-        what = {**settings, "secrets": [masked(entry)]}
+        entries = [] if secret is None else [{"value": secret, "added_at": iso(now)}]
+        provider = {**settings, "secrets": entries}
+        what = {**settings, "secrets": [masked(entry) for entry in entries]}
         return {**providers, name: provider}, "add", name, what
 
     return change

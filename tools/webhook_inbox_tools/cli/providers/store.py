@@ -95,11 +95,19 @@ def expired(secret: dict[str, Any], now: datetime) -> bool:
 
 
 def without_live_secret(providers: Providers, now: datetime) -> list[str]:
-    """The providers whose every secret has expired: ingest refuses all their deliveries."""
+    """The providers whose every secret has expired: ingest refuses all their deliveries (not
+    a certificate scheme's without any, which downloads its sender's certificates)."""
+    from webhook_inbox.ingest import schemes
+
+    def needs_secrets(provider: Any) -> bool:
+        if provider.get("secrets"):
+            return True
+        return schemes.build(provider["scheme"], provider.get("options")).requires_secrets
+
     return sorted(
         name
         for name, provider in providers.items()
-        if all(expired(s, now) for s in provider.get("secrets", []))
+        if all(expired(s, now) for s in provider.get("secrets", [])) and needs_secrets(provider)
     )
 
 

@@ -84,6 +84,12 @@ def traffic(args: argparse.Namespace, target: Target, names: list[str]) -> Traff
     return stored
 
 
+def rejected_from_metrics(target: Target, names: list[str], window: timedelta) -> TrafficReport:
+    """The stack's RejectedByProvider (and Accepted, Duplicate) per provider over ``window``:
+    what the console's health page shows of a deployed stack's refusals."""
+    return _from_metrics(target, names, window)
+
+
 def _from_database(url: str, names: list[str]) -> TrafficReport:
     from webhook_inbox.errors import StoreError
     from webhook_inbox.store import db
@@ -124,7 +130,7 @@ def _metric_query(index: int, metric: str, provider: str, stack: str) -> dict[st
     }
 
 
-def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
+def _from_metrics(target: Target, names: list[str], window: timedelta = WINDOW) -> TrafficReport:
     from botocore.exceptions import BotoCoreError, ClientError
 
     stack = target.stack_name or ""
@@ -143,7 +149,7 @@ def _from_metrics(target: Target, names: list[str]) -> TrafficReport:
     try:
         request: dict[str, Any] = {
             "MetricDataQueries": queries,
-            "StartTime": end - WINDOW,
+            "StartTime": end - window,
             "EndTime": end,
         }
         while True:  # one call unless CloudWatch pages the answer

@@ -42,6 +42,8 @@ from webhook_inbox.ingest.schemes.base import (
 )
 
 if TYPE_CHECKING:
+    from webhook_inbox.ingest.schemes.adyen import Adyen
+    from webhook_inbox.ingest.schemes.app_store import AppStore
     from webhook_inbox.ingest.schemes.body_hmac import (
         Bitbucket,
         CalCom,
@@ -57,15 +59,23 @@ if TYPE_CHECKING:
         Vercel,
         WooCommerce,
     )
+    from webhook_inbox.ingest.schemes.braintree import Braintree
+    from webhook_inbox.ingest.schemes.challenges import Dropbox, Meta, WhatsApp, X
     from webhook_inbox.ingest.schemes.discord import Discord
     from webhook_inbox.ingest.schemes.docusign import DocuSign
+    from webhook_inbox.ingest.schemes.event_lists import Asana, Xero
     from webhook_inbox.ingest.schemes.gitlab import GitLab
+    from webhook_inbox.ingest.schemes.google_pubsub import GooglePubSub
     from webhook_inbox.ingest.schemes.hmac_family import GenericHmac, GitHub, Shopify, Slack
     from webhook_inbox.ingest.schemes.hubspot import HubSpot
     from webhook_inbox.ingest.schemes.linear import Linear
     from webhook_inbox.ingest.schemes.mailgun import Mailgun
     from webhook_inbox.ingest.schemes.paddle import Paddle
+    from webhook_inbox.ingest.schemes.paypal import PayPal
+    from webhook_inbox.ingest.schemes.plaid import Plaid
     from webhook_inbox.ingest.schemes.sendgrid import SendGrid
+    from webhook_inbox.ingest.schemes.shared_tokens import MicrosoftGraph, Okta
+    from webhook_inbox.ingest.schemes.sns import Sns
     from webhook_inbox.ingest.schemes.square import Square
     from webhook_inbox.ingest.schemes.standard_webhooks import StandardWebhooks
     from webhook_inbox.ingest.schemes.standard_webhooks_senders import (
@@ -87,7 +97,11 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_TYPE_CHARS",
     "SCHEMES",
+    "Adyen",
+    "AppStore",
+    "Asana",
     "Bitbucket",
+    "Braintree",
     "CalCom",
     "Calendly",
     "CheckoutCom",
@@ -96,10 +110,12 @@ __all__ = [
     "Delivery",
     "Discord",
     "DocuSign",
+    "Dropbox",
     "GenericHmac",
     "GitHub",
     "GitLab",
     "Gitea",
+    "GooglePubSub",
     "Headers",
     "HubSpot",
     "Identity",
@@ -108,9 +124,14 @@ __all__ = [
     "LemonSqueezy",
     "Linear",
     "Mailgun",
+    "Meta",
+    "MicrosoftGraph",
     "Mux",
+    "Okta",
     "OpenAI",
     "Paddle",
+    "PayPal",
+    "Plaid",
     "Polar",
     "Razorpay",
     "Replicate",
@@ -122,6 +143,7 @@ __all__ = [
     "Shopify",
     "Signed",
     "Slack",
+    "Sns",
     "Square",
     "StandardWebhooks",
     "Stripe",
@@ -131,7 +153,10 @@ __all__ = [
     "Typeform",
     "Vercel",
     "Verified",
+    "WhatsApp",
     "WooCommerce",
+    "X",
+    "Xero",
     "Zendesk",
     "Zoom",
     "body_digest_id",
@@ -190,6 +215,25 @@ _CLASS_OF_SCHEME: dict[str, tuple[str, str]] = {
     "zendesk": ("zendesk", "Zendesk"),
     "docusign": ("docusign", "DocuSign"),
     "telegram": ("telegram", "Telegram"),
+    # Senders that sign with a certificate they name by URL (certificates.py fetches or pins it).
+    "sns": ("sns", "Sns"),
+    "paypal": ("paypal", "PayPal"),
+    # Senders of signed tokens: a JWT with keys fetched or pinned by kid (jose.py, key_sets.py),
+    # a JWS carrying its certificate chain to an embedded root.
+    "google-pubsub": ("google_pubsub", "GooglePubSub"),
+    "plaid": ("plaid", "Plaid"),
+    "app-store": ("app_store", "AppStore"),
+    # Signatures inside the body, and senders whose endpoint answers a challenge first.
+    "adyen": ("adyen", "Adyen"),
+    "braintree": ("braintree", "Braintree"),
+    "meta": ("challenges", "Meta"),
+    "whatsapp": ("challenges", "WhatsApp"),
+    "x": ("challenges", "X"),
+    "dropbox": ("challenges", "Dropbox"),
+    "asana": ("event_lists", "Asana"),
+    "xero": ("event_lists", "Xero"),
+    "microsoft-graph": ("shared_tokens", "MicrosoftGraph"),
+    "okta": ("shared_tokens", "Okta"),
 }
 _MODULE_OF_CLASS = {class_name: module for module, class_name in _CLASS_OF_SCHEME.values()}
 

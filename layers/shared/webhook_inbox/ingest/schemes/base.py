@@ -101,11 +101,15 @@ class Identity:
 @dataclass(frozen=True)
 class Reply:
     """A protocol handshake (Slack's url_verification, Discord's PING, Zoom's url_validation,
-    Twitch's challenge): answered as given, only after the signature verified, never stored."""
+    Twitch's challenge): answered as given, only after the signature verified, never stored.
+
+    ``headers`` are response headers a sender reads (Asana's echoed ``X-Hook-Secret``, Dropbox's
+    ``X-Content-Type-Options``), beside the content type."""
 
     body: str = ""
     status: int = 200
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def json(cls, document: Any, status: int = 200) -> Reply:
@@ -309,6 +313,11 @@ class Scheme:
     # The status that answers a new event: ingest's 202, or 200 for a provider that counts only
     # 200 as success (the body stays ingest's; a duplicate is answered 200 either way).
     accepted_status: ClassVar[int] = 202
+    # Whether the sender makes requests that carry no signature and still need an answer (a GET
+    # challenge, a first handshake): ingest then asks :meth:`handshake` before verifying.
+    unsigned_handshakes: ClassVar[bool] = False
+    # Whether every answer, rejections included, must have an empty body (Xero's rule).
+    empty_answers: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = dict(options or {})
@@ -316,6 +325,12 @@ class Scheme:
         if unknown:
             raise ConfigurationError(f"{self.name}: unknown option(s) {sorted(unknown)}")
         self.options = options
+
+    @property
+    def requires_secrets(self) -> bool:
+        """Whether a provider of this scheme needs a secret at all: not one whose sender's
+        certificates are downloaded (SNS, PayPal), where secrets are only optional pins."""
+        return True
 
     def check_secret(self, secret: str) -> None:
         """Reject a secret this scheme cannot use (at load time, not on the request path)."""
@@ -326,6 +341,12 @@ class Scheme:
         self, delivery: Delivery, secrets: Sequence[str], *, now: int, tolerance: int
     ) -> Verified:
         raise NotImplementedError
+
+    def handshake(self, delivery: Delivery, secrets: Sequence[str]) -> Reply | None:
+        """The answer to an unsigned handshake the scheme recognises and allows (each scheme
+        says what it checks first), or None: the delivery is then verified as usual. Called
+        only when ``unsigned_handshakes`` is set; a handshake is never stored."""
+        return None
 
     def parse(self, delivery: Delivery) -> Any:
         """The verified body as the JSON value to store (400 when it is not one)."""

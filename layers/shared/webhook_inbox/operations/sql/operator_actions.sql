@@ -5,6 +5,9 @@
 
 -- name: list_events
 -- Keyset pagination, newest first: the next page starts below the last id of this one.
+-- some_id matches an event id or a provider's delivery id: with a provider, through the
+-- (provider, event_id) key and webhook_events_delivery_id_idx; across every provider the planner
+-- may scan (the console's search box; measured in docs/benchmarks.md).
 SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
        received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
        enqueued_at, error_kind, last_error
@@ -14,14 +17,25 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
    AND (%(event_type)s::text IS NULL OR event_type = %(event_type)s::text)
    AND (%(since)s::timestamptz IS NULL OR received_at >= %(since)s::timestamptz)
    AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+   AND (%(some_id)s::text IS NULL
+        OR event_id = %(some_id)s::text OR delivery_id = %(some_id)s::text)
    AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
  ORDER BY id DESC
  LIMIT %(limit)s
 
 -- name: find_events
+-- attempt_history: the attempts that ended without processing the event, oldest first
+-- (webhook_event_attempts); the one that processed it ends at processed_at.
 SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delivery_count,
        received_at, updated_at, processed_at, available_at, lease_owner, lease_expires_at,
-       enqueued_at, error_kind, last_error
+       enqueued_at, error_kind, last_error,
+       ARRAY(SELECT jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at,
+                                       'ended_at', a.ended_at, 'outcome', a.outcome,
+                                       'error_kind', a.error_kind,
+                                       'seconds', round(extract(epoch FROM a.ended_at - a.started_at), 3))
+               FROM webhook_event_attempts a
+              WHERE a.event_row_id = webhook_events.id
+              ORDER BY a.started_at, a.attempt) AS attempt_history
   FROM webhook_events
  WHERE id IN (SELECT event_row_id FROM webhook_event_keys  -- the inbox's (provider, event_id) index
                WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[]))
@@ -90,6 +104,8 @@ SELECT id, topic, deduplication_key, source_event_id, status, attempts, availabl
    AND (%(topic)s::text IS NULL OR topic = %(topic)s::text)
    AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
    AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+   -- The messages one event emitted: outbox_messages_source_idx.
+   AND (%(source_event)s::bigint IS NULL OR source_event_id = %(source_event)s::bigint)
    AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
  ORDER BY id DESC
  LIMIT %(limit)s
@@ -124,3 +140,30 @@ SELECT min(received_at) FILTER (WHERE status IN ('received', 'processing', 'fail
            AS expired_leases
   FROM webhook_events
  WHERE status IN ('received', 'processing', 'failed')
+
+-- name: provider_traffic
+-- Per provider over [since, until): events first received in it (accepted), the redeliveries of
+-- the events delivered in it (duplicates: delivery_count counts every delivery of the row) and
+-- the latest delivery. No index leads with these times: a window reads the table (the console's
+-- health page asks on demand, not on every refresh; measured in bench/results/console_load.md).
+SELECT provider,
+       count(*) FILTER (WHERE received_at >= %(since)s::timestamptz) AS accepted,
+       coalesce(sum(delivery_count - 1), 0)::bigint AS duplicates,
+       max(last_delivery_at) AS last_delivery_at
+  FROM webhook_events
+ WHERE last_delivery_at >= %(since)s::timestamptz
+   AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+ GROUP BY provider
+ ORDER BY provider
+
+-- name: arrivals
+-- Events first received per provider per bucket, the buckets aligned on since (date_bin).
+SELECT date_bin(make_interval(secs => %(bucket_seconds)s), received_at, %(since)s::timestamptz)
+           AS bucket,
+       provider,
+       count(*) AS events
+  FROM webhook_events
+ WHERE received_at >= %(since)s::timestamptz
+   AND (%(until)s::timestamptz IS NULL OR received_at < %(until)s::timestamptz)
+ GROUP BY 1, 2
+ ORDER BY 1, 2

@@ -117,42 +117,57 @@ UPDATE webhook_events
 -- (finite: clients read it as a date, where 'infinity' breaks them). Both come back marked so
 -- the caller leaves them out: only the 'processing' rows are leased.
 -- failing: the provider has a handler with a run of failures, so a success must end it.
-UPDATE webhook_events AS e
-   SET status = CASE WHEN c.spent THEN 'dead_letter'
-                     WHEN c.held THEN (CASE WHEN e.status = 'processing' THEN 'failed' ELSE e.status END)
-                     ELSE 'processing' END,
-       lease_owner = CASE WHEN c.spent OR c.held THEN NULL ELSE %(owner)s END,
-       lease_expires_at = CASE WHEN c.spent OR c.held THEN NULL
-                               ELSE now() + make_interval(secs => %(lease_seconds)s) END,
-       attempts = CASE WHEN c.spent OR c.held THEN e.attempts ELSE e.attempts + 1 END,
-       available_at = CASE WHEN c.spent THEN now()
-                           WHEN c.held THEN timestamptz '9999-01-01 00:00:00+00'
-                           ELSE e.available_at END,
-       enqueued_at = CASE WHEN c.spent OR c.held THEN NULL ELSE e.enqueued_at END,
-       updated_at = now(),
-       error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
-       last_error = CASE WHEN e.status = 'processing'
-                         THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
-                         ELSE e.last_error END
-  FROM (SELECT w.id,
-               coalesce(w.status = 'processing' AND w.attempts >= %(max_attempts)s::int, false) AS spent,
-               EXISTS (SELECT FROM handler_pauses p
-                        WHERE p.resumed_at IS NULL AND p.provider = w.provider
-                          AND handler_pause_matches(p.event_type, w.event_type)
-                          AND (p.holds_new OR w.attempts > 0)
-                          AND p.probe_event_id IS DISTINCT FROM w.id) AS held,
-               EXISTS (SELECT FROM handler_failures f WHERE f.provider = w.provider) AS failing
-          FROM webhook_events w
-         WHERE w.id = ANY(%(ids)s)
-           AND (w.status = 'received'
-                OR (w.status = 'failed' AND w.available_at <= now())
-                OR (w.status = 'processing' AND w.lease_expires_at <= now()))
-         ORDER BY w.id
-           FOR UPDATE SKIP LOCKED) AS c
- WHERE e.id = c.id
-RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
-          e.attempts, e.received_at, e.lease_expires_at, e.error_kind,
-          c.held AND NOT c.spent AS held, c.failing
+-- taken_over: the row's previous attempt ended with its lease (SQS redelivered it before a sweep
+-- expired it): recorded in webhook_event_attempts as expire_leases records one.
+WITH leased AS (
+    UPDATE webhook_events AS e
+       SET status = CASE WHEN c.spent THEN 'dead_letter'
+                         WHEN c.held THEN (CASE WHEN e.status = 'processing' THEN 'failed' ELSE e.status END)
+                         ELSE 'processing' END,
+           lease_owner = CASE WHEN c.spent OR c.held THEN NULL ELSE %(owner)s END,
+           lease_expires_at = CASE WHEN c.spent OR c.held THEN NULL
+                                   ELSE now() + make_interval(secs => %(lease_seconds)s) END,
+           attempts = CASE WHEN c.spent OR c.held THEN e.attempts ELSE e.attempts + 1 END,
+           available_at = CASE WHEN c.spent THEN now()
+                               WHEN c.held THEN timestamptz '9999-01-01 00:00:00+00'
+                               ELSE e.available_at END,
+           enqueued_at = CASE WHEN c.spent OR c.held THEN NULL ELSE e.enqueued_at END,
+           updated_at = now(),
+           error_kind = CASE WHEN e.status = 'processing' THEN 'lease_expired' ELSE e.error_kind END,
+           last_error = CASE WHEN e.status = 'processing'
+                             THEN 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+                             ELSE e.last_error END
+      FROM (SELECT w.id,
+                   coalesce(w.status = 'processing' AND w.attempts >= %(max_attempts)s::int, false) AS spent,
+                   w.status = 'processing' AS taken_over, w.attempts AS ended_attempt,
+                   w.updated_at AS leased_at, w.lease_expires_at AS lease_ended_at,
+                   EXISTS (SELECT FROM handler_pauses p
+                            WHERE p.resumed_at IS NULL AND p.provider = w.provider
+                              AND handler_pause_matches(p.event_type, w.event_type)
+                              AND (p.holds_new OR w.attempts > 0)
+                              AND p.probe_event_id IS DISTINCT FROM w.id) AS held,
+                   EXISTS (SELECT FROM handler_failures f WHERE f.provider = w.provider) AS failing
+              FROM webhook_events w
+             WHERE w.id = ANY(%(ids)s)
+               AND (w.status = 'received'
+                    OR (w.status = 'failed' AND w.available_at <= now())
+                    OR (w.status = 'processing' AND w.lease_expires_at <= now()))
+             ORDER BY w.id
+               FOR UPDATE SKIP LOCKED) AS c
+     WHERE e.id = c.id
+    RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
+              e.attempts, e.received_at, e.lease_expires_at, e.error_kind,
+              c.held AND NOT c.spent AS held, c.failing,
+              c.taken_over, c.ended_attempt, c.leased_at, c.lease_ended_at
+), logged AS (
+    INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at, outcome,
+                                        error_kind)
+    SELECT id, ended_attempt, leased_at, lease_ended_at, 'lease_expired', 'lease_expired'
+      FROM leased WHERE taken_over
+)
+SELECT status, id, provider, event_id, delivery_id, event_type, payload, attempts, received_at,
+       lease_expires_at, error_kind, held, failing
+  FROM leased
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
@@ -165,19 +180,39 @@ UPDATE webhook_events
 RETURNING processed_at - received_at AS latency
 
 -- name: mark_failed
-UPDATE webhook_events
-   SET status = 'failed', available_at = now() + make_interval(secs => %(delay_seconds)s),
-       updated_at = now(), lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL,
-       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
- WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
-RETURNING available_at
+-- Guarded by the lease. The attempt's end goes to webhook_event_attempts: it began when the
+-- lease was taken (the row's updated_at as lease_events left it: nothing else updates a leased
+-- row's updated_at; o reads it before this UPDATE) and ends now.
+WITH ended AS (
+    UPDATE webhook_events AS e
+       SET status = 'failed', available_at = now() + make_interval(secs => %(delay_seconds)s),
+           updated_at = now(), lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL,
+           error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+      FROM (SELECT id, updated_at AS leased_at FROM webhook_events WHERE id = %(id)s) AS o
+     WHERE e.id = o.id AND e.status = 'processing' AND e.lease_owner = %(owner)s
+    RETURNING e.id, e.attempts, o.leased_at, e.available_at
+), logged AS (
+    INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at, outcome,
+                                        error_kind)
+    SELECT id, attempts, leased_at, clock_timestamp(), 'failed', %(error_kind)s FROM ended
+)
+SELECT available_at FROM ended
 
 -- name: mark_dead_letter
-UPDATE webhook_events
-   SET status = 'dead_letter', updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-       error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
- WHERE id = %(id)s AND status = 'processing' AND lease_owner = %(owner)s
-RETURNING id
+-- Guarded by the lease; the attempt's end recorded as mark_failed records it.
+WITH ended AS (
+    UPDATE webhook_events AS e
+       SET status = 'dead_letter', updated_at = now(), lease_owner = NULL,
+           lease_expires_at = NULL, error_kind = %(error_kind)s, last_error = left(%(error)s, 1000)
+      FROM (SELECT id, updated_at AS leased_at FROM webhook_events WHERE id = %(id)s) AS o
+     WHERE e.id = o.id AND e.status = 'processing' AND e.lease_owner = %(owner)s
+    RETURNING e.id, e.attempts, o.leased_at
+), logged AS (
+    INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at, outcome,
+                                        error_kind)
+    SELECT id, attempts, leased_at, clock_timestamp(), 'dead_letter', %(error_kind)s FROM ended
+)
+SELECT id FROM ended
 
 -- name: mark_ignored
 -- No handler for the event's type; guarded like mark_processed, one row (the careful pass).
@@ -215,19 +250,28 @@ SELECT webhook_inbox_require_marked(%(processed)s::bigint[] || %(ignored)s::bigi
 
 -- name: expire_leases
 -- Expired leases become failed (due at once: the lease already was the delay) or, once the
--- attempts are spent, dead_letter. SKIP LOCKED keeps overlapping sweepers apart.
-UPDATE webhook_events AS e
-   SET status = CASE WHEN e.attempts >= %(max_attempts)s THEN 'dead_letter' ELSE 'failed' END,
-       available_at = now(), updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-       enqueued_at = NULL, error_kind = 'lease_expired',
-       last_error = 'lease held by ' || left(e.lease_owner, 200) || ' expired'
- WHERE e.id = ANY(ARRAY(
-        SELECT id FROM webhook_events
-         WHERE status = 'processing' AND lease_expires_at <= now()
-         ORDER BY lease_expires_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED))
-RETURNING e.id, e.status
+-- attempts are spent, dead_letter. SKIP LOCKED keeps overlapping sweepers apart. Each attempt's
+-- end goes to webhook_event_attempts: from its lease (updated_at) to when the lease ran out.
+WITH expired AS (
+    UPDATE webhook_events AS e
+       SET status = CASE WHEN e.attempts >= %(max_attempts)s THEN 'dead_letter' ELSE 'failed' END,
+           available_at = now(), updated_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+           enqueued_at = NULL, error_kind = 'lease_expired',
+           last_error = 'lease held by ' || left(e.lease_owner, 200) || ' expired'
+      FROM (SELECT id, updated_at AS leased_at, lease_expires_at AS lease_ended_at
+              FROM webhook_events
+             WHERE status = 'processing' AND lease_expires_at <= now()
+             ORDER BY lease_expires_at
+             LIMIT %(limit)s
+               FOR UPDATE SKIP LOCKED) AS o
+     WHERE e.id = o.id
+    RETURNING e.id, e.status, e.attempts, o.leased_at, o.lease_ended_at
+), logged AS (
+    INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at, outcome,
+                                        error_kind)
+    SELECT id, attempts, leased_at, lease_ended_at, 'lease_expired', 'lease_expired' FROM expired
+)
+SELECT id, status FROM expired
 
 -- name: claim_due_for_enqueue
 -- Rows the processing queue should see (again): received or failed, due, and either never sent
@@ -342,14 +386,46 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED))
 
 -- name: delete_expired_events
--- After the key retention a terminal row goes, deduplication key and all. outbox_messages and
+-- After the key retention a terminal row goes, deduplication key and all, with its attempts
+-- (webhook_event_attempts has no foreign key: see migration 0009). outbox_messages and
 -- operator_actions reference it ON DELETE SET NULL (both columns are indexed), so the delete
--- touches only the rows that actually pointed at it.
-DELETE FROM webhook_events
- WHERE id = ANY(ARRAY(
-        SELECT id FROM webhook_events
-         WHERE status IN ('processed', 'ignored', 'dead_letter')
-           AND updated_at < now() - make_interval(days => %(days)s)
-         ORDER BY updated_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED))
+-- touches only the rows that actually pointed at it. One row: how many events went.
+WITH gone AS (
+    DELETE FROM webhook_events
+     WHERE id = ANY(ARRAY(
+            SELECT id FROM webhook_events
+             WHERE status IN ('processed', 'ignored', 'dead_letter')
+               AND updated_at < now() - make_interval(days => %(days)s)
+             ORDER BY updated_at
+             LIMIT %(limit)s
+               FOR UPDATE SKIP LOCKED))
+    RETURNING id
+), attempts_gone AS (
+    DELETE FROM webhook_event_attempts WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT count(*) FROM gone
+
+-- name: next_due_event
+-- The earliest moment the sweeper has inbox work, as epoch seconds by the database clock (NULL:
+-- none). Written to the idle ledger by a run that found nothing to do, so later runs know,
+-- without connecting, that nothing here can come due before then unless a function writes:
+-- an expired lease; a row never sent, due at its available_at; a sent row still waiting, due
+-- for its re-wake stale_seconds after greatest(enqueued_at, available_at) (claim_due_for_enqueue);
+-- a payload to purge; a key to forget. Held rows ('9999-01-01') wait for a resume or a probe,
+-- which pauses.sql next_due_pause covers. Each min() reads one end of an index (0001, 0002, 0004).
+SELECT extract(epoch FROM least(
+         (SELECT min(lease_expires_at) FROM webhook_events WHERE status = 'processing'),
+         (SELECT min(available_at) FROM webhook_events
+           WHERE status IN ('received', 'failed') AND enqueued_at IS NULL
+             AND available_at < '9999-01-01 00:00:00+00'),
+         (SELECT min(greatest(enqueued_at, available_at)) FROM webhook_events
+           WHERE status IN ('received', 'failed') AND enqueued_at IS NOT NULL
+             AND available_at < '9999-01-01 00:00:00+00')
+           + make_interval(secs => %(stale_seconds)s),
+         (SELECT min(updated_at) FROM webhook_events
+           WHERE status IN ('processed', 'ignored') AND payload IS NOT NULL)
+           + make_interval(days => %(payload_days)s),
+         (SELECT min(updated_at) FROM webhook_events
+           WHERE status IN ('processed', 'ignored', 'dead_letter'))
+           + make_interval(days => %(key_days)s)
+       ))::float8 AS next_due

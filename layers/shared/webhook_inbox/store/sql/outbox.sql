@@ -76,3 +76,14 @@ DELETE FROM outbox_messages
 UPDATE outbox_messages
    SET lease_expires_at = NULL, attempts = greatest(attempts - 1, 0), updated_at = now()
  WHERE id = ANY(%(ids)s) AND status = 'pending'
+
+-- name: next_due_message
+-- The earliest moment the sweeper has outbox work, as epoch seconds by the database clock (NULL:
+-- none): a pending message due (its backoff over, its claim's lease run out), or a published one
+-- past the key retention (delete_published).
+SELECT extract(epoch FROM least(
+         (SELECT min(greatest(available_at, coalesce(lease_expires_at, available_at)))
+            FROM outbox_messages WHERE status = 'pending'),
+         (SELECT min(created_at) FROM outbox_messages WHERE status = 'published')
+           + make_interval(days => %(key_days)s)
+       ))::float8 AS next_due

@@ -12,7 +12,7 @@ SELECT relkind = 'p' FROM pg_class WHERE oid = 'webhook_events'::regclass
 
 -- name: switch_to_partitions
 -- One transaction, under the caller's lock timeout (the claim's: 500 ms), holding the table's
--- ACCESS EXCLUSIVE lock for the catalog changes only: 0010's check proves the old table's range,
+-- ACCESS EXCLUSIVE lock for the catalog changes only: 0011's check proves the old table's range,
 -- so attaching it scans nothing, and its indexes become the partitions of the parent's indexes
 -- (same definitions), so none is built. The old indexes are renamed out of the way first: index
 -- names are unique per schema, and the parent's keep the names the plans and docs use.
@@ -110,7 +110,7 @@ SELECT EXISTS (SELECT FROM {partition} WHERE status IN ('received', 'processing'
                   AND updated_at >= now() - make_interval(days => %(days)s)) AS recent
 
 -- name: forget_references
--- What ON DELETE SET NULL did before the foreign keys went (0010): outbox messages and audit
+-- What ON DELETE SET NULL did before the foreign keys went (0011): outbox messages and audit
 -- rows that name an event of the partition keep their own row, without the reference. Both
 -- columns are indexed (outbox_messages_source_idx, operator_actions_event_idx).
 WITH outbox AS (

@@ -186,3 +186,20 @@ SELECT count(*) AS paused,
        coalesce(extract(epoch FROM now() - min(paused_at)), 0)::float8 AS oldest_age_seconds
   FROM handler_pauses
  WHERE resumed_at IS NULL
+
+-- name: next_due_pause
+-- The earliest moment the sweeper has pause work, as epoch seconds by the database clock (NULL:
+-- none): an open circuit's probe (send_probes); a circuit not yet open whose key stays quiet for
+-- window_seconds (expire_quiet_circuits); a resumed pause with rows still to release (now).
+SELECT extract(epoch FROM least(
+         (SELECT min(probe_at) FROM handler_pauses
+           WHERE circuit AND holds_new AND resumed_at IS NULL),
+         (SELECT min(coalesce((SELECT max(f.last_failure_at) FROM handler_failures f
+                                WHERE f.provider = p.provider AND f.handler_key = p.event_type),
+                              now()))
+            FROM handler_pauses p
+           WHERE p.circuit AND NOT p.holds_new AND p.resumed_at IS NULL)
+           + make_interval(secs => %(window_seconds)s),
+         (SELECT now() FROM handler_pauses
+           WHERE resumed_at IS NOT NULL AND released_at IS NULL LIMIT 1)
+       ))::float8 AS next_due

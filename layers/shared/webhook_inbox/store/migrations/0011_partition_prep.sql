@@ -1,5 +1,5 @@
 -- migrate:no-transaction
--- 0010: the long half of the inbox's preparation for partitions (0009 has the rest), done
+-- 0011: the long half of the inbox's preparation for partitions (0010 has the rest), done
 -- online while the release before this one keeps running. Every statement is safe to run again.
 
 -- Keys of the rows inserted before the trigger: one long statement that blocks no writer (it

@@ -1,5 +1,5 @@
--- 0009: the inbox's deduplication keys in a table of their own, and the id function, the first
--- half of making the inbox a table partitioned by day (0010 prepares the rest; docs/design.md,
+-- 0010: the inbox's deduplication keys in a table of their own, and the id function, the first
+-- half of making the inbox a table partitioned by day (0011 prepares the rest; docs/design.md,
 -- "Partitions and retention"). One transaction: a new table and functions, and a trigger on
 -- webhook_events (its brief SHARE ROW EXCLUSIVE lock waits at most the runner's lock timeout).
 --
@@ -11,7 +11,7 @@
 -- parent, the old table attached as its first partition) needs the code of this release: the
 -- claim of the release before names (provider, event_id) in ON CONFLICT. So the sweeper of this
 -- release makes it on its first run (store/partitions.py), in one short transaction whose lock
--- wait is the claim's own (500 ms); 0009 and 0010 prepare everything else, online.
+-- wait is the claim's own (500 ms); 0010 and 0011 prepare everything else, online.
 
 CREATE TABLE IF NOT EXISTS webhook_event_keys (
     provider     text   NOT NULL,
