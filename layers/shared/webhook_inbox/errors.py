@@ -38,6 +38,10 @@ class StoreLockTimeout(StoreUnavailable):
     the row or table)."""
 
 
+class StoreStatementTimeout(StoreUnavailable):
+    """A statement ran past its statement timeout and was cancelled (the database answers)."""
+
+
 class StoreConflict(StoreError):
     """A transaction lost a race (serialization failure, deadlock); retrying may succeed."""
 

@@ -2,7 +2,8 @@
 deduplication key later (``KEY_RETENTION_DAYS``), a whole day's partition at a time, with the
 published outbox messages of that age.
 
-Three steps, run in this order: the purge, the outbox's deletion, the partitions' drop.
+Three steps, run in this order: the purge; the outbox's deletion, with the inbox rows stored
+before the switch to partitions; the partitions' drop.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from webhook_inbox.errors import StoreLockTimeout
 from webhook_inbox.maintenance.context import BatchedStep, SweepContext
 from webhook_inbox.store import inbox, outbox, partitions
 from webhook_inbox.store.partitions import Partition
@@ -30,29 +32,34 @@ class PayloadPurge(BatchedStep):
 
 
 class ExpiredRowDeletion(BatchedStep):
-    """Published outbox messages past the key retention, row by row (the outbox is not
-    partitioned)."""
+    """Row by row: published outbox messages past the key retention (the outbox is not
+    partitioned), and inbox rows stored before the switch to partitions (ids below 2^32), whose
+    old table retention cannot drop by day."""
 
     name = "delete_expired"
 
     def batch(self) -> bool:
         conn, config, report = self.context.conn, self.context.config, self.context.report
         limit = config.retention_batch
+        days = config.key_retention_days
         with conn.transaction():
-            messages = outbox.delete_published(
-                conn, older_than_days=config.key_retention_days, limit=limit
-            )
+            events = inbox.delete_expired_events(conn, older_than_days=days, limit=limit)
+            if events:
+                outbox.forget_source_event_ids(conn, events)
+        with conn.transaction():
+            messages = outbox.delete_published(conn, older_than_days=days, limit=limit)
+        report.events_deleted += len(events)
         report.outbox_deleted += messages
-        return messages == limit
+        return limit in (len(events), messages)
 
 
 class PartitionRetention(BatchedStep):
     """Inbox rows past the key retention go a day's partition at a time: detached (only when
-    every row in it is terminal and unchanged for the retention), their keys forgotten in
-    batches, then dropped. A partition still holding a row that is not terminal stays, and is
-    counted (``partitions_kept``): an event unfinished after the whole key retention is a
-    problem for an operator, not for retention. A run cut short leaves a detached table that
-    the next run finishes."""
+    every row in it is terminal and unchanged for the retention), their attempts and keys
+    forgotten in batches, then dropped. A partition still holding a row that is not terminal
+    stays, and is counted (``partitions_kept``): an event unfinished after the whole key
+    retention is a problem for an operator, not for retention. A run cut short leaves a
+    detached table that the next run finishes."""
 
     name = "drop_partitions"
 
@@ -77,7 +84,13 @@ class PartitionRetention(BatchedStep):
             return False
         partition = self._todo[0]
         if partition.attached:
-            kept = partitions.detach_if_expired(conn, partition, days=config.key_retention_days)
+            try:
+                kept = partitions.detach_if_expired(conn, partition, days=config.key_retention_days)
+            except StoreLockTimeout:
+                # Writers held the inbox longer than a claim would wait: the next run.
+                self.context.report.note_error(self.name, "the inbox was busy; detach next run")
+                self._todo = []
+                return False
             if kept:
                 if kept.unfinished and partition.day is not None:
                     report.partitions_kept += 1
@@ -85,6 +98,12 @@ class PartitionRetention(BatchedStep):
             else:
                 self._todo[0] = replace(partition, attached=False)
             return bool(self._todo)
+        with conn.transaction():
+            attempts = inbox.forget_attempts(
+                conn, low=partition.low, high=partition.high, limit=partitions.KEY_BATCH
+            )
+        if attempts == partitions.KEY_BATCH:
+            return True  # the keys after the attempts, next batch
         forgotten = partitions.forget_keys(conn, partition)
         report.events_deleted += forgotten
         if forgotten < partitions.KEY_BATCH:

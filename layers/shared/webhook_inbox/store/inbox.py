@@ -426,13 +426,24 @@ def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -
 
 
 @translated
-def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
-    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff, and
-    their attempts; returns how many events went."""
+def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> list[int]:
+    """Delete terminal rows stored before the switch to partitions (processed, ignored,
+    dead_letter) last changed before the cutoff, with their keys and attempts; the ids that
+    went (the caller clears the outbox's references to them)."""
     if older_than_days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
     row = conn.execute(
         _statement("delete_expired_events"), {"days": older_than_days, "limit": limit}
+    ).fetchone()
+    return list(row[0]) if row else []
+
+
+@translated
+def forget_attempts(conn: Connection[Any], *, low: int, high: int, limit: int) -> int:
+    """Delete up to ``limit`` attempts of the rows with ids in [low, high) (a retired
+    partition's); how many went."""
+    row = conn.execute(
+        _statement("forget_attempts"), {"low": low, "high": high, "limit": limit}
     ).fetchone()
     return int(row[0]) if row else 0
 

@@ -4,6 +4,15 @@ ahead, and retention that drops whole partitions. SQL in ``sql/partitions.sql``.
 ``webhook_events`` is partitioned by range of id, one partition per UTC day: an id is
 ``day << 32 | sequence``, so it names its partition (docs/design.md, "Partitions and retention").
 The table as it was before (``webhook_events_legacy``) holds the ids below 2^32.
+
+The switch from the unpartitioned table is made by the sweeper in steps
+(:func:`advance_switch`), after migrations 0010 and 0011 (which take no lock a writer waits
+for): the keys' trigger and the old table's range check (NOT VALID), in one transaction that
+waits at most the claim's lock wait; the keys 0011 may have missed, in batches; the range
+check validated (one scan that blocks no writer); then the switch itself, again one short
+transaction under the claim's lock wait. A step that finds the inbox busy is tried again on the
+next run; until the last one the inbox works unpartitioned.
+
 Every function commits its own short transactions (``conn.transaction()``, on an autocommit
 connection or not): call it outside a transaction.
 """
@@ -18,6 +27,7 @@ from typing import Any
 from psycopg import Connection, Rollback, sql
 
 from webhook_inbox.errors import StoreError
+from webhook_inbox.store import outbox
 from webhook_inbox.store.inbox import CLAIM_LOCK_WAIT_MS
 from webhook_inbox.store.queries import SqlFile
 from webhook_inbox.store.store_errors import translated
@@ -29,8 +39,11 @@ LEGACY_HIGH = 1 << 32  # the old table's ids: its identity sequence never got ne
 _MIN_ID = -(1 << 63)
 _DAY_NAME = re.compile(r"^webhook_events_p(\d{8})$")
 _EPOCH = date(1970, 1, 1)
-# Keys forgotten per statement: narrow rows, a few milliseconds per batch.
+# Keys forgotten (or filled, before the switch) per statement: narrow rows, a few milliseconds
+# per batch.
 KEY_BATCH = 5000
+# The steps of the switch (advance_switch), in order.
+SWITCH_STEPS = ("prepare", "backfill_keys", "validate_range", "switch")
 
 
 @dataclass(frozen=True)
@@ -88,19 +101,71 @@ def is_partitioned(conn: Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
+@dataclass(frozen=True)
+class SwitchState:
+    partitioned: bool
+    keyed: bool  # the keys' trigger is on
+    range_checked: bool  # the old table's range check is validated
+    backfilling: bool  # keys 0011 may have missed are still to fill
+
+    @property
+    def next_step(self) -> str | None:
+        if self.partitioned:
+            return None
+        if not self.keyed:
+            return "prepare"
+        if self.backfilling:
+            return "backfill_keys"
+        return "switch" if self.range_checked else "validate_range"
+
+
 @translated
-def switch_to_partitions(conn: Connection[Any]) -> bool:
-    """Make the unpartitioned inbox the first partition of a partitioned one (once; False when
-    it already is). One transaction that waits at most the claim's lock wait for the table: a
-    :class:`~webhook_inbox.errors.StoreLockTimeout` leaves everything as it was."""
-    if is_partitioned(conn):
-        return False
+def switch_state(conn: Connection[Any]) -> SwitchState:
     with conn.transaction():
-        _lock_wait(conn)
-        conn.execute(_statement("switch_to_partitions"))
-        for day in _days_from(datetime.now(UTC).date(), 2):
-            conn.execute(_ddl("create_partition", day_partition(day)))
-    return True
+        row = conn.execute(_statement("switch_state")).fetchone()
+    if row is None:  # cannot happen: webhook_events exists once migrated
+        raise StoreError("webhook_events is missing")
+    return SwitchState(*(bool(v) for v in row))
+
+
+@translated
+def advance_switch(conn: Connection[Any], *, validate_timeout_ms: int = 0) -> str | None:
+    """Take the next step of the switch to the partitioned inbox; its name (``SWITCH_STEPS``),
+    None when the inbox already is partitioned. The steps that lock the inbox wait at most the
+    claim's lock wait (:class:`~webhook_inbox.errors.StoreLockTimeout` leaves everything as it
+    was); the others block no writer. ``validate_timeout_ms`` bounds the one long statement, the
+    scan that validates the old table's range (0: no bound)."""
+    step = switch_state(conn).next_step
+    if step == "prepare":
+        with conn.transaction():
+            _lock_wait(conn)
+            conn.execute(_statement("prepare_switch"))
+            outbox.drop_inbox_reference(conn)
+    elif step == "backfill_keys":
+        with conn.transaction():
+            conn.execute(_statement("backfill_keys"), {"limit": KEY_BATCH})
+    elif step == "validate_range":
+        with conn.transaction():
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)", (f"{validate_timeout_ms}ms",)
+            )
+            conn.execute(_statement("validate_range"))
+    elif step == "switch":
+        with conn.transaction():
+            _lock_wait(conn)
+            conn.execute(_statement("switch_to_partitions"))
+            for day in _days_from(datetime.now(UTC).date(), 2):
+                conn.execute(_ddl("create_partition", day_partition(day)))
+    return step
+
+
+def switch_to_partitions(conn: Connection[Any]) -> bool:
+    """Every step of the switch at once (tests, benchmarks, an operator's shell): whether this
+    call made the switch (False: the inbox already was partitioned)."""
+    switched = False
+    while (step := advance_switch(conn)) is not None:
+        switched = step == "switch"
+    return switched
 
 
 @translated
@@ -163,10 +228,20 @@ def blockers(conn: Connection[Any], partition: Partition, *, days: int) -> Block
 @translated
 def detach_if_expired(conn: Connection[Any], partition: Partition, *, days: int) -> Blockers:
     """Detach ``partition`` when every row in it is terminal and older than the key retention,
-    judged under the lock that detaches it (nothing can change a row in between); an outbox
+    judged again under the lock that detaches it (nothing can change a row in between); an outbox
     message or audit row that names one of its events loses the reference. Falsy blockers: it
     was detached. Waits at most the claim's lock wait for the inbox's lock, and holds it for the
     catalog change and two index probes."""
+    with conn.transaction():
+        # Judged first without the inbox's lock (the partitions' lock only, which no writer
+        # waits for): a partition that must stay, the usual answer for the old table's while it
+        # holds recent rows, costs two index probes.
+        _lock_wait(conn)
+        if not _attached(conn, partition):  # an overlapping sweeper detached it
+            return Blockers(unfinished=False, recent=False, gone=True)
+        found = blockers(conn, partition, days=days)
+    if found:
+        return found
     with conn.transaction():
         _lock_wait(conn)
         if not _attached(conn, partition):  # an overlapping sweeper detached it
@@ -176,9 +251,9 @@ def detach_if_expired(conn: Connection[Any], partition: Partition, *, days: int)
         if found:
             raise Rollback  # nothing changed; the lock goes at once
         conn.execute(_ddl("detach_partition", partition))
-        conn.execute(
-            _statement("forget_references"), {"low": partition.low, "high": partition.high}
-        )
+        bounds = {"low": partition.low, "high": partition.high}
+        conn.execute(_statement("forget_references"), bounds)
+        outbox.forget_source_events(conn, **bounds)
     return found
 
 

@@ -22,6 +22,7 @@ from webhook_inbox.errors import (
     StoreCredentialsRejected,
     StoreError,
     StoreLockTimeout,
+    StoreStatementTimeout,
     StoreUnavailable,
 )
 
@@ -50,6 +51,8 @@ def translate() -> Iterator[None]:
         raise StoreConflict(type(exc).__name__) from exc
     except pg_errors.LockNotAvailable as exc:
         raise StoreLockTimeout(type(exc).__name__) from exc
+    except pg_errors.QueryCanceled as exc:
+        raise StoreStatementTimeout(type(exc).__name__) from exc
     except psycopg.OperationalError as exc:
         if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
             raise StoreCredentialsRejected(type(exc).__name__) from exc

@@ -1,17 +1,17 @@
--- 0010: the inbox's deduplication keys in a table of their own, and the id function, the first
--- half of making the inbox a table partitioned by day (0011 prepares the rest; docs/design.md,
--- "Partitions and retention"). One transaction: a new table and functions, and a trigger on
--- webhook_events (its brief SHARE ROW EXCLUSIVE lock waits at most the runner's lock timeout).
+-- 0010: the inbox's deduplication keys in a table of their own, the id function, and what the
+-- sweeper needs to switch the inbox to a table partitioned by day (docs/design.md, "Partitions
+-- and retention"). One transaction of new tables and functions: nothing here locks
+-- webhook_events, so no writer waits for it (tests/integration/store/test_migration_locks.py).
 --
 -- The inbox is going to be partitioned by range of id, one partition per UTC day, with ids that
 -- carry their day (webhook_inbox_next_event_id, below, once switched). A unique index on a
 -- partitioned table must contain the partition key, so (provider, event_id) can no longer be
 -- unique on webhook_events itself: webhook_event_keys becomes the deduplication authority, one
--- narrow row per key pointing at its event's row. The switch itself (rename, a partitioned
--- parent, the old table attached as its first partition) needs the code of this release: the
--- claim of the release before names (provider, event_id) in ON CONFLICT. So the sweeper of this
--- release makes it on its first run (store/partitions.py), in one short transaction whose lock
--- wait is the claim's own (500 ms); 0010 and 0011 prepare everything else, online.
+-- narrow row per key pointing at its event's row. 0011 fills it for the rows that exist. Every
+-- step that needs a lock a writer would wait for (the trigger below, the range check, the
+-- switch itself) is the sweeper's (store/partitions.py), each in a short transaction that waits
+-- at most the claim's own lock wait (500 ms) and is tried again on the next run if the inbox was
+-- busy: a migration never queues the writers behind a lock request.
 
 CREATE TABLE IF NOT EXISTS webhook_event_keys (
     provider     text   NOT NULL,
@@ -22,10 +22,11 @@ CREATE TABLE IF NOT EXISTS webhook_event_keys (
 -- Retention forgets the keys of a dropped partition by its range of ids.
 CREATE INDEX IF NOT EXISTS webhook_event_keys_row_idx ON webhook_event_keys (event_row_id);
 
--- Whatever inserts or deletes an inbox row (the claim, the release before this one, a test, an
--- operator's psql) keeps the keys exact: the invariant "one row per (provider, event_id)" holds
--- for every writer, not only the claim. The claim inserts the key itself first (its ON CONFLICT
--- is the deduplication), so for a claimed row this finds the key already pointing at it.
+-- Once the sweeper has put it on webhook_events (partitions.sql, prepare_switch): whatever
+-- inserts or deletes an inbox row (the claim, the release before this one, a test, an
+-- operator's psql) keeps the keys exact, so the invariant "one row per (provider, event_id)"
+-- holds for every writer, not only the claim. The claim inserts the key itself first (its ON
+-- CONFLICT is the deduplication), so for a claimed row this finds the key already pointing at it.
 CREATE OR REPLACE FUNCTION webhook_inbox_keep_key() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
@@ -46,9 +47,6 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- A brief SHARE ROW EXCLUSIVE lock on webhook_events (the runner's lock timeout bounds the wait).
-CREATE OR REPLACE TRIGGER webhook_events_keys AFTER INSERT OR DELETE ON webhook_events
-    FOR EACH ROW EXECUTE FUNCTION webhook_inbox_keep_key();
 
 -- The next id of an inbox row: until the switch, the table's own sequence (small ids, which the
 -- old table keeps as its partition's range); the switch replaces it with ids that carry their
@@ -56,3 +54,12 @@ CREATE OR REPLACE TRIGGER webhook_events_keys AFTER INSERT OR DELETE ON webhook_
 CREATE SEQUENCE IF NOT EXISTS webhook_event_ids AS bigint;
 CREATE OR REPLACE FUNCTION webhook_inbox_next_event_id() RETURNS bigint LANGUAGE sql VOLATILE
     AS $$ SELECT nextval(pg_get_serial_sequence('webhook_events', 'id')) $$;
+
+-- The rows whose keys 0011's one long read may have missed: ids from from_id on (set by 0011)
+-- up to until_id (set by the sweeper when it puts the trigger on, which keeps every later row's
+-- key). The sweeper fills their keys in batches and deletes the row when done. One row at most.
+CREATE TABLE IF NOT EXISTS webhook_event_keys_backfill (
+    one      boolean PRIMARY KEY DEFAULT true CHECK (one),
+    from_id  bigint  NOT NULL,
+    until_id bigint
+);

@@ -53,6 +53,7 @@ WITH lock_wait AS MATERIALIZED (
 ), inserted AS (
     INSERT INTO webhook_events
         (id, provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
+    OVERRIDING SYSTEM VALUE  -- the id its key holds (until the switch the column is an identity)
     SELECT k.event_row_id, %(provider)s, g.event_id, g.delivery_id, g.event_type,
            %(body_sha256)s, g.payload, CASE WHEN %(enqueuing)s THEN now() END
       FROM keyed k JOIN given g USING (event_id)
@@ -386,22 +387,46 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED))
 
 -- name: delete_expired_events
--- After the key retention a terminal row goes, deduplication key and all, with its attempts
--- (webhook_event_attempts has no foreign key: see migration 0009). outbox_messages and
--- operator_actions reference it ON DELETE SET NULL (both columns are indexed), so the delete
--- touches only the rows that actually pointed at it. One row: how many events went.
+-- Row by row, for the rows stored before the inbox was partitioned (ids below 2^32: the whole
+-- table until the switch, its first partition after; newer rows go a day's partition at a time,
+-- partitions.sql): after the key retention a terminal row goes, deduplication key and all, with
+-- its attempts (webhook_event_attempts has no foreign key: see migration 0009). The key is
+-- deleted here as well as by the keys' trigger, which is not on the table before the sweeper's
+-- first switch step. Audit rows that name it lose the reference, as ON DELETE SET NULL did
+-- before the switch dropped the foreign keys (the caller does the same for outbox messages,
+-- outbox.sql's forget_source_event_ids). One row: the ids of the events that went.
 WITH gone AS (
     DELETE FROM webhook_events
      WHERE id = ANY(ARRAY(
             SELECT id FROM webhook_events
              WHERE status IN ('processed', 'ignored', 'dead_letter')
                AND updated_at < now() - make_interval(days => %(days)s)
+               AND id < 4294967296
              ORDER BY updated_at
              LIMIT %(limit)s
                FOR UPDATE SKIP LOCKED))
-    RETURNING id
+    RETURNING id, provider, event_id
 ), attempts_gone AS (
     DELETE FROM webhook_event_attempts WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
+), keys_gone AS (
+    DELETE FROM webhook_event_keys k USING gone
+     WHERE k.provider = gone.provider AND k.event_id = gone.event_id AND k.event_row_id = gone.id
+), audit_kept AS (
+    UPDATE operator_actions SET event_row_id = NULL
+     WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT ARRAY(SELECT id FROM gone)
+
+-- name: forget_attempts
+-- The attempts of the rows of an inbox partition that retention detached (its range of ids), a
+-- bounded batch at a time (the primary key leads with event_row_id). One row: how many went.
+WITH gone AS (
+    DELETE FROM webhook_event_attempts
+     WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM webhook_event_attempts
+             WHERE event_row_id >= %(low)s AND event_row_id < %(high)s
+             LIMIT %(limit)s))
+    RETURNING 1
 )
 SELECT count(*) FROM gone
 

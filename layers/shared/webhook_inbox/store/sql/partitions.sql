@@ -5,15 +5,78 @@
 -- its partition and every lookup by id reads one partition. The table as it was before the
 -- switch is webhook_events_legacy, the partition of ids below 2^32 (its sequence's ids).
 -- Blocks with {placeholders} are DDL: store/partitions.py fills in the partition's name and
--- bounds (psycopg.sql: identifiers quoted, bounds as literals).
+-- bounds (psycopg.sql: identifiers quoted, bounds as literals). These statements change the
+-- inbox's layout, never its rows (inbox.sql moves those).
 
 -- name: is_partitioned
 SELECT relkind = 'p' FROM pg_class WHERE oid = 'webhook_events'::regclass
 
+-- name: switch_state
+-- How far the switch has come: the keys' trigger on, the keys 0011 may have missed still to
+-- fill (a backfill row left), the old table's range check validated, the table partitioned.
+SELECT c.relkind = 'p' AS partitioned,
+       EXISTS (SELECT FROM pg_trigger t
+                WHERE t.tgrelid = c.oid AND t.tgname = 'webhook_events_keys') AS keyed,
+       coalesce((SELECT k.convalidated FROM pg_constraint k
+                  WHERE k.conrelid = c.oid AND k.conname = 'webhook_events_legacy_range'),
+                false) AS range_checked,
+       b.from_id IS NOT NULL AS backfilling
+  FROM pg_class c
+  LEFT JOIN webhook_event_keys_backfill b ON true
+ WHERE c.oid = 'webhook_events'::regclass
+
+-- name: prepare_switch
+-- The switch's first step, under the caller's lock timeout (the claim's: 500 ms), catalog
+-- changes only (milliseconds under the lock): from now on every inserted or deleted row keeps
+-- its key (the trigger); the old table's range is declared (NOT VALID: nothing scanned under the
+-- lock; validate_range proves it later without blocking writers), so that attaching it as a
+-- partition scans nothing; the foreign keys to the inbox go, because they would stop retention
+-- from detaching a partition that an audit row or a kept outbox message still names (retention
+-- clears those references itself, as ON DELETE SET NULL did; the outbox's own goes in the same
+-- transaction, by outbox.sql's drop_inbox_reference, after this: tables are locked in the order
+-- the processor's transaction takes them, inbox then outbox). The rows below until_id that
+-- 0011's read missed are filled by backfill_keys; every row from until_id on has its key.
+LOCK TABLE webhook_events IN ACCESS EXCLUSIVE MODE;
+CREATE OR REPLACE TRIGGER webhook_events_keys AFTER INSERT OR DELETE ON webhook_events
+    FOR EACH ROW EXECUTE FUNCTION webhook_inbox_keep_key();
+ALTER TABLE webhook_events DROP CONSTRAINT IF EXISTS webhook_events_legacy_range;
+ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_legacy_range
+    CHECK (id < 4294967296) NOT VALID;
+ALTER TABLE operator_actions DROP CONSTRAINT IF EXISTS operator_actions_event_row_id_fkey;
+INSERT INTO webhook_event_keys_backfill (from_id) VALUES (0) ON CONFLICT (one) DO NOTHING;
+UPDATE webhook_event_keys_backfill
+   SET until_id = (SELECT coalesce(max(id), 0) + 1 FROM webhook_events)
+
+-- name: backfill_keys
+-- The keys of up to limit rows from from_id on (the primary key, in id order), skipping those
+-- that have one; the cursor moves past them, and the backfill row goes once a batch comes up
+-- short (every row below until_id has its key). No lock a writer waits for.
+WITH batch AS MATERIALIZED (
+    SELECT e.provider, e.event_id, e.id
+      FROM webhook_event_keys_backfill b
+      JOIN webhook_events e ON e.id >= b.from_id AND e.id < b.until_id
+     ORDER BY e.id
+     LIMIT %(limit)s
+), keyed AS (
+    INSERT INTO webhook_event_keys (provider, event_id, event_row_id)
+    SELECT provider, event_id, id FROM batch
+    ON CONFLICT (provider, event_id) DO NOTHING
+), moved AS (
+    UPDATE webhook_event_keys_backfill SET from_id = (SELECT max(id) + 1 FROM batch)
+     WHERE (SELECT count(*) FROM batch) = %(limit)s
+), finished AS (
+    DELETE FROM webhook_event_keys_backfill WHERE (SELECT count(*) FROM batch) < %(limit)s
+)
+SELECT count(*) FROM batch
+
+-- name: validate_range
+-- One scan of the old table under SHARE UPDATE EXCLUSIVE, which no reader or writer waits for.
+ALTER TABLE webhook_events VALIDATE CONSTRAINT webhook_events_legacy_range
+
 -- name: switch_to_partitions
 -- One transaction, under the caller's lock timeout (the claim's: 500 ms), holding the table's
--- ACCESS EXCLUSIVE lock for the catalog changes only: 0011's check proves the old table's range,
--- so attaching it scans nothing, and its indexes become the partitions of the parent's indexes
+-- ACCESS EXCLUSIVE lock for the catalog changes only: the validated range check proves the old
+-- table's range, so attaching it scans nothing, and its indexes become the partitions of the parent's indexes
 -- (same definitions), so none is built. The old indexes are renamed out of the way first: index
 -- names are unique per schema, and the parent's keep the names the plans and docs use.
 LOCK TABLE webhook_events IN ACCESS EXCLUSIVE MODE;
@@ -110,13 +173,9 @@ SELECT EXISTS (SELECT FROM {partition} WHERE status IN ('received', 'processing'
                   AND updated_at >= now() - make_interval(days => %(days)s)) AS recent
 
 -- name: forget_references
--- What ON DELETE SET NULL did before the foreign keys went (0011): outbox messages and audit
--- rows that name an event of the partition keep their own row, without the reference. Both
--- columns are indexed (outbox_messages_source_idx, operator_actions_event_idx).
-WITH outbox AS (
-    UPDATE outbox_messages SET source_event_id = NULL
-     WHERE source_event_id >= %(low)s AND source_event_id < %(high)s
-)
+-- What ON DELETE SET NULL did before the foreign keys went (prepare_switch): audit rows that name
+-- an event of the partition keep their own row, without the reference (operator_actions_event_idx;
+-- outbox.sql's forget_source_events does the same for outbox messages).
 UPDATE operator_actions SET event_row_id = NULL
  WHERE event_row_id >= %(low)s AND event_row_id < %(high)s
 
