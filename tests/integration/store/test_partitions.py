@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from webhook_inbox.errors import StoreConflict
+from webhook_inbox.errors import StoreConflict, StoreLockTimeout, StoreStatementTimeout
 from webhook_inbox.store import inbox, partitions
 from webhook_inbox.store import migrate as migrate_module
 from webhook_inbox.store.inbox import CLAIM_LOCK_WAIT_MS
@@ -95,6 +95,16 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
     monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: ALL)
     with psycopg.connect(url) as conn:
         assert migrate(conn) == [m.version for m in ALL if m.version >= "0010"]
+    # The release before goes on claiming after the migrations, past the first step of the
+    # switch (its rows from then on get their keys by trigger, the ones before by backfill).
+    claimed_before = len(old.claimed)
+    while len(old.claimed) < claimed_before + 20:
+        time.sleep(0.01)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert partitions.advance_switch(conn) == "prepare"
+    claimed_before = len(old.claimed)
+    while len(old.claimed) < claimed_before + 20:
+        time.sleep(0.01)
     old.finish()
     # The switch while this release claims.
     new = Claimer(url, "new_")
@@ -138,6 +148,83 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
             "SELECT sum(delivery_count) FROM webhook_events WHERE event_id ~ '^(old|new)_'"
         ).fetchone()
         assert counts == (2 * (len(old.claimed) + len(new.claimed)),)
+
+
+def _unpartitioned(url: str, *, upto: str | None = None) -> None:
+    """Every migration applied (the inbox not switched yet), populated; then the switch's steps
+    up to, not including, ``upto``."""
+    with psycopg.connect(url) as conn:
+        migrate(conn)
+    _populate(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        while upto and partitions.switch_state(conn).next_step != upto:
+            partitions.advance_switch(conn)
+
+
+def test_a_busy_inbox_leaves_the_switch_as_it_was_after_the_claims_lock_wait(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    _unpartitioned(url)
+    for step in ("prepare", "switch"):
+        _unpartitioned_upto(url, step)
+        with psycopg.connect(url) as writer, psycopg.connect(url, autocommit=True) as conn:
+            _claim(writer, f"held_{step}")  # an open transaction holding the inbox
+            started = time.monotonic()
+            with pytest.raises(StoreLockTimeout):
+                partitions.advance_switch(conn)
+            waited_ms = (time.monotonic() - started) * 1000
+            writer.rollback()
+            assert partitions.switch_state(conn).next_step == step  # nothing changed
+        assert CLAIM_LOCK_WAIT_MS <= waited_ms < CLAIM_LOCK_WAIT_MS + 2000
+
+
+def _unpartitioned_upto(url: str, step: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        while partitions.switch_state(conn).next_step != step:
+            partitions.advance_switch(conn)
+
+
+def test_keys_the_migration_missed_are_filled_before_the_switch(empty_database_url: str) -> None:
+    url = empty_database_url
+    _unpartitioned(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        # Rows whose keys 0011's read did not see (the release before, claiming after it).
+        conn.execute(
+            "INSERT INTO webhook_events (provider, event_id, event_type, body_sha256, payload)"
+            " SELECT 'stripe', 'late_' || g, 't', sha256(g::text::bytea), '{}'"
+            " FROM generate_series(1, 12000) AS g"
+        )
+        assert partitions.advance_switch(conn) == "prepare"
+        steps = []
+        while (step := partitions.advance_switch(conn)) is not None:
+            steps.append(step)
+        # From 0011's cursor (a million ids before the rows it read) every row is looked at
+        # again: 17,000, four batches of at most 5,000; then the scan and the switch.
+        assert steps == ["backfill_keys"] * 4 + ["validate_range", "switch"]
+        missing = conn.execute(
+            "SELECT count(*) FROM webhook_events e WHERE NOT EXISTS (SELECT FROM"
+            " webhook_event_keys k WHERE k.provider = e.provider AND k.event_id = e.event_id"
+            " AND k.event_row_id = e.id)"
+        ).fetchone()
+        assert missing == (0,)
+        assert _claim(conn, "late_7").is_new is False  # a duplicate, found by its key
+
+
+def test_a_range_check_scan_cut_short_is_started_over_next_time(empty_database_url: str) -> None:
+    url = empty_database_url
+    _unpartitioned(url)
+    _unpartitioned_upto(url, "validate_range")
+    with psycopg.connect(url) as other, psycopg.connect(url, autocommit=True) as conn:
+        # A lock the scan's SHARE UPDATE EXCLUSIVE waits for (a writer's would not: it is a
+        # statement timeout this exercises, as a table too large for one run's time would).
+        other.execute("LOCK TABLE webhook_events IN SHARE UPDATE EXCLUSIVE MODE")
+        with pytest.raises(StoreStatementTimeout):
+            partitions.advance_switch(conn, validate_timeout_ms=200)
+        other.rollback()
+        assert partitions.switch_state(conn).next_step == "validate_range"
+        assert partitions.advance_switch(conn) == "validate_range"
+        assert partitions.advance_switch(conn) == "switch"
 
 
 def test_partitions_ahead_are_created_once_and_claims_land_in_todays(
