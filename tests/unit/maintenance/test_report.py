@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from webhook_inbox.maintenance import idle
 from webhook_inbox.maintenance.report import SweepReport
+from webhook_inbox.store.backlog_metrics import Backlog
 
 PARTITION_FIELDS = {
     "partitions_created",
@@ -22,3 +24,20 @@ def test_each_partition_change_is_logged() -> None:
     assert (fields["partitions_created"], fields["partitions_kept"]) == (2, 1)
     assert fields["partitions_switched"] is True
     assert "partitions_dropped" not in fields
+
+
+def test_a_run_that_changed_the_inbox_layout_is_not_quiet() -> None:
+    # A quiet run lets the idle ledger keep later runs away from the database: one that made
+    # the switch, or created or dropped a partition, has the next run look again.
+    backlog = Backlog(
+        event_counts={},
+        oldest_unprocessed_age_seconds=0.0,
+        outbox_pending=0,
+        outbox_dead=0,
+        oldest_outbox_age_seconds=0.0,
+    )
+    assert idle.was_quiet(SweepReport(backlog=backlog))
+    for change in ("partitions_created", "partitions_dropped"):
+        assert not idle.was_quiet(SweepReport(backlog=backlog, **{change: 1}))
+    assert not idle.was_quiet(SweepReport(backlog=backlog, partitions_switched=True))
+    assert idle.was_quiet(SweepReport(backlog=backlog, partitions_kept=1))  # nothing changed

@@ -130,6 +130,11 @@ def was_quiet(report: SweepReport) -> bool:
         report.payloads_purged,
         report.events_deleted,
         report.outbox_deleted,
+        # The inbox's layout changed (a partition created or dropped, the switch made): a run
+        # that spent its time on the switch without finishing it stopped early instead.
+        report.partitions_created,
+        report.partitions_dropped,
+        report.partitions_switched,
     )
     return (
         not any(changed)
