@@ -1,5 +1,5 @@
-"""The sweeper makes the switch to the partitioned inbox over its runs (after migrations 0010 and
-0011), waits no longer than a claim would for a busy inbox, and then keeps partitions ahead."""
+"""The sweeper makes the switch to the partitioned inbox over its runs (after migration 0010),
+waits no longer than a claim would for a busy inbox, and then keeps partitions ahead."""
 
 from __future__ import annotations
 

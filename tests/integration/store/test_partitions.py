@@ -21,8 +21,8 @@ from webhook_inbox.store.migrate import available_migrations, migrate
 ALL = available_migrations()
 BEFORE = [m for m in ALL if m.version < "0010"]
 DIGEST = hashlib.sha256(b"{}").digest()
-# The release before's claim (0001-0009): the statement that keeps running while 0010 and 0011
-# are applied, until the functions are updated.
+# The release before's claim (0001-0009): the statement that keeps running while 0010 is
+# applied, until the functions are updated.
 OLD_CLAIM = (
     "INSERT INTO webhook_events AS e (provider, event_id, event_type, body_sha256, payload)"
     " VALUES ('stripe', %s, 't', %s, '{}')"
@@ -89,13 +89,13 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
     with psycopg.connect(url) as conn:
         migrate(conn)
     _populate(url)
-    # 0010 and 0011 while the release before claims.
+    # 0010 while the release before claims.
     old = Claimer(url, "old_", old=True)
     old.start()
     monkeypatch.setattr(migrate_module, "available_migrations", lambda *_: ALL)
     with psycopg.connect(url) as conn:
         assert migrate(conn) == [m.version for m in ALL if m.version >= "0010"]
-    # The release before goes on claiming after the migrations, past the first step of the
+    # The release before goes on claiming after the migration, past the first step of the
     # switch (its rows from then on get their keys by trigger, the ones before by backfill).
     claimed_before = len(old.claimed)
     while len(old.claimed) < claimed_before + 20:
@@ -185,11 +185,11 @@ def _unpartitioned_upto(url: str, step: str) -> None:
             partitions.advance_switch(conn)
 
 
-def test_keys_the_migration_missed_are_filled_before_the_switch(empty_database_url: str) -> None:
+def test_the_keys_of_existing_rows_are_filled_before_the_switch(empty_database_url: str) -> None:
     url = empty_database_url
     _unpartitioned(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        # Rows whose keys 0011's read did not see (the release before, claiming after it).
+        # More rows without keys (the release before, claiming after the migration).
         conn.execute(
             "INSERT INTO webhook_events (provider, event_id, event_type, body_sha256, payload)"
             " SELECT 'stripe', 'late_' || g, 't', sha256(g::text::bytea), '{}'"
@@ -199,8 +199,8 @@ def test_keys_the_migration_missed_are_filled_before_the_switch(empty_database_u
         steps = []
         while (step := partitions.advance_switch(conn)) is not None:
             steps.append(step)
-        # From 0011's cursor (a million ids before the rows it read) every row is looked at
-        # again: 17,000, four batches of at most 5,000; then the scan and the switch.
+        # From the first row on: 17,000 rows, four batches of at most 5,000; then the scan and
+        # the switch.
         assert steps == ["backfill_keys"] * 4 + ["validate_range", "switch"]
         missing = conn.execute(
             "SELECT count(*) FROM webhook_events e WHERE NOT EXISTS (SELECT FROM"
@@ -209,6 +209,27 @@ def test_keys_the_migration_missed_are_filled_before_the_switch(empty_database_u
         ).fetchone()
         assert missing == (0,)
         assert _claim(conn, "late_7").is_new is False  # a duplicate, found by its key
+
+
+def test_a_row_stored_before_its_key_is_filled_is_a_duplicate_and_found(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    _unpartitioned(url)  # 5,000 rows, no key filled yet
+    with psycopg.connect(url, autocommit=True) as conn:
+        stored = conn.execute(
+            "SELECT id, delivery_count FROM webhook_events WHERE event_id = 'evt_42'"
+        ).fetchone()
+        assert stored is not None
+        again = _claim(conn, "evt_42")
+        assert (again.is_new, again.id, again.delivery_count) == (False, stored[0], stored[1] + 1)
+        assert inbox.get_event(conn, "stripe", "evt_43") is not None  # no key yet, found
+        keys = conn.execute("SELECT event_row_id FROM webhook_event_keys").fetchall()
+        assert keys == [(stored[0],)]  # the claim filled its key with the stored row's id
+        # And after the switch, its row in the old table's partition, the same.
+        partitions.switch_to_partitions(conn)
+        assert _claim(conn, "evt_44").is_new is False
+        assert _claim(conn, "evt_new").is_new is True
 
 
 def test_a_range_check_scan_cut_short_is_started_over_next_time(empty_database_url: str) -> None:

@@ -6,11 +6,11 @@ ahead, and retention that drops whole partitions. SQL in ``sql/partitions.sql``.
 The table as it was before (``webhook_events_legacy``) holds the ids below 2^32.
 
 The switch from the unpartitioned table is made by the sweeper in steps
-(:func:`advance_switch`), after migrations 0010 and 0011 (which take no lock a writer waits
-for): the keys' trigger and the old table's range check (NOT VALID), in one transaction that
-waits at most the claim's lock wait; the keys 0011 may have missed, in batches; the range
-check validated (one scan that blocks no writer); then the switch itself, again one short
-transaction under the claim's lock wait. A step that finds the inbox busy is tried again on the
+(:func:`advance_switch`), after migration 0010 (which takes no lock a writer waits for): the
+keys' trigger and the old table's range check (NOT VALID), in one transaction that waits at
+most the claim's lock wait; the existing rows' keys, in batches; the range check validated (one
+scan that blocks no writer); then the switch itself, again one short transaction under the
+claim's lock wait. A step that finds the inbox busy is tried again on the
 next run; until the last one the inbox works unpartitioned.
 
 Every function commits its own short transactions (``conn.transaction()``, on an autocommit
@@ -106,7 +106,7 @@ class SwitchState:
     partitioned: bool
     keyed: bool  # the keys' trigger is on
     range_checked: bool  # the old table's range check is validated
-    backfilling: bool  # keys 0011 may have missed are still to fill
+    backfilling: bool  # existing rows' keys are still to fill
 
     @property
     def next_step(self) -> str | None:

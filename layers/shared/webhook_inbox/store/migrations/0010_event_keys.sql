@@ -1,17 +1,21 @@
 -- 0010: the inbox's deduplication keys in a table of their own, the id function, and what the
 -- sweeper needs to switch the inbox to a table partitioned by day (docs/design.md, "Partitions
--- and retention"). One transaction of new tables and functions: nothing here locks
--- webhook_events, so no writer waits for it (tests/integration/store/test_migration_locks.py).
+-- and retention"). One transaction of new tables and functions and one index read of
+-- webhook_events (ACCESS SHARE): no writer waits for it
+-- (tests/integration/store/test_migration_locks.py), and it takes milliseconds at any size.
 --
 -- The inbox is going to be partitioned by range of id, one partition per UTC day, with ids that
 -- carry their day (webhook_inbox_next_event_id, below, once switched). A unique index on a
 -- partitioned table must contain the partition key, so (provider, event_id) can no longer be
 -- unique on webhook_events itself: webhook_event_keys becomes the deduplication authority, one
--- narrow row per key pointing at its event's row. 0011 fills it for the rows that exist. Every
--- step that needs a lock a writer would wait for (the trigger below, the range check, the
--- switch itself) is the sweeper's (store/partitions.py), each in a short transaction that waits
--- at most the claim's own lock wait (500 ms) and is tried again on the next run if the inbox was
--- busy: a migration never queues the writers behind a lock request.
+-- narrow row per key pointing at its event's row. The keys of the rows that exist are the
+-- sweeper's to fill, in batches across its runs (partitions.sql, backfill_keys): one statement
+-- here would outlast the migrations function at tens of millions of rows. Until then the claim
+-- finds such a row by the old table's unique index. Every step that needs a lock a writer would
+-- wait for (the trigger below, the range check, the switch itself) is the sweeper's too, each in
+-- a short transaction that waits at most the claim's own lock wait (500 ms) and is tried again
+-- on the next run if the inbox was busy: a migration never queues the writers behind a lock
+-- request.
 
 CREATE TABLE IF NOT EXISTS webhook_event_keys (
     provider     text   NOT NULL,
@@ -55,11 +59,14 @@ CREATE SEQUENCE IF NOT EXISTS webhook_event_ids AS bigint;
 CREATE OR REPLACE FUNCTION webhook_inbox_next_event_id() RETURNS bigint LANGUAGE sql VOLATILE
     AS $$ SELECT nextval(pg_get_serial_sequence('webhook_events', 'id')) $$;
 
--- The rows whose keys 0011's one long read may have missed: ids from from_id on (set by 0011)
--- up to until_id (set by the sweeper when it puts the trigger on, which keeps every later row's
--- key). The sweeper fills their keys in batches and deletes the row when done. One row at most.
+-- The rows whose keys are still to fill: ids from from_id (the first row's) up to until_id (set
+-- by the sweeper when it puts the trigger on, which keeps every later row's key). The sweeper
+-- fills them in batches, moving from_id on, and deletes the row when done. One row at most.
 CREATE TABLE IF NOT EXISTS webhook_event_keys_backfill (
     one      boolean PRIMARY KEY DEFAULT true CHECK (one),
     from_id  bigint  NOT NULL,
     until_id bigint
 );
+INSERT INTO webhook_event_keys_backfill (from_id)
+SELECT coalesce(min(id), 0) FROM webhook_events
+ON CONFLICT (one) DO NOTHING;

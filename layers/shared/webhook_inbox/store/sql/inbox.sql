@@ -12,9 +12,10 @@
 -- freshly inserted tuple. A new key gets the id of its row (webhook_inbox_next_event_id: ids carry
 -- their day, the partition key) and the row is inserted with it; a duplicate's row is counted by
 -- id (an array, so that the executor prunes the partitions at start: a join would plan and open
--- every partition), so the update reads one partition. The payloads come as one jsonb array (the client builds
--- it as text; a jsonb[] literal would have every quote in them escaped), zipped with the keys by
--- ROWS FROM.
+-- every partition), so the update reads one partition. A key new to the keys table whose row was
+-- stored before the switch (stored, below) is a duplicate: the key is filled with that row's id
+-- and the row counted. The payloads come as one jsonb array (the client builds it as text; a
+-- jsonb[] literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
 -- Keys are inserted in key order, so two concurrent deliveries of overlapping batches take their
 -- locks in the same order and cannot deadlock; the caller passes each key once (a second copy in
 -- one statement would be an error). A caller about to send the wake-ups itself records
@@ -38,18 +39,23 @@ WITH lock_wait AS MATERIALIZED (
     SELECT set_config('lock_timeout',
                       coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
 ), given AS MATERIALIZED (
-    SELECT c.*
+    -- stored: the row of a key stored before the switch whose key the sweeper has not filled
+    -- yet (partitions.sql, backfill_keys): found by the old table's unique index, which id below
+    -- 2^32 prunes the search to (no partition at all once the old table's is gone).
+    SELECT c.*, (SELECT o.id FROM webhook_events o
+                  WHERE o.provider = %(provider)s AND o.event_id = c.event_id
+                    AND o.id < 4294967296) AS stored
       FROM lock_wait,
            ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
                       unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
              AS c (event_id, delivery_id, event_type, payload)
 ), keyed AS (
     INSERT INTO webhook_event_keys AS k (provider, event_id, event_row_id)
-    SELECT %(provider)s, g.event_id, webhook_inbox_next_event_id()
+    SELECT %(provider)s, g.event_id, coalesce(g.stored, webhook_inbox_next_event_id())
       FROM given g
      ORDER BY g.event_id
     ON CONFLICT (provider, event_id) DO UPDATE SET event_row_id = k.event_row_id
-    RETURNING k.event_id, k.event_row_id, (k.xmax = 0) AS is_new
+    RETURNING k.event_id, k.event_row_id, (k.xmax = 0) AS new_key
 ), inserted AS (
     INSERT INTO webhook_events
         (id, provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
@@ -57,7 +63,7 @@ WITH lock_wait AS MATERIALIZED (
     SELECT k.event_row_id, %(provider)s, g.event_id, g.delivery_id, g.event_type,
            %(body_sha256)s, g.payload, CASE WHEN %(enqueuing)s THEN now() END
       FROM keyed k JOIN given g USING (event_id)
-     WHERE k.is_new
+     WHERE k.new_key AND g.stored IS NULL
      ORDER BY k.event_row_id
     RETURNING id, event_id, status, delivery_count, true AS is_new, false AS rewake
 ), counted AS (
@@ -70,7 +76,8 @@ WITH lock_wait AS MATERIALIZED (
                 AND (e.enqueued_at IS NULL
                      OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
                THEN now() ELSE e.enqueued_at END
-     WHERE e.id = ANY(ARRAY(SELECT event_row_id FROM keyed WHERE NOT is_new))
+     WHERE e.id = ANY(ARRAY(SELECT k.event_row_id FROM keyed k JOIN given g USING (event_id)
+                             WHERE NOT k.new_key OR g.stored IS NOT NULL))
     RETURNING e.id, e.event_id, e.status, e.delivery_count, false AS is_new,
               (%(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 )
@@ -79,13 +86,19 @@ UNION ALL
 SELECT * FROM counted
 
 -- name: stored_claims
--- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read without waiting (deliveries not counted). Through the keys
--- (the inbox has no index on (provider, event_id) across its partitions).
+-- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
+-- without waiting (deliveries not counted). Through the keys (the inbox has no index on
+-- (provider, event_id) across its partitions), and for a row stored before the switch whose key
+-- is not filled yet, the old table's unique index (ids below 2^32).
 SELECT e.id, e.event_id, e.status, e.delivery_count, false AS is_new, false AS counted,
        false AS rewake
   FROM webhook_event_keys k
   JOIN webhook_events e ON e.id = k.event_row_id
  WHERE k.provider = %(provider)s AND k.event_id = ANY(%(event_ids)s)
+UNION
+SELECT id, event_id, status, delivery_count, false, false, false
+  FROM webhook_events
+ WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s) AND id < 4294967296
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
@@ -335,8 +348,12 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
        available_at, lease_owner, lease_expires_at, enqueued_at, received_at, last_delivery_at,
        updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
   FROM webhook_events
- WHERE id = (SELECT event_row_id FROM webhook_event_keys
-              WHERE provider = %(provider)s AND event_id = %(event_id)s)
+ WHERE id = coalesce(
+         (SELECT event_row_id FROM webhook_event_keys
+           WHERE provider = %(provider)s AND event_id = %(event_id)s),
+         -- stored before the switch, its key not filled yet (the old table's unique index)
+         (SELECT id FROM webhook_events
+           WHERE provider = %(provider)s AND event_id = %(event_id)s AND id < 4294967296))
 
 -- name: statuses_of
 -- Why ids were not leased (terminal, leased elsewhere, not yet due) — or that they do not exist.

@@ -12,8 +12,8 @@
 SELECT relkind = 'p' FROM pg_class WHERE oid = 'webhook_events'::regclass
 
 -- name: switch_state
--- How far the switch has come: the keys' trigger on, the keys 0011 may have missed still to
--- fill (a backfill row left), the old table's range check validated, the table partitioned.
+-- How far the switch has come: the keys' trigger on, the existing rows' keys still to fill (a
+-- backfill row left), the old table's range check validated, the table partitioned.
 SELECT c.relkind = 'p' AS partitioned,
        EXISTS (SELECT FROM pg_trigger t
                 WHERE t.tgrelid = c.oid AND t.tgname = 'webhook_events_keys') AS keyed,
@@ -34,8 +34,8 @@ SELECT c.relkind = 'p' AS partitioned,
 -- from detaching a partition that an audit row or a kept outbox message still names (retention
 -- clears those references itself, as ON DELETE SET NULL did; the outbox's own goes in the same
 -- transaction, by outbox.sql's drop_inbox_reference, after this: tables are locked in the order
--- the processor's transaction takes them, inbox then outbox). The rows below until_id that
--- 0011's read missed are filled by backfill_keys; every row from until_id on has its key.
+-- the processor's transaction takes them, inbox then outbox). The rows below until_id get their
+-- keys from backfill_keys; every row from until_id on has its key.
 LOCK TABLE webhook_events IN ACCESS EXCLUSIVE MODE;
 CREATE OR REPLACE TRIGGER webhook_events_keys AFTER INSERT OR DELETE ON webhook_events
     FOR EACH ROW EXECUTE FUNCTION webhook_inbox_keep_key();
