@@ -106,13 +106,17 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         (
             "inbox",
             "expire_leases",
-            {"webhook_events_lease_idx", "webhook_events_status_received_idx"},
+            {
+                "webhook_events_lease_idx",
+                "webhook_events_status_received_idx",
+                "webhook_events_backlog_idx",
+            },
         ),
         ("inbox", "lease_events", {"webhook_events_pkey"}),
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
         ("outbox", "message_backlog", {"outbox_messages_status_idx"}),
         # The sweeper's own statements: backlog metrics and retention.
-        ("inbox", "event_backlog", {"webhook_events_status_received_idx"}),
+        ("inbox", "event_backlog", {"webhook_events_backlog_idx"}),
         ("inbox", "purge_payloads", {"webhook_events_purgeable_idx"}),
         ("inbox", "delete_expired_events", {"webhook_events_terminal_idx"}),
         ("outbox", "delete_published", {"outbox_messages_status_idx"}),

@@ -377,7 +377,8 @@ UPDATE webhook_events
 
 -- name: event_backlog
 -- Only the non-terminal statuses and dead_letter: counting processed rows would scan the bulk of
--- the table every minute. Served by webhook_events_status_received_idx (status, received_at).
+-- the table every minute. Served by webhook_events_backlog_idx (0011), which holds these rows
+-- alone with the columns read here: an index-only scan of the backlog, whatever the history.
 -- Ages are computed by the database clock, the same clock that wrote received_at.
 -- Held rows (available_at '9999-01-01 00:00:00+00') are counted apart, as 'held': they wait for a
 -- resume, not for the stack.

@@ -104,7 +104,7 @@ CREATE OR REPLACE FUNCTION webhook_inbox_next_event_id() RETURNS bigint LANGUAGE
                  | (nextval('webhook_event_ids') & 4294967295) $$;
 ALTER TABLE webhook_events ALTER COLUMN id SET DEFAULT webhook_inbox_next_event_id();
 ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_pkey PRIMARY KEY (id);
--- The indexes of 0001-0006, as they were defined there.
+-- The indexes of 0001-0011, as they were defined there (the old table's attach to them).
 CREATE INDEX webhook_events_ready_idx ON webhook_events (available_at)
     WHERE status IN ('received', 'failed');
 CREATE INDEX webhook_events_lease_idx ON webhook_events (lease_expires_at)
@@ -122,6 +122,8 @@ CREATE INDEX webhook_events_delivery_id_idx ON webhook_events (provider, deliver
     WHERE delivery_id IS NOT NULL;
 CREATE INDEX webhook_events_held_idx ON webhook_events (provider, event_type, received_at)
     WHERE available_at = '9999-01-01 00:00:00+00';
+CREATE INDEX webhook_events_backlog_idx ON webhook_events (status, received_at, available_at)
+    WHERE status IN ('received', 'processing', 'failed', 'dead_letter');
 CREATE TRIGGER webhook_events_keys AFTER INSERT OR DELETE ON webhook_events
     FOR EACH ROW EXECUTE FUNCTION webhook_inbox_keep_key();
 ALTER TABLE webhook_events ATTACH PARTITION webhook_events_legacy
