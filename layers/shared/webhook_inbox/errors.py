@@ -39,7 +39,8 @@ class StoreLockTimeout(StoreUnavailable):
 
 
 class StoreStatementTimeout(StoreUnavailable):
-    """A statement ran past its statement timeout and was cancelled (the database answers)."""
+    """A statement bounded by its caller's own time ran past it and was cancelled (the database
+    answers): the switch's scan of the old table, given what is left of a sweeper run."""
 
 
 class StoreConflict(StoreError):

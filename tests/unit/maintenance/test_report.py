@@ -26,9 +26,9 @@ def test_each_partition_change_is_logged() -> None:
     assert "partitions_dropped" not in fields
 
 
-def test_a_run_that_changed_the_inbox_layout_is_not_quiet() -> None:
+def test_a_run_that_made_the_switch_is_not_quiet() -> None:
     # A quiet run lets the idle ledger keep later runs away from the database: one that made
-    # the switch, or created or dropped a partition, has the next run look again.
+    # the switch has the next run look again (for the partitions ahead it did not create).
     backlog = Backlog(
         event_counts={},
         oldest_unprocessed_age_seconds=0.0,
@@ -37,7 +37,6 @@ def test_a_run_that_changed_the_inbox_layout_is_not_quiet() -> None:
         oldest_outbox_age_seconds=0.0,
     )
     assert idle.was_quiet(SweepReport(backlog=backlog))
-    for change in ("partitions_created", "partitions_dropped"):
-        assert not idle.was_quiet(SweepReport(backlog=backlog, **{change: 1}))
     assert not idle.was_quiet(SweepReport(backlog=backlog, partitions_switched=True))
-    assert idle.was_quiet(SweepReport(backlog=backlog, partitions_kept=1))  # nothing changed
+    for done in ("partitions_created", "partitions_dropped", "partitions_kept"):
+        assert idle.was_quiet(SweepReport(backlog=backlog, **{done: 1}))

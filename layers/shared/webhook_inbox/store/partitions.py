@@ -30,7 +30,7 @@ from webhook_inbox.errors import StoreError
 from webhook_inbox.store import outbox
 from webhook_inbox.store.inbox import CLAIM_LOCK_WAIT_MS
 from webhook_inbox.store.queries import SqlFile
-from webhook_inbox.store.store_errors import translated
+from webhook_inbox.store.store_errors import bounded_statement, translated
 
 _statement = SqlFile("partitions").statement
 
@@ -149,7 +149,8 @@ def advance_switch(conn: Connection[Any], *, validate_timeout_ms: int = 0) -> st
             conn.execute(
                 "SELECT set_config('statement_timeout', %s, true)", (f"{validate_timeout_ms}ms",)
             )
-            conn.execute(_statement("validate_range"))
+            with bounded_statement():
+                conn.execute(_statement("validate_range"))
     elif step == "switch":
         with conn.transaction():
             _lock_wait(conn)

@@ -51,8 +51,6 @@ def translate() -> Iterator[None]:
         raise StoreConflict(type(exc).__name__) from exc
     except pg_errors.LockNotAvailable as exc:
         raise StoreLockTimeout(type(exc).__name__) from exc
-    except pg_errors.QueryCanceled as exc:
-        raise StoreStatementTimeout(type(exc).__name__) from exc
     except psycopg.OperationalError as exc:
         if exc.sqlstate is None and _CREDENTIALS_REJECTED.search(str(exc)):
             raise StoreCredentialsRejected(type(exc).__name__) from exc
@@ -73,6 +71,17 @@ def translate() -> Iterator[None]:
             raise StoreError(f"{type(exc).__name__}: {lines[0][:200]}") from exc
         # A server error's message may quote data (a key's value): only its SQLSTATE.
         raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
+
+
+@contextmanager
+def bounded_statement() -> Iterator[None]:
+    """Around a statement whose statement timeout is its caller's own bound (a long scan given
+    what is left of a run), not a sign of a database in trouble: its cancellation is
+    :class:`StoreStatementTimeout`; every other error as :func:`translate` maps it."""
+    try:
+        yield
+    except pg_errors.QueryCanceled as exc:
+        raise StoreStatementTimeout(type(exc).__name__) from exc
 
 
 def translated(func: Callable[P, R]) -> Callable[P, R]:
