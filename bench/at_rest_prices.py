@@ -190,6 +190,12 @@ ALARM_METRICS_INSIGHTS = Price(
 )
 DASHBOARD_MONTH = Price(3.00, "dashboard-month", "CloudWatch pricing, dashboards; DESIGN.md §6")
 LOGS_INGEST_GB = Price(0.50, "GB ingested", "CloudWatch pricing, Logs, standard class ingestion")
+LOGS_INGEST_GB_IA = Price(
+    0.25,
+    "GB ingested",
+    "CloudWatch pricing, Logs, Infrequent Access class ingestion (a group's LogGroupClass"
+    " INFREQUENT_ACCESS)",
+)
 LOGS_STORE_GB_MONTH = Price(
     0.03,
     "GB-month stored",
@@ -248,23 +254,28 @@ ENHANCED_MONITORING_RETENTION_DAYS = 30
 # The postgresql log export at rest: checkpoints (every 5 minutes while RDS writes its
 # heartbeat) and the odd connection line; an estimate.
 RDS_LOG_EXPORT_BYTES_PER_MONTH = 5_000_000
-# The traffic figure the totals add (docs/costs.md and docs/benchmarks.md, run of 2026-12-01,
-# `python -m bench.cost`): USD per million webhooks, all in, outbox excluded. That run spread the
-# sweeper over 10 M webhooks a month; its share is taken out here, the at-rest table counts it.
-TRAFFIC_PER_MILLION = {"HttpApi": 2.086, "FunctionUrl": 1.019}
+# The traffic figure the totals add (docs/costs.md and docs/benchmarks.md, run of 2026-12-06,
+# `python -m bench.cost --baseline …`, this tree's column): USD per million webhooks, all in,
+# outbox excluded. That run spread the sweeper over 10 M webhooks a month; its share is taken
+# out here, the at-rest table counts it.
+TRAFFIC_RUN = "2026-12-06"
+TRAFFIC_PER_MILLION = {"HttpApi": 2.076, "FunctionUrl": 1.046}
 # Invocations per webhook in that run, with their p50 duration (ms), memory and peak RSS (MB):
 # ingest one per webhook, the processor one per batch of 10.
-TRAFFIC_INVOCATIONS = ((1.0, 35, 256, 59), (0.1, 104, 128, 39))
+TRAFFIC_INVOCATIONS = ((1.0, 41, 256, 72), (0.1, 82, 256, 39))
+# The system log levels that run had (ingest's, the processor's): Lambda's platform lines are
+# in its figure where they are INFO, and a set's levels add or take away the difference.
+TRAFFIC_MEASURED_LEVELS = ("WARN", "INFO")
 # GB-seconds in USD per million invocations at each memory size, from that run's memory table
 # (docs/benchmarks.md): a set whose memory differs from the run's (ingest 256 MB, processor
-# 128 MB) moves the traffic figure by the difference.
+# 256 MB) moves the traffic figure by the difference.
 TRAFFIC_GB_S_PER_MILLION_INVOCATIONS = {
-    "IngestMemorySize": {128: 0.0929, 256: 0.1247, 512: 0.1883, 1024: 0.3159, 1769: 0.5014},
-    "ProcessorMemorySize": {128: 0.1821, 256: 0.2643, 512: 0.4285, 1024: 0.7568, 1769: 1.2346},
+    "IngestMemorySize": {128: 0.1064, 256: 0.1490, 512: 0.2344, 1024: 0.4051, 1769: 0.6536},
+    "ProcessorMemorySize": {128: 0.1958, 256: 0.2869, 512: 0.4689, 1024: 0.8333, 1769: 1.3631},
 }
-TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 128}
+TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
 TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
-SWEEPER_SHARE_PER_MILLION = 0.0074  # requests $0.00086, GB-s $0.001, logs 11 B/webhook $0.0055
+SWEEPER_SHARE_PER_MILLION = 0.0058  # requests $0.00086, GB-s $0.0021, logs 5.6 B/webhook $0.0028
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
 # webhooks every hour pays all of each): one provider's Accepted, Duplicate and DeliveryRefused
 # (ingest's metric filters; DeliveryRefused is 0 for a verified delivery) and the processor's
@@ -273,12 +284,19 @@ TRAFFIC_METRICS = ("Accepted", "Duplicate", "DeliveryRefused", "Processed", "Pro
 
 
 def log_lines(
-    what: str, bytes_a_month: float, retention_days: int, *, estimate: bool = False
+    what: str,
+    bytes_a_month: float,
+    retention_days: int,
+    *,
+    estimate: bool = False,
+    log_class: str = "STANDARD",
 ) -> list[Line]:
-    """Ingestion of a month's bytes, and their storage once the retention is full."""
+    """Ingestion of a month's bytes at the group's class's price, and their storage once the
+    retention is full (the same price in either class)."""
     kept_months = retention_days / 30
+    ingest = LOGS_INGEST_GB_IA if log_class == "INFREQUENT_ACCESS" else LOGS_INGEST_GB
     return [
-        Line(f"{what}: ingestion", bytes_a_month / GB, LOGS_INGEST_GB, estimate),
+        Line(f"{what}: ingestion", bytes_a_month / GB, ingest, estimate),
         Line(
             f"{what}: storage at {retention_days} days' retention",
             bytes_a_month * kept_months / GB,

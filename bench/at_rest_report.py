@@ -84,16 +84,14 @@ class SetBill:
 
 
 def platform_bytes_per_webhook(system_log_level: str, ingest_system_log_level: str) -> float:
-    """Lambda's own lines per webhook beyond what the measured traffic figure had (it ran at
-    WARN, without them): ingest's invocation at ``ingest_system_log_level`` and a batch's share
-    of the processor's at ``system_log_level``, at the durations and memory of that run."""
+    """Lambda's own lines per webhook beyond (or short of) what the measured traffic figure had
+    at its levels (``p.TRAFFIC_MEASURED_LEVELS``): ingest's invocation at
+    ``ingest_system_log_level`` and a batch's share of the processor's at ``system_log_level``,
+    at the durations and memory of that run."""
     from bench.cost import platform_lines
 
-    total = 0.0
-    levels = (ingest_system_log_level, system_log_level)  # TRAFFIC_INVOCATIONS' order
-    for level, (per_webhook, duration_ms, memory_mb, used_mb) in zip(
-        levels, p.TRAFFIC_INVOCATIONS, strict=True
-    ):
+    def size(level: str, invocation: tuple[float, float, int, int]) -> float:
+        per_webhook, duration_ms, memory_mb, used_mb = invocation
         lines = platform_lines(
             {"LogFormat": "JSON", "SystemLogLevel": level},
             duration_ms=duration_ms,
@@ -101,8 +99,15 @@ def platform_bytes_per_webhook(system_log_level: str, ingest_system_log_level: s
             used_mb=used_mb,
             init_ms=None,
         )
-        total += per_webhook * sum(len(line) + 1 for line in lines)
-    return total
+        return per_webhook * sum(len(line) + 1 for line in lines)
+
+    levels = (ingest_system_log_level, system_log_level)  # TRAFFIC_INVOCATIONS' order
+    return sum(
+        size(level, invocation) - size(measured, invocation)
+        for level, measured, invocation in zip(
+            levels, p.TRAFFIC_MEASURED_LEVELS, p.TRAFFIC_INVOCATIONS, strict=True
+        )
+    )
 
 
 def memory_difference_per_million(memory_mb: dict[str, int]) -> float:
@@ -214,16 +219,17 @@ def render(sets: dict[str, SetBill]) -> str:
         )
     out += [
         "",
-        "Traffic is the per-million figure above (`python -m bench.cost`, run of 2026-12-01:"
+        f"Traffic is the per-million figure above (`python -m bench.cost`, run of {p.TRAFFIC_RUN}:"
         f" ${p.TRAFFIC_PER_MILLION['HttpApi']} behind the HTTP API,"
         f" ${p.TRAFFIC_PER_MILLION['FunctionUrl']} behind a Function URL) less the sweeper's"
-        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus, where the"
-        " set's `SystemLogLevel` (the processor's) or `IngestSystemLogLevel` is INFO or DEBUG,"
-        " Lambda's platform.start and platform.report lines (that run had WARN: ingest's"
-        " invocation and a tenth of the processor's per webhook, rendered by bench/cost.py at"
-        " that run's durations), plus or minus what the"
-        " set's ingest/processor memory sizes change in that run's GB-seconds (its memory"
-        " table; the run had 256/128 MB), plus the custom"
+        f" share in it (${p.SWEEPER_SHARE_PER_MILLION}, counted at rest here), plus or minus"
+        " Lambda's platform.start and platform.report lines where the set's"
+        " `IngestSystemLogLevel` or `SystemLogLevel` (the processor's) differs from that run's"
+        f" ({' and '.join(p.TRAFFIC_MEASURED_LEVELS)}: ingest's invocation and a tenth of the"
+        " processor's per webhook, rendered by bench/cost.py at that run's durations), plus or"
+        " minus what the set's ingest/processor memory sizes change in that run's GB-seconds"
+        " (its memory table; the run had"
+        f" {'/'.join(str(v) for v in p.TRAFFIC_MEASURED_MEMORY.values())} MB), plus the custom"
         f" metrics any traffic brings ({', '.join(p.TRAFFIC_METRICS)}: one provider,"
         f" ${p.CUSTOM_METRIC_MONTH.usd:.2f} each). Not included: the outbox's PutEvents ($1.00"
         " per million messages your handlers emit), interface endpoints' data processing"

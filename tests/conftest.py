@@ -34,7 +34,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 if "webhook_inbox_app" in sys.modules:  # imported by a plugin before this file ran
     raise RuntimeError("webhook_inbox_app was imported before tests/conftest.py shadowed it")
 from webhook_inbox import config
-from webhook_inbox.maintenance import secret_check
+from webhook_inbox.maintenance import registry_check, secret_check
 from webhook_inbox.processing import handlers
 from webhook_inbox_app.handlers import HANDLERS as APPLICATION_HANDLERS
 
@@ -77,12 +77,15 @@ for _name, _value in {
 def fresh_settings() -> Iterator[None]:
     """Every test starts as a new execution environment does: its settings are read from the
     environment on first use (a test that changes the environment after that calls
-    ``config.reset()`` itself), and with none of the sweeper's provider secret verdicts."""
+    ``config.reset()`` itself), and with none of the sweeper's provider secret verdicts or
+    registry reads."""
     config.reset()
     secret_check.reset_for_tests()
+    registry_check.reset_for_tests()
     yield
     config.reset()
     secret_check.reset_for_tests()
+    registry_check.reset_for_tests()
 
 
 @pytest.fixture(scope="session", autouse=True)

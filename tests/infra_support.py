@@ -59,6 +59,13 @@ def _construct_intrinsic(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) 
 _CfnLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
+# What encrypts with the stack's key names it this way: the key with EncryptionKey=customer-managed
+# (the default), nothing (the service's own encryption) with aws-managed.
+STACK_KEY_OR_NONE = {
+    "Fn::If": ["UseAppKey", {"Fn::GetAtt": ["AppKey", "Arn"]}, {"Ref": "AWS::NoValue"}]
+}
+
+
 @functools.cache
 def load_template() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.load(TEMPLATE_PATH.read_text(), Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass

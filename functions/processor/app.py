@@ -54,14 +54,16 @@ _METRIC_OF = {
 }
 
 
-def observe(result: EventResult) -> list[Any] | None:
+def observe(result: EventResult) -> int | None:
     """Log one state transition (true once committed), named after its outcome.
 
-    A processed event, the common case, gets no line of its own: it is returned as
-    ``[row_id, provider, event_id, attempt]`` for the batch's summary line (about 50 bytes
-    instead of a 165-byte line). Every other transition gets one compact line: the same ids and
-    attempt, the event's type, duration and cause. The Lambda context is never repeated: the
-    summary carries the request id once.
+    A processed event, the common case, gets no line of its own: its row id is returned for the
+    batch's summary line (a few bytes instead of a 165-byte line). The row holds the rest
+    (provider, event id, attempts, processed_at), and ingest's line pairs the event id with the
+    row id, so the summary names the row and nothing the row already says. Every other
+    transition gets one compact line: the row id, provider, event id and attempt, the event's
+    type, duration and cause. The Lambda context is never repeated: the summary carries the
+    request id once.
     """
     event = result.event
     if result.latency is not None:
@@ -69,7 +71,7 @@ def observe(result: EventResult) -> list[Any] | None:
         latency_ms = round(result.latency.total_seconds() * 1000)
         metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
     if result.outcome == "processed":
-        return [event.id, event.provider, event.event_id, event.attempts]
+        return event.id
     if result.outcome == "deferred":
         return None  # by design, and possibly many: counted (Paced), never one line each
     fields: dict[str, Any] = {
@@ -135,7 +137,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}
     try:
         outcome = process(messages, context)
-        processed = [listed for result in outcome.results if (listed := observe(result))]
+        processed = [row for result in outcome.results if (row := observe(result)) is not None]
         if processed:
             summary["processed"] = processed
         for outcome_name, n in Counter(r.outcome for r in outcome.results).items():

@@ -7,6 +7,10 @@ which made logs the largest cost per webhook after the per-request charges. So:
   knows (code location, the X-Ray id of untraced functions, the service) and with an RFC 3339
   UTC timestamp: under the template's JSON log format Lambda reads ``level`` and ``timestamp``
   from each line (a line without a valid timestamp would be re-levelled INFO and re-stamped).
+  An INFO line carries no ``level``: Lambda reads a line without one as INFO ("If the level
+  value field is invalid or missing, Lambda will assign the log output the level INFO",
+  Lambda developer guide, "Log-level filtering"), and INFO is what most lines are (ingest's
+  one per delivery, the processor's per batch), so the key is paid only where it says more.
 - Ingest's metrics are counted from its one line per delivery by metric filters on its log
   group (template.yaml): the line carries the fields they match and their dimensions, nothing
   else. The processor and sweeper gather many values per invocation, so their summary line
@@ -20,6 +24,7 @@ outcomes.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -35,9 +40,22 @@ def lean_logger() -> Logger:
     group already names the function and its stack, and a line with metrics gets ``service``
     back from :func:`embedded_metrics` or, in ingest, as a field of its own: the dimension the
     alarms filter on."""
-    logger = Logger(utc=True, datefmt=TIMESTAMP_FORMAT, location=None, xray_trace_id=None)
+    logger = Logger(
+        utc=True,
+        datefmt=TIMESTAMP_FORMAT,
+        location=None,
+        xray_trace_id=None,
+        json_serializer=_serialize,
+    )
     logger.remove_keys(["service"])
     return logger
+
+
+def _serialize(line: dict[str, Any]) -> str:
+    """A line as compact JSON (Powertools' own settings), ``level`` left out where it is INFO."""
+    if line.get("level") == "INFO":
+        line = {key: value for key, value in line.items() if key != "level"}
+    return json.dumps(line, default=str, separators=(",", ":"), ensure_ascii=False)
 
 
 def embedded_metrics(metrics: Metrics) -> dict[str, Any]:

@@ -75,6 +75,21 @@ def test_groups_rds_has_not_created_yet_are_created_with_the_key_and_retention(
         assert made[name]["retentionInDays"] == 365
 
 
+def test_without_a_stack_key_groups_get_the_retention_and_logs_own_encryption(
+    app: Any, response_url: ResponseRecorder
+) -> None:
+    """EncryptionKey=aws-managed: the property is empty; no key is named or associated."""
+    app.handler(request("Create", response_url.url, ""), FakeLambdaContext())
+
+    (answer,) = response_url.bodies()
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    made = groups()
+    assert sorted(made) == GROUPS
+    for name in GROUPS:
+        assert "kmsKeyId" not in made[name]
+        assert made[name]["retentionInDays"] == 365
+
+
 def test_groups_rds_created_first_are_associated_with_the_key(
     app: Any, key_arn: str, response_url: ResponseRecorder
 ) -> None:

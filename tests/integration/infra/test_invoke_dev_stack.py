@@ -267,9 +267,9 @@ def test_each_fixture_through_a_build_against_the_dev_stack_answers_as_in_proces
         # The wake-up went to the file's queue (a failed send is still a 202: the sweeper
         # would enqueue the row later, so only the function's log tells), and the stack's
         # processor finished the stored event (the sample "acme" has no handler).
-        assert [(d["level"], d["message"], d.get("detail")) for d in deliveries(done.stderr)] == [
-            ("INFO", "accepted", None)
-        ]
+        assert [
+            (d.get("level", "INFO"), d["message"], d.get("detail")) for d in deliveries(done.stderr)
+        ] == [("INFO", "accepted", None)]
         event_id = json.loads(json.loads((EVENTS_DIR / fixture).read_text())["body"])["id"]
         assert wait_for_status(stack.database_url, event_id) == "ignored"
     elif function == "MigrationsFunction":

@@ -13,6 +13,7 @@ evaluated over them (tests/alarm_model.py).
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import re
@@ -62,7 +63,7 @@ from webhook_inbox import aws, config, observability, settings
 from webhook_inbox.errors import PermanentEventError, RetryableEventError
 from webhook_inbox.ingest import pipeline as ingest
 from webhook_inbox.ingest import provider_registry, provider_source, providers
-from webhook_inbox.maintenance import publishers
+from webhook_inbox.maintenance import publishers, registry_check
 from webhook_inbox.processing import batch as processing
 from webhook_inbox.processing import handlers, pacing
 from webhook_inbox.store import db
@@ -348,6 +349,10 @@ def _sweeps_with_registry(
     with monkeypatch.context() as patch:
         patch.setenv("PROVIDERS_REGISTRY_ARN", arn)
         config.reset()  # the sweeper's settings, read again with the registry's ARN
+        # Each run five minutes after the last: the sweeper reads the registry again each time.
+        patch.setattr(
+            registry_check, "clock", itertools.count(0, registry_check.READ_EVERY_S).__next__
+        )
         found["sweep_provider_without_live_secret"] = sweep()
         empty = provider_registry.dump_document(provider_registry.RegistryDocument({}, []))
         secrets.put_secret_value(SecretId=arn, SecretString=empty)

@@ -1,4 +1,4 @@
-"""The sweeper reads the providers registry once a run, whatever the traffic: the real handler,
+"""The sweeper judges the providers registry once a run, whatever the traffic: the real handler,
 moto's Secrets Manager made to fail (throttled, hanging, access denied, deleted) and a real
 PostgreSQL. A failure is the ``ProvidersRefreshFailed`` metric (the alarm ingest's failed reads
 feed), a provider without a live secret the ``ProvidersWithoutLiveSecret`` gauge; a healthy
@@ -28,6 +28,7 @@ from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox import aws, config
 from webhook_inbox.ingest import provider_registry
 from webhook_inbox.ingest.provider_registry import RegistryDocument
+from webhook_inbox.maintenance import registry_check
 from webhook_inbox.maintenance.publishers import EventBridgePublisher
 
 OPTIONS = {"signature_header": "X-Acme-Signature"}
@@ -58,9 +59,14 @@ def _hangs() -> None:
 
 
 class Registry:
-    """The registry secret in moto; ``fail`` replaces the sweeper's next reads of it."""
+    """The registry secret in moto; ``fail`` replaces the sweeper's next reads of it, ``reads``
+    counts them. ``write`` moves the sweeper's clock on by the time its kept read lasts, as the
+    next run that sees an edit does."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads = 0
+        self.now = 1_000.0
+        monkeypatch.setattr(registry_check, "clock", lambda: self.now)
         self.client = boto3.client("secretsmanager", region_name="us-east-1")
         self.arn = self.client.create_secret(
             Name=f"ProvidersRegistry-{uuid.uuid4().hex[:8]}",
@@ -80,13 +86,15 @@ class Registry:
         )
 
     def _inject(self, params: Any, **_: Any) -> Any:
-        if json.loads(params["body"]).get("SecretId") == self.arn and self.fail:
-            return self.fail()
-        return None
+        if json.loads(params["body"]).get("SecretId") != self.arn:
+            return None
+        self.reads += 1
+        return self.fail() if self.fail else None
 
     def write(self, providers: dict[str, Any] | None) -> None:
         text = provider_registry.dump_document(RegistryDocument(providers, []))
         self.client.put_secret_value(SecretId=self.arn, SecretString=text)
+        self.now += registry_check.READ_EVERY_S
 
 
 @pytest.fixture
@@ -151,6 +159,64 @@ def test_an_unreadable_registry_is_reported_every_run_and_the_sweep_still_runs( 
         assert line["message"] == "sweep finished"
         assert line["providers_refresh_failed"] == reason
         assert metrics == {"ProvidersRefreshFailed": 1.0}
+
+
+def test_a_good_read_serves_five_minutes_of_runs_and_a_failed_one_is_read_again(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One GetSecretValue per five minutes while the registry reads (8,640 a month, the at-rest
+    table's figure), judged every run: a secret that expires between reads is reported by the
+    next run. Once a read fails, every run reads and reports, so the alarm sees each minute."""
+    registry.write({"acme": LIVE, "soon": {**LIVE, "secrets": [_expiring_at(2_000_000_000)]}})
+    for _ in range(5):  # five scheduled runs a minute apart
+        _, metrics = _sweep(sweeper_app, capsys, caplog)
+        assert metrics == {}
+        registry.now += 60
+    assert registry.reads == 1
+    registry.now += registry_check.READ_EVERY_S - 5 * 60  # the kept read is five minutes old
+    _sweep(sweeper_app, capsys, caplog)
+    assert registry.reads == 2
+    registry.fail = _throttled
+    registry.now += registry_check.READ_EVERY_S
+    for expected_reads in (3, 4):  # failing: read again each run, reported each run
+        _, metrics = _sweep(sweeper_app, capsys, caplog)
+        assert metrics == {"ProvidersRefreshFailed": 1.0}
+        assert registry.reads == expected_reads
+    registry.fail = None
+    _, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert registry.reads == 5
+    assert metrics == {}
+
+
+def test_a_secret_that_expires_between_reads_is_reported_by_the_next_run(
+    sweeper_app: ModuleType,
+    registry: Registry,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time as real_time
+
+    expires = int(real_time.time()) + 3_600
+    registry.write({"acme": LIVE, "soon": {**LIVE, "secrets": [_expiring_at(expires)]}})
+    _, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert metrics == {}
+    monkeypatch.setattr(sweeper_app.time, "time", lambda: expires + 1)
+    registry.now += 60
+    line, metrics = _sweep(sweeper_app, capsys, caplog)
+    assert registry.reads == 1  # judged again from the kept read
+    assert line["providers_without_live_secret"] == ["soon"]
+    assert metrics == {"ProvidersWithoutLiveSecret": 1.0}
+
+
+def _expiring_at(epoch: int) -> dict[str, str]:
+    from datetime import UTC, datetime
+
+    stamp = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"value": "soon-secret-0123456789", "expires_at": stamp}
 
 
 def test_an_invalid_document_is_reported_by_its_reason_code_only(

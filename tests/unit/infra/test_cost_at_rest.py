@@ -11,6 +11,7 @@ import pytest
 from bench import at_rest_prices as p
 from bench import at_rest_report as report
 from bench import cost_at_rest as cost
+from bench import memory_sizing
 from bench.at_rest_prices import total
 from bench.idle_sweep import idle_sweep, sweep_steps
 from bench.template_deployment import deployment
@@ -278,11 +279,13 @@ def test_the_metrics_traffic_brings_are_ones_the_stack_publishes() -> None:
     assert set(p.TRAFFIC_METRICS) <= filters | emf
 
 
-def test_platform_lines_raise_the_traffic_figure_only_above_warn() -> None:
+def test_platform_lines_move_the_traffic_figure_only_where_a_level_differs_from_the_runs() -> None:
+    # The measured run had the defaults: ingest's WARN, the processor's INFO.
+    assert p.TRAFFIC_MEASURED_LEVELS == ("WARN", "INFO")
     quiet = report.SetBill("HttpApi", "WARN", [])
     processor = report.SetBill("HttpApi", "INFO", [])  # the defaults: ingest's WARN
     chatty = report.SetBill("HttpApi", "INFO", [], ingest_system_log_level="INFO")
-    assert report.traffic_per_million(quiet) == pytest.approx(
+    assert report.traffic_per_million(processor) == pytest.approx(
         p.TRAFFIC_PER_MILLION["HttpApi"] - p.SWEEPER_SHARE_PER_MILLION
     )
     # platform.start + platform.report: a few hundred bytes per invocation, ~$0.15 a million
@@ -318,10 +321,82 @@ def test_empty_receives_follow_the_mappings_maximum_concurrency() -> None:
 
 
 def test_the_traffic_figure_follows_the_sets_memory_sizes() -> None:
-    measured = report.SetBill("HttpApi", "WARN", [])
+    measured = report.SetBill("HttpApi", "INFO", [])
+    assert measured.memory_mb == {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
     bigger = report.SetBill(
-        "HttpApi", "WARN", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
+        "HttpApi", "INFO", [], {"IngestMemorySize": 256, "ProcessorMemorySize": 512}
     )
-    # A tenth of a processor invocation per webhook, $0.2643 instead of $0.1821 a million.
+    # A tenth of a processor invocation per webhook, $0.4689 instead of $0.2869 a million.
     difference = report.traffic_per_million(bigger) - report.traffic_per_million(measured)
-    assert difference == pytest.approx(0.1 * (0.2643 - 0.1821))
+    assert difference == pytest.approx(0.1 * (0.4689 - 0.2869))
+
+
+def test_a_log_group_in_the_infrequent_access_class_is_priced_at_its_ingestion_price() -> None:
+    """The class halves ingestion (storage is priced alike): a group the template puts in it is
+    counted at that price, the others at the standard class's."""
+    standard = deployment("default")
+    infrequent = deployment("default")
+    infrequent.resources = copy.deepcopy(infrequent.resources)
+    infrequent.resources["SweeperLogGroup"]["Properties"]["LogGroupClass"] = "INFREQUENT_ACCESS"
+
+    def ingestion(d: cost.Deployment) -> p.Line:
+        (line,) = [
+            x
+            for x in cost.at_rest(d)
+            if x.resource.startswith("SweeperFunction logs") and x.resource.endswith("ingestion")
+        ]
+        return line
+
+    assert ingestion(standard).price is p.LOGS_INGEST_GB
+    assert ingestion(infrequent).price is p.LOGS_INGEST_GB_IA
+    assert ingestion(infrequent).monthly == pytest.approx(ingestion(standard).monthly / 2)
+
+
+def test_docs_costs_md_shows_the_memory_sizes_table() -> None:
+    stale = "docs/costs.md is stale: run python -m bench.cost_at_rest --write"
+    assert report.doc_section(cost.COSTS_DOC, cost.MEMORY) == cost.memory_section(), stale
+
+
+def test_every_memory_default_meets_its_constraints_and_says_why_it_is_not_the_rules() -> None:
+    d = deployment("default")
+    template = {**d.parameters, "SweeperTimeout": d.props("SweeperFunction")["Timeout"]}
+    for row in memory_sizing.decide(memory_sizing.load(), template):
+        assert row["default"] >= row["minimum"], row
+        if row["default"] < row["pick"]:
+            assert row["why"].startswith(f"cost: below the rule's {row['pick']} MB"), row
+
+
+@pytest.mark.parametrize(
+    ("p99", "pick"),
+    [
+        ({128: 50, 256: 46, 512: 45}, 128),  # 128 is within 10 % of 256
+        ({128: 80, 256: 60, 512: 56}, 256),  # 256 is the first within 10 % of the next
+        ({128: 80, 256: 60, 512: 40}, 512),  # no size is: the largest
+    ],
+)
+def test_the_rule_picks_the_cheapest_size_within_a_tenth_of_the_next(
+    p99: dict[int, float], pick: int
+) -> None:
+    assert memory_sizing.rule_size(p99) == pick
+
+
+def test_the_sweepers_backlog_runs_are_kept_apart_from_its_idle_ones() -> None:
+    """A run that drains the mix's outbox is the constraint's case: the rule's p99 is over the
+    runs that published nothing."""
+
+    class Runs:
+        wall_ms = [3000.0, 90.0, 95.0, 3100.0, 92.0]
+        cpu_ms = [50.0, 4.0, 4.0, 52.0, 4.0]
+        published = [600, 0, 0, 600, 0]
+        init_wall_ms = init_cpu_ms = first_wall_ms = first_cpu_ms = [300.0, 310.0]
+        peak_rss_mb = [60.0, 61.0]
+
+    found = memory_sizing.measurements(
+        {"ingest": Runs, "processor": Runs, "sweeper": Runs},
+        1e-5,
+        {"ingest": 1.0, "processor": 0.1, "sweeper": 0.004},
+        "a test",
+    )
+    sweeper = found["functions"]["sweeper"]
+    assert (sweeper["runs"], sweeper["backlog"]["runs"]) == (3, 2)
+    assert sweeper["sizes"]["1769"]["p99"] < 100 < sweeper["backlog"]["sizes"]["1769"]["p99"]

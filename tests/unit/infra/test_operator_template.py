@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.infra_support import (
+    STACK_KEY_OR_NONE,
     Placeholders,
     Resolver,
     dangling_references,
@@ -55,7 +56,7 @@ def test_one_code_two_levels_in_the_vpc_and_idle_at_rest(name: str) -> None:
     assert group["LogGroupName"] == {
         "Fn::Sub": f"/aws/lambda/${{AWS::StackName}}/operator-{LEVELS[name]}"
     }
-    assert group["KmsKeyId"] == {"Fn::GetAtt": ["AppKey", "Arn"]}
+    assert group["KmsKeyId"] == STACK_KEY_OR_NONE
     assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
 
 

@@ -699,3 +699,24 @@ def test_the_processor_knows_the_queues_last_receive() -> None:
     variables = FUNCTIONS["ProcessorFunction"]["Environment"]["Variables"]
     assert int(variables["WAKEUP_MAX_RECEIVES"]) == queue["RedrivePolicy"]["maxReceiveCount"]
     assert ProcessorSettings().wakeup_max_receives == queue["RedrivePolicy"]["maxReceiveCount"]
+
+
+def test_a_log_group_in_the_infrequent_access_class_feeds_no_metric() -> None:
+    """CloudWatch Logs' Infrequent Access class extracts no metrics (no metric filters, no
+    embedded metric format) and has no subscription filters or Live Tail. The API's access log
+    is read only with Logs Insights, so it is there (half the ingestion price); a function's
+    group is not: the processor and sweeper embed their metrics in their lines and ingest's
+    lines feed metric filters."""
+    resources = load_template()["Resources"]
+    infrequent = {
+        name
+        for name, resource in resources.items()
+        if resource["Type"] == "AWS::Logs::LogGroup"
+        and resource["Properties"].get("LogGroupClass") == "INFREQUENT_ACCESS"
+    }
+    assert infrequent == {"ApiAccessLogGroup"}
+    for name, resource in resources.items():
+        if resource["Type"] in {"AWS::Logs::MetricFilter", "AWS::Logs::SubscriptionFilter"}:
+            assert resource["Properties"]["LogGroupName"].get("Ref") not in infrequent, name
+        group = resource.get("Properties", {}).get("LoggingConfig", {}).get("LogGroup")
+        assert not isinstance(group, dict) or group.get("Ref") not in infrequent, name

@@ -7,6 +7,7 @@ does before it creates anything); conditions and names are resolved the same way
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -452,10 +453,8 @@ def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encryp
     found = 0
     for name, function in serverless_functions().items():
         for policy in function.get("Policies", []):
-            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
-                if not isinstance(statement, dict) or statement.get("Resource") != {
-                    "Fn::GetAtt": ["AppKey", "Arn"]
-                }:
+            for statement in _statements(policy):
+                if statement.get("Resource") != {"Fn::GetAtt": ["AppKey", "Arn"]}:
                     continue
                 found += 1
                 services = statement["Condition"]["StringEquals"]["kms:ViaService"]
@@ -466,6 +465,16 @@ def test_a_function_may_use_the_stacks_key_only_through_the_services_that_encryp
                 ), (name, hosts)
                 assert {h.split(".")[0] for h in hosts} <= KEY_USERS, (name, hosts)
     assert found >= 6  # ingest, processor, sweeper, migrations and both operator functions
+
+
+def _statements(policy: Any) -> list[dict[str, Any]]:
+    """A policy's statements, conditional ones (``!If [Condition, statement, …]``, such as the
+    stack key's with EncryptionKey=customer-managed) included."""
+    found = []
+    for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+        branches = statement["Fn::If"][1:] if "Fn::If" in statement else [statement]
+        found += [b for b in branches if isinstance(b, dict) and ("Sid" in b or "Effect" in b)]
+    return found
 
 
 def test_a_deploy_waits_for_a_paused_aurora_instance_to_resume() -> None:

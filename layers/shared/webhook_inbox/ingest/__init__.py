@@ -5,5 +5,5 @@ environment's copy :mod:`.provider_source`, cached secrets :mod:`.managed_secret
 bodies are parsed (:mod:`.bodies`)."""
 
 # What other stages may import: the providers model and the registry's document (the sweeper
-# checks the registry once a run). tests/unit/test_structure.py enforces it.
+# judges the registry once a run). tests/unit/test_structure.py enforces it.
 __all__ = ["provider_registry", "providers"]

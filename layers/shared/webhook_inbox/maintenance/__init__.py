@@ -5,8 +5,8 @@ Each job is a step that sees only the run's :class:`~webhook_inbox.maintenance.c
 (connection, settings, clients, time budget, report), so a job can be read, changed and tested
 without the others: :mod:`.lease_expiry`, :mod:`.reenqueue`, :mod:`.outbox_publishing` (through
 :mod:`.outbox_drain` and :mod:`.publishers`), :mod:`.backlog_measurement`, :mod:`.retention`;
-:mod:`.registry_check` reads the providers registry once a run; :mod:`.report` and
-:mod:`.metrics` are what the run tells the operator.
+:mod:`.registry_check` judges the providers registry once a run (read once per five minutes);
+:mod:`.report` and :mod:`.metrics` are what the run tells the operator.
 """
 
 # No other stage imports maintenance (tests/unit/test_structure.py enforces it).

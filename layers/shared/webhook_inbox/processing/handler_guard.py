@@ -20,11 +20,18 @@ it did (:func:`guarded` raises :class:`TransactionTaken`):
 * releasing (or rolling back to) our savepoint fails: it destroyed it (``RELEASE``).
 
 The fast pass (pipeline mode, nothing waited for) cannot ask as it goes, and needs no savepoint
-(it never rolls one event back alone): :class:`PipelineMarks` appends each handler's token to a
-transaction-local list before the handler runs, and one statement after the last handler fails
-unless the list is whole, which aborts the pipeline before the batch's marks and its COMMIT
-(:func:`begin_batch` and :func:`commit_batch` bracket the pass, both sent without waiting). The
-pass then gives up, and the careful pass finds the handler.
+(it never rolls one event back alone). Right after its BEGIN, :func:`ask_batch_transaction`
+records the batch's transaction id in a transaction-local setting; a handler that ends the
+transaction takes the setting with it. Rewinding (``ROLLBACK TO``) needs a savepoint some
+earlier handler left open, so :class:`PipelineMarks` appends a handler's token to a second
+transaction-local list right after each handler that may have left one (the connection notes a
+``SAVEPOINT`` sent through its cursors, and ``conn.transaction()`` blocks still open:
+:meth:`webhook_inbox.store.db.Connection.watch_savepoints`): rolling back to that savepoint
+takes the token too. One statement after the last handler fails unless the transaction is still
+the recorded one and the list is whole, which aborts the pipeline before the batch's marks and
+its COMMIT (:func:`begin_batch` and :func:`commit_batch` bracket the pass, both sent without
+waiting). The pass then gives up, and the careful pass finds the handler. A batch of handlers
+that open no savepoint costs the guard two statements, whatever its size.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from webhook_inbox.errors import TransactionControlError
+from webhook_inbox.errors import ConfigurationError, TransactionControlError
+from webhook_inbox.store import db
 from webhook_inbox.store.db import CommitRefused
 from webhook_inbox.store.queries import SqlFile
 from webhook_inbox.store.store_errors import translate, translated
@@ -73,8 +81,9 @@ def commit_batch(conn: psycopg.Connection[Any]) -> None:
 
 
 def ask_batch_transaction(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-    """Ask for the batch's transaction id without waiting; :func:`settle_asked` reads it."""
-    return conn.execute(_statement("batch_transaction"))
+    """Record the batch's transaction id for the check, and ask for it without waiting;
+    :func:`settle_asked` reads it."""
+    return conn.execute(_statement("open_batch_guard"))
 
 
 def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> None:
@@ -90,22 +99,29 @@ def settle_asked(conn: psycopg.Connection[Any], asked: psycopg.Cursor[Any]) -> N
 
 
 class PipelineMarks:
-    """The fast pass's marks: before each handler its token is appended to a transaction-local
-    list; :meth:`finish` fails the pipeline, before the batch's marks, unless the list is whole.
-    No savepoint: nothing in the fast pass is rolled back alone, so a handler that only RELEASEs
-    a savepoint harms no one there."""
+    """The fast pass's marks: after each handler that may have left a savepoint open, its token
+    is appended to a transaction-local list; :meth:`finish` fails the pipeline, before the
+    batch's marks, unless the batch's transaction is still the one :func:`ask_batch_transaction`
+    recorded and the list is whole. No savepoint of ours: nothing in the fast pass is rolled
+    back alone, so a handler that only RELEASEs a savepoint harms no one there."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        if not isinstance(conn, db.Connection):  # handler_batch has refused it already
+            raise ConfigurationError("the processor's connection must come from store.db.connect")
         self._conn = conn
         self._expected = ""
+        self._handlers = 0
+        conn.watch_savepoints()
 
-    def before_handler(self, token: str) -> None:
-        self._conn.execute(_statement("mark_handler"), {"token": token})
-        self._expected += f"{token},"
+    def after_handler(self, token: str) -> None:
+        self._handlers += 1
+        if self._conn.savepoint_may_be_open():
+            self._conn.execute(_statement("mark_handler"), {"token": token})
+            self._expected += f"{token},"
 
     def finish(self) -> None:
-        if self._expected:
-            self._conn.execute(_statement("check_handler_marks"), {"expected": self._expected})
+        if self._handlers:
+            self._conn.execute(_statement("check_batch_guard"), {"expected": self._expected})
 
 
 # --- the careful pass: every question answered as it is asked ------------------------------

@@ -208,11 +208,11 @@ def _run_in_pipeline(
         return EventResult(event, "ignored")  # marked with the others in _run_all
     started = time.perf_counter()
     with translate():  # handlers may use the connection directly
-        # Sent without waiting: adds this handler's token to the transaction-local list. A handler
-        # that ended or rewound the transaction loses the list, and the check after the last
-        # handler fails at the next wait.
-        marks.before_handler(str(event.id))
         handler(conn, event)
+        # Sent without waiting, and only after a handler that may have left a savepoint open:
+        # its token, which a later handler's ROLLBACK TO that savepoint takes away. The check
+        # after the last handler fails at the next wait.
+        marks.after_handler(str(event.id))
     return EventResult(event, "processed", round((time.perf_counter() - started) * 1000, 3))
 
 

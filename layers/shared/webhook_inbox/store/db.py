@@ -22,20 +22,24 @@ The sign-in itself (``DATABASE_URL`` or the secret, and the re-read after a refu
 :mod:`webhook_inbox.store.credentials`; driver errors become ours in
 :mod:`webhook_inbox.store.store_errors`.
 
-:func:`connect` opens a :class:`Connection`: psycopg's, with one addition for the processor.
+:func:`connect` opens a :class:`Connection`: psycopg's, with two additions for the processor.
 Inside :func:`handler_batch` its ``commit()`` and ``rollback()`` raise :class:`CommitRefused`, so
 a handler cannot end the batch's transaction through the driver (the same sent as SQL is the
-handler guard's business: :mod:`webhook_inbox.processing.handler_guard`).
+handler guard's business: :mod:`webhook_inbox.processing.handler_guard`); and while the guard
+watches, it and its cursors note what may open a savepoint
+(:mod:`webhook_inbox.store.savepoint_watch`), so the fast pass marks the transaction only after a
+handler that may have left one open.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import Params, Query, QueryNoTemplate
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
@@ -44,6 +48,7 @@ from webhook_inbox import config, deadlines, network
 from webhook_inbox.errors import ConfigurationError, StoreCredentialsRejected, StoreUnavailable
 from webhook_inbox.settings import DatabaseSettings
 from webhook_inbox.store import credentials
+from webhook_inbox.store.savepoint_watch import WatchingConnection
 from webhook_inbox.store.store_errors import translate
 
 R = TypeVar("R")
@@ -87,10 +92,51 @@ class CommitRefused(psycopg.ProgrammingError):
         self.call = call
 
 
-class Connection(psycopg.Connection[TupleRow]):
+class HandlerCursor(psycopg.Cursor[TupleRow]):
+    """The cursor of the processor's connection (``conn.execute``, ``conn.cursor()``;
+    :func:`webhook_inbox.store.db.connect`): psycopg's, telling its connection, while the guard
+    watches, about a statement that may open a savepoint."""
+
+    def execute(  # type: ignore[override]
+        self,
+        query: QueryNoTemplate,
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> HandlerCursor:
+        conn = self.connection
+        if isinstance(conn, WatchingConnection) and conn.watching:
+            conn.note_statement(query)
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+    def executemany(
+        self, query: Query, params_seq: Iterable[Params], *, returning: bool = False
+    ) -> None:
+        conn = self.connection
+        if isinstance(conn, WatchingConnection) and conn.watching:
+            conn.note_statement(query)
+        super().executemany(query, params_seq, returning=returning)
+
+    def stream(
+        self,
+        query: Query,
+        params: Params | None = None,
+        *,
+        binary: bool | None = None,
+        size: int = 1,
+    ) -> Iterator[TupleRow]:
+        conn = self.connection
+        if isinstance(conn, WatchingConnection) and conn.watching:
+            conn.note_statement(query)
+        return super().stream(query, params, binary=binary, size=size)
+
+
+class Connection(WatchingConnection):
     """psycopg's connection, refusing ``commit()`` and ``rollback()`` inside
     :func:`handler_batch` (the processor's passes), as psycopg refuses them inside
-    ``conn.transaction()``."""
+    ``conn.transaction()``, and noting, while the fast pass's guard watches, what may have
+    opened a savepoint (:class:`~webhook_inbox.store.savepoint_watch.WatchingConnection`)."""
 
     _batch_open = False
     # The fast pass's pipeline, whose BEGIN psycopg may not have seen answered yet.
@@ -144,6 +190,7 @@ def handler_batch(conn: psycopg.Connection[Any], *, pipelined: bool = False) -> 
             yield
     finally:
         conn._batch_open, conn._batch_pipeline = False, None
+        conn.stop_watching()
 
 
 def with_host_addresses(conninfo: str) -> str:
@@ -179,6 +226,7 @@ def connect(conninfo: str, *, application_name: str = "webhook-inbox") -> psycop
             with_host_addresses(conninfo),
             connect_timeout=configured.connect_timeout_s,
             prepare_threshold=None,
+            cursor_factory=HandlerCursor,
             application_name=application_name,
             # A dead peer must not hang a Lambda until its timeout (Linux TCP_USER_TIMEOUT);
             # statement_timeout cannot help when the server is unreachable.

@@ -1,7 +1,7 @@
--- The processor's guard around each handler (webhook_inbox/processing/handler_guard.py, nothing else): a
--- transaction-local mark per handler (and, in the careful pass, a savepoint of ours around it)
--- that tells afterwards whether the handler ended or rewound the batch's transaction, and the
--- fast pass's BEGIN and COMMIT around them. No statement here touches a table or takes a row
+-- The processor's guard around each handler (webhook_inbox/processing/handler_guard.py, nothing else):
+-- transaction-local settings (in the careful pass, inside a savepoint of ours around each
+-- handler) that tell afterwards whether a handler ended or rewound the batch's transaction, and
+-- the fast pass's BEGIN and COMMIT around them. No statement here touches a table or takes a row
 -- lock. Why each fact is needed: docs/design.md,
 -- "A handler cannot end the batch".
 
@@ -17,37 +17,49 @@ BEGIN
 -- is aborted and it never runs; the pass then rolls the transaction back.
 COMMIT
 
+-- name: open_batch_guard
+-- The fast pass, right after its BEGIN (pipeline mode: read only when the pass gives up, for a
+-- prepared batch to roll back): the batch transaction's id, assigned now (the batch writes its
+-- marks anyway), kept in a transaction-local setting. The setting goes with the transaction
+-- when a handler ends it (COMMIT, ROLLBACK, END, ABORT, AND CHAIN, PREPARE): check_batch_guard
+-- then finds it missing, or another transaction's id beside it.
+SELECT set_config('webhook_inbox.processing.batch', pg_current_xact_id()::text, true)
+
 -- name: mark_handler
--- The fast pass, right before each handler (pipeline mode: nobody waits for the answer): append
--- the handler's token to a transaction-local list. The list goes with the transaction when a
--- handler ends it (COMMIT, ROLLBACK, END, ABORT, AND CHAIN, PREPARE), and loses the tokens set
--- after a savepoint that a handler rolls back to (an earlier handler's, left open); a handler's
--- rollback to a savepoint of its own keeps every token. A plain SELECT: the cheapest statement
--- that can carry it (bench/processing_throughput.py).
+-- The fast pass, right after a handler that may have left a savepoint open (one that sent a
+-- SAVEPOINT, or left a conn.transaction() block open; store/db.py notes them): append the
+-- handler's token to a transaction-local list. A later handler that rolls back to that
+-- savepoint takes the token with it. Handlers that cannot have left one open need no mark: the
+-- batch's setting (open_batch_guard) covers the end of the transaction. Nobody waits for the
+-- answer.
 SELECT set_config('webhook_inbox.processing.handlers',
                   coalesce(current_setting('webhook_inbox.processing.handlers', true), '') || %(token)s || ',',
                   true)
 
--- name: check_handler_marks
--- The fast pass, after the last handler and before the batch's marks: fails unless the list is
--- exactly the tokens the pass appended. Nobody waits for the answer, so the check must fail the
--- statement; a plain SELECT raises on demand only with a bad cast (22P02), whose text is
--- computed (a constant would be cast, and fail, at plan time). The WHERE has no column, so it
--- is checked once, before anything is returned. The error aborts the rest of the pipeline, the
--- marks included, and rolls back the implicit transaction a handler's COMMIT or ROLLBACK left
--- the session in.
+-- name: check_batch_guard
+-- The fast pass, after the last handler and before the batch's marks: fails unless this is
+-- still the transaction open_batch_guard recorded and the list is exactly the tokens the pass
+-- appended. Nobody waits for the answer, so the check must fail the statement; a plain SELECT
+-- raises on demand only with a bad cast (22P02), whose text is computed (a constant would be
+-- cast, and fail, at plan time). The WHERE has no column, so it is checked once, before
+-- anything is returned. The error aborts the rest of the pipeline, the marks included, and
+-- rolls back the implicit transaction a handler's COMMIT or ROLLBACK left the session in.
 SELECT 1
- WHERE (CASE WHEN coalesce(current_setting('webhook_inbox.processing.handlers', true), '') = %(expected)s
+ WHERE (CASE WHEN coalesce(current_setting('webhook_inbox.processing.batch', true), '')
+                  = coalesce(pg_current_xact_id_if_assigned()::text, 'none')
+              AND coalesce(current_setting('webhook_inbox.processing.handlers', true), '') = %(expected)s
              THEN '1'
-             ELSE 'webhook_inbox: a handler ended or rewound the transaction (marks: '
+             ELSE 'webhook_inbox: a handler ended or rewound the transaction (batch: '
+                  || coalesce(current_setting('webhook_inbox.processing.batch', true), 'none')
+                  || ', marks: '
                   || coalesce(current_setting('webhook_inbox.processing.handlers', true), 'none') || ')'
         END)::int = 1
 
 -- name: batch_transaction
--- The batch transaction's id, assigned now (the batch writes its marks anyway): a handler that
--- ends the transaction, even AND CHAIN, leaves the session in another one, and pg_xact_status()
--- of this id then says whether its work was committed, rolled back or prepared. The fast pass
--- asks without waiting and reads it only when it gives up (a prepared batch to roll back).
+-- The careful pass: the batch transaction's id, assigned now (the batch writes its marks
+-- anyway): a handler that ends the transaction, even AND CHAIN, leaves the session in another
+-- one, and pg_xact_status() of this id then says whether its work was committed, rolled back or
+-- prepared. (The fast pass has it from open_batch_guard.)
 SELECT pg_current_xact_id()::text
 
 -- name: open_handler_savepoint
