@@ -114,12 +114,17 @@ handlers.install(APPLICATION_HANDLERS)
 @pytest.fixture(scope="session")
 def template_database(pg_server: PostgresServer) -> str:
     """A database with every migration applied, cloned for each test."""
+    from webhook_inbox.store import partitions
     from webhook_inbox.store.migrate import migrate
 
     url = pg_server.create_database(TEMPLATE_DB)
     with psycopg.connect(url) as conn:
         migrate(conn)
         migrate(conn, package="webhook_inbox_app")
+    with psycopg.connect(url, autocommit=True) as conn:
+        # What the sweeper's first run does: the partitioned inbox, partitions ahead.
+        partitions.switch_to_partitions(conn)
+        partitions.create_ahead(conn, days=2)
     return TEMPLATE_DB
 
 

@@ -30,9 +30,12 @@ DATA_MODULES = {
     "outbox.py": "outbox.sql",
     "pauses.py": "pauses.sql",
     "pacing.py": "pacing.sql",
+    "partitions.py": "partitions.sql",  # the inbox's partitions (DDL), retention by partition
 }
 # Besides inbox.sql, the statements that move webhook_events rows, and the one move each makes.
 MOVES_INBOX_ROWS = {"pauses.sql", "pacing.sql"}
+# The inbox's layout (its partitions): DDL on webhook_events, never a row moved.
+INBOX_LAYOUT = {"partitions.sql"}
 # Transaction control around the processor's handlers: savepoints and a setting, no table.
 TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
@@ -110,8 +113,14 @@ def test_each_table_is_in_its_own_sql_file_only() -> None:
         assert table in _statements(sql_file)
         for other in set(DATA_MODULES.values()) - {sql_file}:
             # pauses.sql releases held rows, pacing.sql hands back the leased rows it defers.
-            if not (other in MOVES_INBOX_ROWS and table == "webhook_events"):
+            if not (other in MOVES_INBOX_ROWS | INBOX_LAYOUT and table == "webhook_events"):
                 assert table not in _statements(other), (other, table)
+    for layout in INBOX_LAYOUT:
+        moves = re.findall(
+            r"(?:insert\s+into|update|delete\s+from)\s+webhook_events\b",
+            _statements(layout).lower(),
+        )
+        assert moves == [], (layout, moves)
     for table in ("handler_pauses", "handler_failures"):
         assert table in _statements("pauses.sql")
         # The lease reads the pauses (to hold what they match); nothing else does.

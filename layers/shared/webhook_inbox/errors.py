@@ -38,6 +38,11 @@ class StoreLockTimeout(StoreUnavailable):
     the row or table)."""
 
 
+class StoreStatementTimeout(StoreUnavailable):
+    """A statement bounded by its caller's own time ran past it and was cancelled (the database
+    answers): the switch's scan of the old table, given what is left of a sweeper run."""
+
+
 class StoreConflict(StoreError):
     """A transaction lost a race (serialization failure, deadlock); retrying may succeed."""
 

@@ -145,6 +145,9 @@ class SweeperSettings(
     enqueue_batch: int = 100
     outbox_batch: int = 50
     retention_batch: int = 500
+    # Partitions exist this many days ahead: a sweeper down for less never leaves a claim
+    # without a partition for its id.
+    partitions_ahead_days: int = 7
     # A row sent this long ago and still waiting may have lost its message - or may be waiting
     # in a long queue. Either way it is re-woken (and stamped again, so at most once per this
     # many seconds): a lost wake-up is re-sent within this plus one schedule period (1 min) of

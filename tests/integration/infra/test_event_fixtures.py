@@ -131,12 +131,15 @@ def test_fixture_runs_through_its_handler_with_the_templates_environment(
 
 
 SWEEPER_STEPS = [
+    "partitions_ahead",
     "expire_leases",
     "paused_events",
     "reenqueue",
     "outbox",
     "purge_payloads",
     "delete_expired",
+    "drop_partitions",
+    "partition_switch",
 ]
 
 

@@ -185,7 +185,11 @@ def test_a_database_outage_ends_the_run_as_store_unavailable_after_reporting_wha
     [aborted] = [
         line for line in _formatted_logs(sweeper_app, caplog) if line["message"] == "sweep aborted"
     ]
-    assert aborted["sweep"]["completed_steps"] == ["expire_leases", "paused_events"]
+    assert aborted["sweep"]["completed_steps"] == [
+        "partitions_ahead",
+        "expire_leases",
+        "paused_events",
+    ]
     assert (aborted["reason"], aborted["detail"]) == ("store", "OperationalError")
     assert "LeasesExpired" in aborted  # the counters so far, as EMF in the same line
     emitted = {name: value for name, value, _ in _emf_metrics(json.dumps(aborted))}

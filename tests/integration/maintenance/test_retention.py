@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -17,7 +18,7 @@ from tests.integration.maintenance.conftest import (
     make_sweep,
     make_terminal,
 )
-from webhook_inbox.store import inbox
+from webhook_inbox.store import inbox, partitions
 
 
 def _payload_state(conn: psycopg.Connection[Any], row_id: int) -> tuple[bool, bool]:
@@ -33,6 +34,23 @@ def _payload_state(conn: psycopg.Connection[Any], row_id: int) -> tuple[bool, bo
 def _exists(conn: psycopg.Connection[Any], row_id: int) -> bool:
     row = conn.execute("SELECT 1 FROM webhook_events WHERE id = %s", (row_id,)).fetchone()
     return row is not None
+
+
+def _stored_days_ago(conn: psycopg.Connection[Any], event_id: str, days_ago: int) -> int:
+    """A received event stored ``days_ago`` days ago: its row in that day's partition (ids
+    carry their day), its key by the keys' trigger."""
+    day = datetime.now(UTC).date() - timedelta(days=days_ago)
+    partitions.create_ahead(conn, days=0, today=day)
+    low = partitions.day_partition(day).low
+    row = conn.execute(
+        "INSERT INTO webhook_events (id, provider, event_id, event_type, body_sha256, payload,"
+        " received_at) VALUES (%s + nextval('webhook_event_ids'), 'stripe', %s,"
+        " 'customer.created', sha256(%s::bytea), '{}', now() - %s * interval '1 day')"
+        " RETURNING id",
+        (low, event_id, event_id.encode(), days_ago),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _redeliver(conn: psycopg.Connection[Any], event_id: str) -> inbox.ClaimResult:
@@ -96,13 +114,22 @@ def test_payloads_of_old_terminal_rows_go_and_a_late_duplicate_is_still_recognis
 def test_old_keys_and_published_outbox_rows_go_after_the_key_retention(
     conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
 ) -> None:
-    expired = claim(conn, "evt_expired")
-    expired_dead = claim(conn, "evt_expired_dead")
-    kept = claim(conn, "evt_kept")
-    stuck = claim(conn, "evt_stuck")  # received long ago, never finished: not terminal
+    # Retention goes a day's partition at a time: the rows of 92 days ago are all terminal and
+    # unchanged for 91 days; the day of 89 days ago is within the retention; the day of 95
+    # days ago holds a row never finished.
+    expired = _stored_days_ago(conn, "evt_expired", 92)
+    expired_dead = _stored_days_ago(conn, "evt_expired_dead", 92)
+    kept = _stored_days_ago(conn, "evt_kept", 89)
+    stuck = _stored_days_ago(conn, "evt_stuck", 95)  # received long ago, not terminal
     make_terminal(conn, expired, "processed", days_ago=91)
     make_terminal(conn, expired_dead, "dead_letter", days_ago=91)
     make_terminal(conn, kept, "processed", days_ago=89)
+    conn.execute(
+        "INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at,"
+        " outcome) VALUES (%s, 1, now() - interval '91 days', now() - interval '91 days',"
+        " 'failed')",
+        (expired_dead,),
+    )
     conn.execute(
         "UPDATE webhook_events SET updated_at = now() - interval '91 days', enqueued_at = now()"
         " WHERE id = %s",
@@ -125,6 +152,9 @@ def test_old_keys_and_published_outbox_rows_go_after_the_key_retention(
     report = make_sweep(conn, aws, events, payload_retention_days=30, key_retention_days=90).run()
 
     assert (report.events_deleted, report.outbox_deleted) == (2, 1)
+    # The day's partition, and the old table's (empty in a database created partitioned).
+    assert (report.partitions_dropped, report.partitions_kept) == (2, 1)
+    assert conn.execute("SELECT count(*) FROM webhook_event_attempts").fetchone() == (0,)
     assert not _exists(conn, expired)
     assert not _exists(conn, expired_dead)
     assert _exists(conn, kept)
@@ -138,6 +168,45 @@ def test_old_keys_and_published_outbox_rows_go_after_the_key_retention(
     # Past the key retention a redelivery is new again: which is why the default (90 days)
     # outlasts every provider's retry and redelivery window.
     assert _redeliver(conn, "evt_expired").is_new
+
+
+def test_rows_stored_before_the_switch_go_row_by_row_with_their_keys(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    # Ids below 2^32: the old table's partition, which holds every row stored before the switch
+    # (a day's partition cannot be dropped for them).
+    rows = conn.execute(
+        "INSERT INTO webhook_events (id, provider, event_id, event_type, body_sha256, payload)"
+        " SELECT g, 'stripe', 'evt_old_' || g, 'customer.created', sha256(g::text::bytea), '{}'"
+        " FROM generate_series(1, 3) AS g RETURNING id"
+    ).fetchall()
+    old, recent, unfinished = (r[0] for r in rows)
+    make_terminal(conn, old, "processed", days_ago=91)
+    make_terminal(conn, recent, "ignored", days_ago=10)
+    conn.execute(
+        "UPDATE webhook_events SET updated_at = now() - interval '91 days' WHERE id = %s",
+        (unfinished,),
+    )
+    conn.execute(
+        "INSERT INTO outbox_messages (topic, deduplication_key, payload, source_event_id)"
+        " VALUES ('t', 'from-old', '{}', %s)",
+        (old,),
+    )
+
+    report = make_sweep(conn, aws, events, key_retention_days=90).run()
+
+    assert report.events_deleted == 1
+    assert report.partitions_dropped == 0  # the old table's partition still holds rows
+    assert (_exists(conn, old), _exists(conn, recent), _exists(conn, unfinished)) == (
+        False,
+        True,
+        True,
+    )
+    keys = conn.execute(
+        "SELECT event_id FROM webhook_event_keys WHERE event_id LIKE 'evt_old_%%' ORDER BY 1"
+    ).fetchall()
+    assert keys == [("evt_old_2",), ("evt_old_3",)]
+    assert conn.execute("SELECT source_event_id FROM outbox_messages").fetchall() == [(None,)]
 
 
 def test_retention_works_in_bounded_batches(

@@ -74,7 +74,8 @@ def test_a_database_that_never_answers_ends_the_run_before_the_invocation_does(
         for record in caplog.records
         if record.name == sweeper_app.logger.name and record.getMessage() == "sweep aborted"
     ]
-    assert aborted["sweep"]["stopped_early_at"] == "expire_leases"
+    # The first step asks the database: the partitions ahead.
+    assert aborted["sweep"]["stopped_early_at"] == "partitions_ahead"
     assert any("deadline" in error for error in aborted["sweep"]["errors"])
     assert db._connection is None  # the cut connection is not kept
     # The database back, the next run simply does the work.

@@ -51,7 +51,7 @@ def test_a_sweep_started_with_too_little_time_does_nothing_and_leaves_everything
 
     report = make_sweep(conn, aws, events, context=FakeLambdaContext(remaining_ms=3_000)).run()
 
-    assert report.stopped_early_at == "expire_leases"
+    assert report.stopped_early_at == "partitions_ahead"  # the first step
     assert report.completed_steps == []
     assert report.backlog is None  # not even the measurement fits in 3 s
     assert aws.queued_ids() == []
@@ -78,7 +78,7 @@ def test_time_running_out_after_a_batch_stops_the_run_and_the_next_run_finishes(
 
     assert report.reenqueued == 100
     assert report.stopped_early_at == "reenqueue"
-    assert report.completed_steps == ["expire_leases", "paused_events"]
+    assert report.completed_steps == ["partitions_ahead", "expire_leases", "paused_events"]
     assert _pending_untouched_outbox(conn) == 5  # the outbox step never started
     assert report.backlog is not None  # the measurement fits in what is left
     assert report.backlog.event_counts["received"] == 250

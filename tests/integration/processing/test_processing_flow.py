@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.integration.processing.helpers import (
     failures,
@@ -235,9 +236,13 @@ def test_the_sam_local_fixture_is_a_batch_the_processor_accepts(
 ) -> None:
     from tests.support import load_event
 
+    # The fixture names ids 1-3: rows stored before the inbox was partitioned (the old table's
+    # ids; a partitioned inbox gives new rows ids that carry their day).
     for i in range(3):
-        store_event(
-            conn, event_type="customer.created", payload={"data": {"object": {"id": f"c{i}"}}}
+        conn.execute(
+            "INSERT INTO webhook_events (id, provider, event_id, event_type, body_sha256, payload)"
+            " VALUES (%s, 'stripe', %s, 'customer.created', sha256(%s::bytea), %s)",
+            (i + 1, f"evt_c{i}", f"c{i}".encode(), Jsonb({"data": {"object": {"id": f"c{i}"}}})),
         )
     event = load_event("sqs-batch")
     assert [json.loads(r["body"]) for r in event["Records"]] == [{"id": 1}, {"id": 2}, {"id": 3}]

@@ -130,6 +130,10 @@ def was_quiet(report: SweepReport) -> bool:
         report.payloads_purged,
         report.events_deleted,
         report.outbox_deleted,
+        # The switch made: the next run creates the partitions ahead it did not. (A partition
+        # created or dropped changes nothing a later run must look at sooner: retention goes on
+        # until done or stops early, and partitions exist a week ahead, past the daily run.)
+        report.partitions_switched,
     )
     return (
         not any(changed)

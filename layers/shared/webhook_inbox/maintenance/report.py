@@ -24,7 +24,13 @@ class SweepReport:
     outbox_dead: int = 0
     outbox_released: int = 0
     payloads_purged: int = 0
+    # Rows stored before the switch, deleted, and rows of dropped partitions (keys forgotten).
     events_deleted: int = 0
+    partitions_created: int = 0
+    partitions_dropped: int = 0
+    # Partitions past the key retention kept because a row in them is not terminal yet.
+    partitions_kept: int = 0
+    partitions_switched: bool = False  # this run made the switch to the partitioned inbox
     outbox_deleted: int = 0
     completed_steps: list[str] = field(default_factory=list)
     # The first step that ran out of time (None: every step finished its work).
@@ -43,11 +49,12 @@ class SweepReport:
 
     def as_log(self) -> dict[str, Any]:
         """The one summary log line: counts and step names only, never ids or payloads. The
-        pause fields only when there is something to say: a stack that pauses nothing pays no
-        log bytes for them (every run writes this line)."""
+        pause and partition fields only when there is something to say: a stack that pauses
+        nothing pays no log bytes for them, nor a run that made no partition change (every run
+        writes this line)."""
         fields = asdict(self)
         del fields["backlog_measured_at"]
-        for name in _PAUSE_COUNTS:
+        for name in _PAUSE_COUNTS + _PARTITION_COUNTS:
             if not fields[name]:
                 del fields[name]
         if self.backlog:
@@ -62,4 +69,10 @@ class SweepReport:
 
 
 _PAUSE_COUNTS = ("held_released", "probes_sent")
+_PARTITION_COUNTS = (
+    "partitions_created",
+    "partitions_dropped",
+    "partitions_kept",
+    "partitions_switched",
+)
 _PAUSE_GAUGES = ("oldest_held_age_seconds", "open_circuits", "oldest_pause_age_seconds")

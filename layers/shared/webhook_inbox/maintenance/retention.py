@@ -1,13 +1,20 @@
 """Retention: terminal rows lose their payload first (``PAYLOAD_RETENTION_DAYS``), their row and
-deduplication key later (``KEY_RETENTION_DAYS``), with the published outbox messages of that age.
+deduplication key later (``KEY_RETENTION_DAYS``), a whole day's partition at a time, with the
+published outbox messages of that age.
 
-Two steps, run in this order: the purge, then the deletion.
+Three steps, run in this order: the purge; the outbox's deletion, with the inbox rows stored
+before the switch to partitions; the partitions' drop.
 """
 
 from __future__ import annotations
 
-from webhook_inbox.maintenance.context import BatchedStep
-from webhook_inbox.store import inbox, outbox
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from webhook_inbox.errors import StoreLockTimeout
+from webhook_inbox.maintenance.context import BatchedStep, SweepContext
+from webhook_inbox.store import inbox, outbox, partitions
+from webhook_inbox.store.partitions import Partition
 
 
 class PayloadPurge(BatchedStep):
@@ -25,6 +32,10 @@ class PayloadPurge(BatchedStep):
 
 
 class ExpiredRowDeletion(BatchedStep):
+    """Row by row: published outbox messages past the key retention (the outbox is not
+    partitioned), and inbox rows stored before the switch to partitions (ids below 2^32), whose
+    old table retention cannot drop by day."""
+
     name = "delete_expired"
 
     def batch(self) -> bool:
@@ -33,8 +44,70 @@ class ExpiredRowDeletion(BatchedStep):
         days = config.key_retention_days
         with conn.transaction():
             events = inbox.delete_expired_events(conn, older_than_days=days, limit=limit)
+            if events:
+                outbox.forget_source_event_ids(conn, events)
         with conn.transaction():
             messages = outbox.delete_published(conn, older_than_days=days, limit=limit)
-        report.events_deleted += events
+        report.events_deleted += len(events)
         report.outbox_deleted += messages
-        return limit in (events, messages)
+        return limit in (len(events), messages)
+
+
+class PartitionRetention(BatchedStep):
+    """Inbox rows past the key retention go a day's partition at a time: detached (only when
+    every row in it is terminal and unchanged for the retention), their attempts and keys
+    forgotten in batches, then dropped. A partition still holding a row that is not terminal
+    stays, and is counted (``partitions_kept``): an event unfinished after the whole key
+    retention is a problem for an operator, not for retention. A run cut short leaves a
+    detached table that the next run finishes."""
+
+    name = "drop_partitions"
+
+    def __init__(self, context: SweepContext) -> None:
+        super().__init__(context)
+        self._todo: list[Partition] | None = None
+
+    def _candidates(self) -> list[Partition]:
+        days = self.context.config.key_retention_days
+        last_day = datetime.now(UTC).date() - timedelta(days=days + 1)
+        return [
+            p
+            for p in partitions.partitions(self.context.conn)
+            if not p.attached or p.day is None or p.day <= last_day
+        ]
+
+    def batch(self) -> bool:
+        conn, config, report = self.context.conn, self.context.config, self.context.report
+        if self._todo is None:
+            self._todo = self._candidates()
+        if not self._todo:
+            return False
+        partition = self._todo[0]
+        if partition.attached:
+            try:
+                kept = partitions.detach_if_expired(conn, partition, days=config.key_retention_days)
+            except StoreLockTimeout:
+                # Writers held the inbox longer than a claim would wait: the next run.
+                self.context.report.note_error(self.name, "the inbox was busy; detach next run")
+                self._todo = []
+                return False
+            if kept:
+                if kept.unfinished and partition.day is not None:
+                    report.partitions_kept += 1
+                self._todo.pop(0)
+            else:
+                self._todo[0] = replace(partition, attached=False)
+            return bool(self._todo)
+        with conn.transaction():
+            attempts = inbox.forget_attempts(
+                conn, low=partition.low, high=partition.high, limit=partitions.KEY_BATCH
+            )
+        if attempts == partitions.KEY_BATCH:
+            return True  # the keys after the attempts, next batch
+        forgotten = partitions.forget_keys(conn, partition)
+        report.events_deleted += forgotten
+        if forgotten < partitions.KEY_BATCH:
+            partitions.drop_detached(conn, partition)
+            report.partitions_dropped += 1
+            self._todo.pop(0)
+        return bool(self._todo)

@@ -1,6 +1,8 @@
 """The sweeper's run: its maintenance jobs, in this order, each in bounded batches inside the
 Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 
+0. partitions ahead (:mod:`~webhook_inbox.maintenance.partition_upkeep`): the inbox's partitions
+   for today and the next days;
 1. lease expiry (:mod:`~webhook_inbox.maintenance.lease_expiry`): expired leases → failed (due
    now) or dead_letter;
    paused events (:mod:`~webhook_inbox.maintenance.circuit_probes`): rows of resumed pauses →
@@ -12,10 +14,13 @@ Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 3. the outbox (:mod:`~webhook_inbox.maintenance.outbox_publishing`) → EventBridge / SNS (see
    :mod:`webhook_inbox.maintenance.outbox_drain`);
 4. the backlog measurement the alarms watch (:mod:`~webhook_inbox.maintenance.backlog_measurement`);
-5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, then old keys and published
-   outbox rows (``inbox.purge_payloads``, ``inbox.delete_expired_events``,
-   ``outbox.delete_published``);
-6. a run that changed nothing asks when work next comes due, for the idle ledger
+5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, published outbox rows and
+   the rows stored before the switch to partitions, then whole inbox partitions past the key
+   retention (``inbox.purge_payloads``, ``outbox.delete_published``,
+   ``inbox.delete_expired_events``, ``partitions.detach_if_expired``);
+6. until the inbox is partitioned, the switch, a step at a time
+   (:mod:`~webhook_inbox.maintenance.partition_upkeep`, ``partitions.advance_switch``);
+7. a run that changed nothing asks when work next comes due, for the idle ledger
    (:mod:`~webhook_inbox.maintenance.idle`).
 
 Overlapping runs are safe: every step picks its rows with ``FOR UPDATE SKIP LOCKED``; step 2
@@ -43,10 +48,11 @@ from webhook_inbox.maintenance.circuit_probes import PausedEvents
 from webhook_inbox.maintenance.context import Step, SweepContext, TimeBudget
 from webhook_inbox.maintenance.lease_expiry import LeaseExpiry
 from webhook_inbox.maintenance.outbox_publishing import OutboxPublishing
+from webhook_inbox.maintenance.partition_upkeep import PartitionSwitch, PartitionUpkeep
 from webhook_inbox.maintenance.publishers import Publisher
 from webhook_inbox.maintenance.reenqueue import Reenqueue
 from webhook_inbox.maintenance.report import SweepReport
-from webhook_inbox.maintenance.retention import ExpiredRowDeletion, PayloadPurge
+from webhook_inbox.maintenance.retention import ExpiredRowDeletion, PartitionRetention, PayloadPurge
 from webhook_inbox.settings import SweeperSettings
 from webhook_inbox.store.store_errors import translate
 
@@ -60,6 +66,7 @@ DEADLINE_ERROR = "the database did not answer before the run's deadline"
 # The steps of every run, in order (the module docstring's numbering). The backlog is measured
 # before retention, so a retention problem never costs the alarms their data point.
 STEPS: tuple[type[Step], ...] = (
+    PartitionUpkeep,
     LeaseExpiry,
     PausedEvents,
     Reenqueue,
@@ -67,6 +74,8 @@ STEPS: tuple[type[Step], ...] = (
     BacklogMeasurement,
     PayloadPurge,
     ExpiredRowDeletion,
+    PartitionRetention,
+    PartitionSwitch,
 )
 
 

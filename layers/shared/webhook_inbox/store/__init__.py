@@ -1,7 +1,7 @@
 """The store: the process's database connection and credentials, one data module per table
 (:mod:`.inbox`, :mod:`.outbox`, :mod:`.pauses`, :mod:`.pacing`, each running the named
-statements of its file in ``sql/``), the one mapping of psycopg's errors
-(:mod:`.store_errors`), the backlog counts and the migrations.
+statements of its file in ``sql/``; :mod:`.partitions` for the inbox's layout), the one
+mapping of psycopg's errors (:mod:`.store_errors`), the backlog counts and the migrations.
 Every stage uses it; it uses only the shared base."""
 
 # What the stages and entry points may import (tests/unit/test_structure.py enforces it).
@@ -13,6 +13,7 @@ __all__ = [
     "migrate",
     "outbox",
     "pacing",
+    "partitions",
     "pauses",
     "queries",
     "store_errors",

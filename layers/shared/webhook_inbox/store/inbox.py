@@ -20,7 +20,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 
-from webhook_inbox.errors import LeaseLost, StoreError, StoreLockTimeout
+from webhook_inbox.errors import LeaseLost, StoreConflict, StoreError, StoreLockTimeout
 from webhook_inbox.store.inbox_rows import (
     ClaimResult,
     JsonText,
@@ -79,23 +79,32 @@ def claim_events(
     must :func:`clear_enqueued` the rows it could not send.
 
     On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
-    lock: a row locked that long exists (the conflict found it; a plain read confirms it is
+    lock: a row locked that long exists (its key found it; a plain read confirms it is
     committed), so the duplicate is answered from it, uncounted (``counted`` false). The
-    statement's new rows rolled back with it, so the keys not stored yet are claimed again.
+    statement's new rows rolled back with it, so the keys not stored yet are claimed again. A
+    duplicate whose row committed after the claim began (its key waited for that commit) is
+    claimed again too: a second round trip, in that race only.
     """
     first_of_key: dict[str, NewEvent] = {}
     for event in events:
         first_of_key.setdefault(event.event_id, event)
     try:
-        return _claim(conn, provider, list(first_of_key.values()), body_sha256, enqueuing)
+        claimed = _claim(conn, provider, list(first_of_key.values()), body_sha256, enqueuing)
     except StoreLockTimeout:
-        stored = _stored_claims(conn, provider, list(first_of_key))
-    missing = [e for key, e in first_of_key.items() if key not in {c.event_id for c in stored}]
-    if not missing:
-        return stored
-    # A missing key's conflict was an insert of the same key, still uncommitted: if it still
-    # is, the lock timeout propagates (503, the sender retries).
-    return stored + _claim(conn, provider, missing, body_sha256, enqueuing)
+        claimed = _stored_claims(conn, provider, list(first_of_key))
+    missing = [e for key, e in first_of_key.items() if key not in {c.event_id for c in claimed}]
+    if missing:
+        # After a lock timeout: a missing key's conflict was an insert of the same key, still
+        # uncommitted; if it still is, the lock timeout propagates (503, the sender retries).
+        # Else: a duplicate whose row committed after the statement began, visible (and
+        # counted) now.
+        claimed += _claim(conn, provider, missing, body_sha256, enqueuing)
+    if len({c.event_id for c in claimed}) != len(first_of_key):
+        # A key whose row is gone: retention detached its partition and has not yet forgotten
+        # the key (docs/design.md, "Partitions and retention"). 503: the sender's retry, once
+        # the key is forgotten, is accepted as new, as any delivery after the key retention.
+        raise StoreConflict("an event's stored row is being retired; retry later")
+    return claimed
 
 
 def claim_event(
@@ -145,8 +154,7 @@ def _claim(
             "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
         },
     ).fetchall()
-    if len(rows) != len(events):  # cannot happen: DO UPDATE … RETURNING yields every row
-        raise StoreError(f"claim returned {len(rows)} rows for {len(events)} events")
+    # A duplicate whose row this statement cannot see is missing here (claim_events reads it).
     # Tuples, not a row factory: the claim is ingest's hot path, and class_row reads the
     # columns' names on every call.
     return [
@@ -418,13 +426,24 @@ def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -
 
 
 @translated
-def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
-    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff, and
-    their attempts; returns how many events went."""
+def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> list[int]:
+    """Delete terminal rows stored before the switch to partitions (processed, ignored,
+    dead_letter) last changed before the cutoff, with their keys and attempts; the ids that
+    went (the caller clears the outbox's references to them)."""
     if older_than_days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
     row = conn.execute(
         _statement("delete_expired_events"), {"days": older_than_days, "limit": limit}
+    ).fetchone()
+    return list(row[0]) if row else []
+
+
+@translated
+def forget_attempts(conn: Connection[Any], *, low: int, high: int, limit: int) -> int:
+    """Delete up to ``limit`` attempts of the rows with ids in [low, high) (a retired
+    partition's); how many went."""
+    row = conn.execute(
+        _statement("forget_attempts"), {"low": low, "high": high, "limit": limit}
     ).fetchone()
     return int(row[0]) if row else 0
 

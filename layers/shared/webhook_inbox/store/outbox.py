@@ -132,6 +132,24 @@ def delete_published(conn: Connection[Any], *, older_than_days: int, limit: int)
 
 
 @translated
+def drop_inbox_reference(conn: Connection[Any]) -> None:
+    """Drop the foreign key to the inbox (the switch to partitions, in its transaction)."""
+    conn.execute(_statement("drop_inbox_reference"))
+
+
+@translated
+def forget_source_events(conn: Connection[Any], *, low: int, high: int) -> None:
+    """Clear the source of messages naming an inbox row with an id in [low, high)."""
+    conn.execute(_statement("forget_source_events"), {"low": low, "high": high})
+
+
+@translated
+def forget_source_event_ids(conn: Connection[Any], ids: Sequence[int]) -> None:
+    """Clear the source of messages naming one of these (deleted) inbox rows."""
+    conn.execute(_statement("forget_source_event_ids"), {"ids": list(ids)})
+
+
+@translated
 def release_claims(conn: Connection[Any], ids: Sequence[int]) -> None:
     """Give back claimed messages that were never tried (their attempt is not counted)."""
     conn.execute(_statement("release_claims"), {"ids": list(ids)})

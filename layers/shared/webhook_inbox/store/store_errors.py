@@ -22,6 +22,7 @@ from webhook_inbox.errors import (
     StoreCredentialsRejected,
     StoreError,
     StoreLockTimeout,
+    StoreStatementTimeout,
     StoreUnavailable,
 )
 
@@ -70,6 +71,17 @@ def translate() -> Iterator[None]:
             raise StoreError(f"{type(exc).__name__}: {lines[0][:200]}") from exc
         # A server error's message may quote data (a key's value): only its SQLSTATE.
         raise StoreError(f"{type(exc).__name__}: {exc.sqlstate}") from exc
+
+
+@contextmanager
+def bounded_statement() -> Iterator[None]:
+    """Around a statement whose statement timeout is its caller's own bound (a long scan given
+    what is left of a run), not a sign of a database in trouble: its cancellation is
+    :class:`StoreStatementTimeout`; every other error as :func:`translate` maps it."""
+    try:
+        yield
+    except pg_errors.QueryCanceled as exc:
+        raise StoreStatementTimeout(type(exc).__name__) from exc
 
 
 def translated(func: Callable[P, R]) -> Callable[P, R]:

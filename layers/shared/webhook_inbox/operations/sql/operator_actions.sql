@@ -37,7 +37,12 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
               WHERE a.event_row_id = webhook_events.id
               ORDER BY a.started_at, a.attempt) AS attempt_history
   FROM webhook_events
- WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+ WHERE id IN (SELECT event_row_id FROM webhook_event_keys  -- the inbox's (provider, event_id) index
+               WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+              UNION  -- stored before the switch, key not filled yet: the old table's unique index
+              SELECT id FROM webhook_events
+               WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s::text[])
+                 AND id < 4294967296)
 
 -- name: event_ids_by_delivery_id
 -- The events a provider's own delivery id names, where that id is not the event's key (GitHub's

@@ -5,19 +5,29 @@
 
 -- name: claim_events
 -- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
--- new and duplicate alike. DO UPDATE (not DO NOTHING) so that a duplicate returns the stored
--- row even when the first insert committed after our snapshot; xmax = 0 only on a freshly
--- inserted tuple. The payloads come as one jsonb array (the client builds it as text; a jsonb[]
--- literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
--- Rows are inserted in key order, so two concurrent deliveries of overlapping
--- batches take their row locks in the same order and cannot deadlock; the caller passes each
--- key once (a second copy in one statement would be an error). A caller about to send the
--- wake-ups itself records enqueued_at now (no second round trip); if a send then fails it
--- clears it (clear_enqueued), and if it crashes in between, the sweeper's stale rule re-sends.
+-- new and duplicate alike. The deduplication is the insert into webhook_event_keys (the inbox is
+-- partitioned by day, and a unique index on it could only hold per partition: docs/design.md,
+-- "Partitions and retention"). DO UPDATE (not DO NOTHING) so that a duplicate's key returns the
+-- stored row's id even when the first insert committed after our snapshot; xmax = 0 only on a
+-- freshly inserted tuple. A new key gets the id of its row (webhook_inbox_next_event_id: ids carry
+-- their day, the partition key) and the row is inserted with it; a duplicate's row is counted by
+-- id (an array, so that the executor prunes the partitions at start: a join would plan and open
+-- every partition), so the update reads one partition. A key new to the keys table whose row was
+-- stored before the switch (stored, below) is a duplicate: the key is filled with that row's id
+-- and the row counted. The payloads come as one jsonb array (the client builds it as text; a
+-- jsonb[] literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
+-- Keys are inserted in key order, so two concurrent deliveries of overlapping batches take their
+-- locks in the same order and cannot deadlock; the caller passes each key once (a second copy in
+-- one statement would be an error). A caller about to send the wake-ups itself records
+-- enqueued_at now (no second round trip); if a send then fails it clears it (clear_enqueued), and
+-- if it crashes in between, the sweeper's stale rule re-sends.
 -- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
 -- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
--- executor reads the CTE, which sets it, before it inserts the first row. Past it the caller
+-- executor reads the CTE, which sets it, before it inserts the first key. Past it the caller
 -- reads the rows without a lock (stored_claims).
+-- A duplicate whose row this statement cannot see (inserted by a claim that committed after this
+-- one began: its key waited for that commit) is missing from the answer; the caller claims it
+-- again, and the next statement's snapshot sees the row.
 -- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
 -- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
 -- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
@@ -28,34 +38,67 @@
 WITH lock_wait AS MATERIALIZED (
     SELECT set_config('lock_timeout',
                       coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+), given AS MATERIALIZED (
+    -- stored: the row of a key stored before the switch whose key the sweeper has not filled
+    -- yet (partitions.sql, backfill_keys): found by the old table's unique index, which id below
+    -- 2^32 prunes the search to (no partition at all once the old table's is gone).
+    SELECT c.*, (SELECT o.id FROM webhook_events o
+                  WHERE o.provider = %(provider)s AND o.event_id = c.event_id
+                    AND o.id < 4294967296) AS stored
+      FROM lock_wait,
+           ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
+                      unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
+             AS c (event_id, delivery_id, event_type, payload)
+), keyed AS (
+    INSERT INTO webhook_event_keys AS k (provider, event_id, event_row_id)
+    SELECT %(provider)s, g.event_id, coalesce(g.stored, webhook_inbox_next_event_id())
+      FROM given g
+     ORDER BY g.event_id
+    ON CONFLICT (provider, event_id) DO UPDATE SET event_row_id = k.event_row_id
+    RETURNING k.event_id, k.event_row_id, (k.xmax = 0) AS new_key
+), inserted AS (
+    INSERT INTO webhook_events
+        (id, provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
+    OVERRIDING SYSTEM VALUE  -- the id its key holds (until the switch the column is an identity)
+    SELECT k.event_row_id, %(provider)s, g.event_id, g.delivery_id, g.event_type,
+           %(body_sha256)s, g.payload, CASE WHEN %(enqueuing)s THEN now() END
+      FROM keyed k JOIN given g USING (event_id)
+     WHERE k.new_key AND g.stored IS NULL
+     ORDER BY k.event_row_id
+    RETURNING id, event_id, status, delivery_count, true AS is_new, false AS rewake
+), counted AS (
+    UPDATE webhook_events AS e
+       SET delivery_count = e.delivery_count + 1,
+           last_delivery_at = now(),
+           enqueued_at = CASE
+               WHEN %(enqueuing)s
+                AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+                AND (e.enqueued_at IS NULL
+                     OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+               THEN now() ELSE e.enqueued_at END
+     WHERE e.id = ANY(ARRAY(SELECT k.event_row_id FROM keyed k JOIN given g USING (event_id)
+                             WHERE NOT k.new_key OR g.stored IS NOT NULL))
+    RETURNING e.id, e.event_id, e.status, e.delivery_count, false AS is_new,
+              (%(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 )
-INSERT INTO webhook_events AS e
-    (provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
-SELECT %(provider)s, c.event_id, c.delivery_id, c.event_type, %(body_sha256)s, c.payload,
-       CASE WHEN %(enqueuing)s THEN now() END
-  FROM lock_wait,
-       ROWS FROM (unnest(%(event_ids)s::text[]), unnest(%(delivery_ids)s::text[]),
-                  unnest(%(event_types)s::text[]), jsonb_array_elements(%(payloads)s::jsonb))
-         AS c (event_id, delivery_id, event_type, payload)
- ORDER BY c.event_id
-ON CONFLICT (provider, event_id) DO UPDATE
-    SET delivery_count = e.delivery_count + 1,
-        last_delivery_at = now(),
-        enqueued_at = CASE
-            WHEN %(enqueuing)s
-             AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
-             AND (e.enqueued_at IS NULL
-                  OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
-            THEN now() ELSE e.enqueued_at END
-RETURNING e.id, e.event_id, e.status, e.delivery_count, (e.xmax = 0) AS is_new,
-          (e.xmax <> 0 AND %(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
+SELECT * FROM inserted
+UNION ALL
+SELECT * FROM counted
 
 -- name: stored_claims
 -- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
--- without waiting (deliveries not counted).
-SELECT id, event_id, status, delivery_count, false AS is_new, false AS counted, false AS rewake
+-- without waiting (deliveries not counted). Through the keys (the inbox has no index on
+-- (provider, event_id) across its partitions), and for a row stored before the switch whose key
+-- is not filled yet, the old table's unique index (ids below 2^32).
+SELECT e.id, e.event_id, e.status, e.delivery_count, false AS is_new, false AS counted,
+       false AS rewake
+  FROM webhook_event_keys k
+  JOIN webhook_events e ON e.id = k.event_row_id
+ WHERE k.provider = %(provider)s AND k.event_id = ANY(%(event_ids)s)
+UNION
+SELECT id, event_id, status, delivery_count, false, false, false
   FROM webhook_events
- WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s)
+ WHERE provider = %(provider)s AND event_id = ANY(%(event_ids)s) AND id < 4294967296
 
 -- name: mark_enqueued
 -- After a wake-up was sent for rows that were not stamped beforehand (the processor's delayed
@@ -305,7 +348,12 @@ SELECT id, provider, event_id, delivery_id, event_type, status, attempts, delive
        available_at, lease_owner, lease_expires_at, enqueued_at, received_at, last_delivery_at,
        updated_at, processed_at, error_kind, last_error, disposition, payload_purged_at
   FROM webhook_events
- WHERE provider = %(provider)s AND event_id = %(event_id)s
+ WHERE id = coalesce(
+         (SELECT event_row_id FROM webhook_event_keys
+           WHERE provider = %(provider)s AND event_id = %(event_id)s),
+         -- stored before the switch, its key not filled yet (the old table's unique index)
+         (SELECT id FROM webhook_events
+           WHERE provider = %(provider)s AND event_id = %(event_id)s AND id < 4294967296))
 
 -- name: statuses_of
 -- Why ids were not leased (terminal, leased elsewhere, not yet due) — or that they do not exist.
@@ -329,7 +377,8 @@ UPDATE webhook_events
 
 -- name: event_backlog
 -- Only the non-terminal statuses and dead_letter: counting processed rows would scan the bulk of
--- the table every minute. Served by webhook_events_status_received_idx (status, received_at).
+-- the table every minute. Served by webhook_events_backlog_idx (0011), which holds these rows
+-- alone with the columns read here: an index-only scan of the backlog, whatever the history.
 -- Ages are computed by the database clock, the same clock that wrote received_at.
 -- Held rows (available_at '9999-01-01 00:00:00+00') are counted apart, as 'held': they wait for a
 -- resume, not for the stack.
@@ -356,22 +405,46 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED))
 
 -- name: delete_expired_events
--- After the key retention a terminal row goes, deduplication key and all, with its attempts
--- (webhook_event_attempts has no foreign key: see migration 0009). outbox_messages and
--- operator_actions reference it ON DELETE SET NULL (both columns are indexed), so the delete
--- touches only the rows that actually pointed at it. One row: how many events went.
+-- Row by row, for the rows stored before the inbox was partitioned (ids below 2^32: the whole
+-- table until the switch, its first partition after; newer rows go a day's partition at a time,
+-- partitions.sql): after the key retention a terminal row goes, deduplication key and all, with
+-- its attempts (webhook_event_attempts has no foreign key: see migration 0009). The key is
+-- deleted here as well as by the keys' trigger, which is not on the table before the sweeper's
+-- first switch step. Audit rows that name it lose the reference, as ON DELETE SET NULL did
+-- before the switch dropped the foreign keys (the caller does the same for outbox messages,
+-- outbox.sql's forget_source_event_ids). One row: the ids of the events that went.
 WITH gone AS (
     DELETE FROM webhook_events
      WHERE id = ANY(ARRAY(
             SELECT id FROM webhook_events
              WHERE status IN ('processed', 'ignored', 'dead_letter')
                AND updated_at < now() - make_interval(days => %(days)s)
+               AND id < 4294967296
              ORDER BY updated_at
              LIMIT %(limit)s
                FOR UPDATE SKIP LOCKED))
-    RETURNING id
+    RETURNING id, provider, event_id
 ), attempts_gone AS (
     DELETE FROM webhook_event_attempts WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
+), keys_gone AS (
+    DELETE FROM webhook_event_keys k USING gone
+     WHERE k.provider = gone.provider AND k.event_id = gone.event_id AND k.event_row_id = gone.id
+), audit_kept AS (
+    UPDATE operator_actions SET event_row_id = NULL
+     WHERE event_row_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT ARRAY(SELECT id FROM gone)
+
+-- name: forget_attempts
+-- The attempts of the rows of an inbox partition that retention detached (its range of ids), a
+-- bounded batch at a time (the primary key leads with event_row_id). One row: how many went.
+WITH gone AS (
+    DELETE FROM webhook_event_attempts
+     WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM webhook_event_attempts
+             WHERE event_row_id >= %(low)s AND event_row_id < %(high)s
+             LIMIT %(limit)s))
+    RETURNING 1
 )
 SELECT count(*) FROM gone
 

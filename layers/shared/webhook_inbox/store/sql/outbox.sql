@@ -87,3 +87,19 @@ SELECT extract(epoch FROM least(
          (SELECT min(created_at) FROM outbox_messages WHERE status = 'published')
            + make_interval(days => %(key_days)s)
        ))::float8 AS next_due
+
+-- name: drop_inbox_reference
+-- Part of the inbox's switch to partitions (partitions.sql, prepare_switch, in its transaction
+-- and under its lock timeout): a foreign key to the inbox would stop retention from detaching a
+-- partition that a kept message names. Catalog only.
+ALTER TABLE outbox_messages DROP CONSTRAINT IF EXISTS outbox_messages_source_event_id_fkey
+
+-- name: forget_source_events
+-- Messages naming an event of an inbox partition that retention detached keep their row,
+-- without the reference, as ON DELETE SET NULL did (outbox_messages_source_idx).
+UPDATE outbox_messages SET source_event_id = NULL
+ WHERE source_event_id >= %(low)s AND source_event_id < %(high)s
+
+-- name: forget_source_event_ids
+-- The same for inbox rows deleted one by one (inbox.sql, delete_expired_events).
+UPDATE outbox_messages SET source_event_id = NULL WHERE source_event_id = ANY(%(ids)s)
