@@ -36,8 +36,8 @@ from webhook_inbox.processing import batch as processing
 from webhook_inbox.store import db
 
 # Bytes per stored event (its deliveries, a tenth of a batch, the sweep spread over the mix).
-INGEST_BYTES_PER_WEBHOOK = 180  # 22 lines of ~162 B for 20 events
-PROCESSOR_BYTES_PER_WEBHOOK = 57  # one ~0.54 KB summary per batch listing its ten rows
+INGEST_BYTES_PER_WEBHOOK = 200  # 22 lines of ~174 B for 20 events (14-digit row ids)
+PROCESSOR_BYTES_PER_WEBHOOK = 72  # one ~0.67 KB summary per batch listing its ten row ids
 # The sweeper runs once a minute whatever the traffic: bytes per run.
 SWEEPER_BYTES_PER_RUN = 2_500
 # Everything per webhook at the template's defaults, Lambda's own lines included as its
@@ -112,10 +112,13 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
             assert ingest_app.handler(event, FakeLambdaContext())["statusCode"] in {200, 202}
         ingest_lines = _take(captured, capsys)
 
-        for first in (1, 11):
+        # The rows' ids as ingest logged them (an id carries its day: no counting from 1).
+        row_ids = sorted({json.loads(line)["row_id"] for line in ingest_lines})
+        assert len(row_ids) == 20
+        for first in (0, 10):
             batch = {"Records": [
                 {"messageId": f"m{i}", "body": json.dumps({"id": i})}
-                for i in range(first, first + 10)
+                for i in row_ids[first : first + 10]
             ]}  # fmt: skip
             assert processor_app.handler(batch, FakeLambdaContext()) == {"batchItemFailures": []}
         processor_lines = _take(captured, capsys)
@@ -135,7 +138,7 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
     batches = [json.loads(line) for line in processor_lines]
     assert all(set(batch) == BATCH_FIELDS for batch in batches)
     listed = [row_id for batch in batches for row_id in batch["processed"]]
-    assert sorted(listed) == list(range(1, 21))
+    assert sorted(listed) == row_ids
     assert set(listed) == {json.loads(line)["row_id"] for line in ingest_lines}
     # The summary; no BacklogCount document, since every status's count is zero at this point
     # and zeros are not published.
