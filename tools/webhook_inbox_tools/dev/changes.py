@@ -3,8 +3,9 @@
 
 dev puts a row trigger on each of your application's tables (the tables your migrations made:
 every table but the runtime's and dev's own) that records the event whose handler is running,
-as the processor's handler guard names it. A deployed stack has none of this: it costs the
-processor nothing. Emitted outbox messages count as a change too.
+as dev's processor names it before each handler (:func:`name_each_handlers_event`: one
+statement per event, in dev only). A deployed stack has none of this: it costs the processor
+nothing. Emitted outbox messages count as a change too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,29 @@ def watch(conn: Connection[Any], application_tables: Iterable[str]) -> None:
                 " FOR EACH ROW EXECUTE FUNCTION dev_note_handler_change()"
             ).format(sql.Identifier(TRIGGER), sql.Identifier(table))
         )
+
+
+def name_each_handlers_event() -> None:
+    """In dev's processor process: run each handler after a statement naming its event for the
+    trigger. The handlers' registry answers with a wrapper; the passes are unchanged."""
+    from webhook_inbox.processing import handlers
+    from webhook_inbox.processing.domain import Handler
+
+    find = handlers.handler_for
+
+    def handler_for(provider: str, event_type: str) -> Handler | None:
+        handler = find(provider, event_type)
+        if handler is None:
+            return None
+        run = handler
+
+        def named(conn: Connection[Any], event: Any) -> Any:
+            conn.execute(_statement("name_handler_event"), {"id": str(event.id)})
+            return run(conn, event)
+
+        return named
+
+    handlers.handler_for = handler_for
 
 
 def changed(conn: Connection[Any], row_id: int) -> bool:

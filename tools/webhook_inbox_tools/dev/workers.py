@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from webhook_inbox_tools.dev import changes
 from webhook_inbox_tools.dev.explain import outcome_summary
 from webhook_inbox_tools.dev.lambda_runtime import (
     LocalContext,
@@ -216,6 +217,7 @@ def processor_main(settings: WorkerSettings, ready: MpQueue[Any]) -> None:
     except Exception as exc:  # noqa: BLE001 - anything the code's import raises, reported
         ready.put(("processor", load_error(exc)))
         return
+    changes.name_each_handlers_event()  # for the console's "no change" (dev only)
     sqs = boto3.client("sqs", region_name=settings.region)
     ready.put(("processor", 0))
     while _running(settings):

@@ -66,24 +66,24 @@ CREATE TABLE IF NOT EXISTS dev_handler_changes (
 )
 
 -- name: create_change_trigger_function
--- The event whose handler is running: the careful pass's mark (webhook_inbox.handler), else the
--- last token of the fast pass's list (webhook_inbox.processing.handlers); both are set by the
--- processor's handler guard (store/sql/handler_guard.sql) before each handler runs.
+-- The event whose handler is running, as dev's processor names it before each handler
+-- (name_handler_event; the deployed processor's guard names events only where it must).
 CREATE OR REPLACE FUNCTION dev_note_handler_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    token text := nullif(current_setting('webhook_inbox.handler', true), '');
+    token text := nullif(current_setting('webhook_inbox_dev.event', true), '');
 BEGIN
-    IF token IS NULL THEN
-        token := substring(coalesce(current_setting('webhook_inbox.processing.handlers', true), '')
-                           FROM '([0-9]+),$');
-    END IF;
     IF token IS NOT NULL THEN
         INSERT INTO dev_handler_changes (event_row_id) VALUES (token::bigint)
         ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
 END $$
+
+-- name: name_handler_event
+-- dev's processor, before each handler: the event the trigger above records a change for
+-- (transaction-local, as the handler's own writes are).
+SELECT set_config('webhook_inbox_dev.event', %(id)s, true)
 
 -- name: handler_changed
 -- Whether the run that marked the event processed (the transaction that wrote the row's current

@@ -107,7 +107,7 @@ class PartitionRetention(BatchedStep):
         forgotten = partitions.forget_keys(conn, partition)
         report.events_deleted += forgotten
         if forgotten < partitions.KEY_BATCH:
-            partitions.drop_detached(conn, partition)
-            report.partitions_dropped += 1
+            if partitions.drop_detached(conn, partition):
+                report.partitions_dropped += 1
             self._todo.pop(0)
         return bool(self._todo)

@@ -267,9 +267,17 @@ def forget_keys(conn: Connection[Any], partition: Partition, *, limit: int = KEY
 
 
 @translated
-def drop_detached(conn: Connection[Any], partition: Partition) -> None:
-    """Drop a detached partition whose keys are all forgotten."""
+def drop_detached(conn: Connection[Any], partition: Partition) -> bool:
+    """Drop a detached partition whose keys are all forgotten; False if an overlapping sweeper
+    dropped it first (judged under the partitions' lock, as detaching is)."""
     if partition.attached:
         raise StoreError(f"{partition.name} is still attached")
     with conn.transaction():
+        _lock_wait(conn)
+        state = _attached(conn, partition)
+        if state is None:
+            return False
+        if state:
+            raise StoreError(f"{partition.name} is attached again")
         conn.execute(_ddl("drop_partition", partition))
+    return True
