@@ -52,7 +52,7 @@ from bench.common import (  # noqa: E402
     write_section,
 )
 from tests.support import PostgresServer  # noqa: E402
-from webhook_inbox.store import inbox, outbox, partitions  # noqa: E402
+from webhook_inbox.store import inbox, inbox_upkeep, outbox, partitions  # noqa: E402
 from webhook_inbox.store.inbox import NewEvent  # noqa: E402
 
 Conn = psycopg.Connection[Any]
@@ -242,16 +242,18 @@ def step_works(
 
     sweep: dict[str, Callable[[], Any]] = {
         "sweeper: partitions ahead (all exist)": lambda: partitions.create_ahead(conn, days=7),
-        "sweeper: expire_leases": lambda: inbox.expire_leases(conn, max_attempts=8, limit=500),
-        "sweeper: claim_due_for_enqueue": lambda: inbox.claim_due_for_enqueue(
+        "sweeper: expire_leases": lambda: inbox_upkeep.expire_leases(
+            conn, max_attempts=8, limit=500
+        ),
+        "sweeper: claim_due_for_enqueue": lambda: inbox_upkeep.claim_due_for_enqueue(
             conn, limit=100, stale_seconds=480, stale_limit=250
         ),
         "sweeper: outbox claim_messages": lambda: outbox.claim_messages(
             conn, limit=50, lease_seconds=60
         ),
-        "sweeper: event_backlog": lambda: inbox.event_backlog(conn),
+        "sweeper: event_backlog": lambda: inbox_upkeep.event_backlog(conn),
         "sweeper: message_backlog": lambda: outbox.message_backlog(conn),
-        "sweeper: purge_payloads": lambda: inbox.purge_payloads(
+        "sweeper: purge_payloads": lambda: inbox_upkeep.purge_payloads(
             conn, older_than_days=30, limit=500
         ),
         "sweeper: outbox delete_published": lambda: outbox.delete_published(
@@ -299,7 +301,7 @@ def measure_retention(conn: Conn, days: list[Any]) -> dict[str, tuple[float, int
             raise SystemExit("the old partition was kept: the fill is wrong")
         detached = partitions.Partition(dropped.name, dropped.low, dropped.high, attached=False)
         bounds = {"low": detached.low, "high": detached.high, "limit": partitions.KEY_BATCH}
-        while inbox.forget_attempts(conn, **bounds) == partitions.KEY_BATCH:
+        while inbox_upkeep.forget_attempts(conn, **bounds) == partitions.KEY_BATCH:
             pass
         while partitions.forget_keys(conn, detached) == partitions.KEY_BATCH:
             pass

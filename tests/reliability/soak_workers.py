@@ -326,9 +326,9 @@ def run_processor(control: Control) -> None:
 def record_sweeper_sends(control: Control) -> None:
     """Record every row the sweeper claims for a (re-)send, with the time: how soon a lost
     wake-up was sent again (``sends-<pid>.log``: ``<time> <row id>,<row id>…``)."""
-    from webhook_inbox.store import inbox
+    from webhook_inbox.store import inbox_upkeep
 
-    claim = inbox.claim_due_for_enqueue
+    claim = inbox_upkeep.claim_due_for_enqueue
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         rows = claim(*args, **kwargs)
@@ -338,7 +338,7 @@ def record_sweeper_sends(control: Control) -> None:
                 log.write(f"{time.time():.3f} {ids}\n")
         return rows
 
-    inbox.claim_due_for_enqueue = recording  # type: ignore[assignment]
+    inbox_upkeep.claim_due_for_enqueue = recording  # type: ignore[assignment]
 
 
 def run_sweeper(control: Control) -> None:

@@ -1,9 +1,10 @@
 """The structure the design asks for, checked on the code rather than described.
 
-- Only the data modules run SQL on the runtime's tables: ``inbox.py`` (webhook_events),
-  ``outbox.py`` (outbox_messages), ``pauses.py`` (handler_pauses, handler_failures, and the
-  held rows they release) and ``pacing.py`` (handler_pacing, handler_admissions, and the leased
-  rows pacing hands back), each with the one SQL file of the same name beside it. The
+- Only the data modules run SQL on the runtime's tables: ``inbox.py`` and ``inbox_upkeep.py``
+  (webhook_events), ``outbox.py`` (outbox_messages), ``pauses.py`` (handler_pauses,
+  handler_failures, and the held rows they release) and ``pacing.py`` (handler_pacing,
+  handler_admissions, and the leased rows pacing hands back), each with the one SQL file of its
+  name beside it (``inbox_upkeep.py``, the sweeper's part of the inbox, shares ``inbox.sql``). The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
   ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
   other modules that talk SQL, and none touches a table's rows; the one exception is the
@@ -27,6 +28,7 @@ from tests.infra_support import PACKAGE_DIR, ROOT
 
 DATA_MODULES = {
     "inbox.py": "inbox.sql",
+    "inbox_upkeep.py": "inbox.sql",  # the sweeper's statements on the inbox
     "outbox.py": "outbox.sql",
     "pauses.py": "pauses.sql",
     "pacing.py": "pacing.sql",
@@ -92,7 +94,7 @@ def test_the_entry_points_run_no_sql_of_their_own() -> None:
 
 def test_one_sql_file_per_data_module_and_nothing_else() -> None:
     assert sorted(p.name for p in (PACKAGE_DIR / "store" / "sql").glob("*.sql")) == sorted(
-        [*DATA_MODULES.values(), *TRANSACTION_GUARD.values()]
+        {*DATA_MODULES.values(), *TRANSACTION_GUARD.values()}
     )
 
 

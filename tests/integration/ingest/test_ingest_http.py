@@ -35,7 +35,7 @@ from tests.support import load_event
 from webhook_inbox.errors import StoreUnavailable
 from webhook_inbox.ingest import pipeline as ingest
 from webhook_inbox.ingest import providers
-from webhook_inbox.store import db, inbox
+from webhook_inbox.store import db, inbox, inbox_upkeep
 
 SHAPE_VARIANTS = [(shape, b64) for shape in SHAPES for b64 in (False, True)]
 
@@ -624,7 +624,7 @@ def test_sqs_failure_after_commit_is_202_and_the_row_stays_not_enqueued(
     ).fetchone()
     assert status == ("received",)
     # Cleared, so the very next sweep sends it.
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
         (row["id"], "received", False)
     ]
 
@@ -644,13 +644,13 @@ def test_sqs_and_database_failing_after_commit_is_202_and_the_stale_rule_recover
     row = stored(conn, "stripe", signed.event_id)
     assert row is not None
     assert row["enqueued_at"] is not None  # the stamp stayed: not due until it is stale
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == []
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == []
     conn.execute(
         "UPDATE webhook_events SET enqueued_at = now() - interval '16 minutes',"
         " available_at = now() - interval '16 minutes' WHERE id = %s",
         (row["id"],),
     )
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=900) == [
         (row["id"], "received", True)
     ]
 

@@ -14,7 +14,7 @@ from tests.integration.maintenance.conftest import Aws, RecordingEvents, claim
 from tests.support import FakeLambdaContext, load_event, load_function
 from webhook_inbox.errors import ConfigurationError, StoreError, StoreUnavailable
 from webhook_inbox.maintenance.publishers import EventBridgePublisher
-from webhook_inbox.store import db, inbox, outbox
+from webhook_inbox.store import db, inbox, inbox_upkeep, outbox
 
 SECRET_IN_PAYLOAD = "pm_card_4242_do_not_log"
 
@@ -176,7 +176,7 @@ def test_a_database_outage_ends_the_run_as_store_unavailable_after_reporting_wha
         raise StoreUnavailable("OperationalError")
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbox, "claim_due_for_enqueue", outage)
+        patch.setattr(inbox_upkeep, "claim_due_for_enqueue", outage)
         # Not the invocation's failure (sweeper-errors is for the sweeper's own): the run is
         # counted as StoreUnavailable, the metric ingest's 503s feed, so one alarm pages.
         result = sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
@@ -216,7 +216,7 @@ def test_a_database_error_that_is_no_outage_fails_the_invocation(
         raise StoreError("UndefinedColumn")
 
     with monkeypatch.context() as patch:
-        patch.setattr(inbox, "claim_due_for_enqueue", refused)
+        patch.setattr(inbox_upkeep, "claim_due_for_enqueue", refused)
         with pytest.raises(StoreError):
             sweeper_app.handler(load_event("schedule"), FakeLambdaContext())
     [aborted] = [

@@ -18,7 +18,7 @@ from tests.integration.maintenance.conftest import (
     make_sweep,
     make_terminal,
 )
-from webhook_inbox.store import inbox, partitions
+from webhook_inbox.store import inbox, inbox_upkeep, partitions
 
 
 def _payload_state(conn: psycopg.Connection[Any], row_id: int) -> tuple[bool, bool]:
@@ -222,14 +222,14 @@ def test_retention_works_in_bounded_batches(
         (ids,),
     )
     batches: list[int] = []
-    original = inbox.purge_payloads
+    original = inbox_upkeep.purge_payloads
 
     def recording(*args: Any, **kwargs: Any) -> int:
         purged = original(*args, **kwargs)
         batches.append(purged)
         return purged
 
-    monkeypatch.setattr(inbox, "purge_payloads", recording)
+    monkeypatch.setattr(inbox_upkeep, "purge_payloads", recording)
 
     report = make_sweep(conn, aws, events, retention_batch=500).run()
 

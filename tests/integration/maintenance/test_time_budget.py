@@ -17,7 +17,7 @@ from tests.integration.maintenance.conftest import (
     make_sweep,
 )
 from tests.support import FakeLambdaContext
-from webhook_inbox.store import inbox
+from webhook_inbox.store import inbox, inbox_upkeep
 
 
 class ClockedSqs:
@@ -146,14 +146,14 @@ def test_a_failed_row_brought_back_by_lease_expiry_waits_if_time_is_short(
     conn.execute("UPDATE webhook_events SET lease_expires_at = now() - interval '1 second'")
     context = FakeLambdaContext(remaining_ms=60_000)
     sweep = make_sweep(conn, aws, events, context=context)
-    original = inbox.expire_leases
+    original = inbox_upkeep.expire_leases
 
     def expire_then_run_out(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         context.remaining_ms = 9_000
         return result
 
-    monkeypatch.setattr(inbox, "expire_leases", expire_then_run_out)
+    monkeypatch.setattr(inbox_upkeep, "expire_leases", expire_then_run_out)
     report = sweep.run()
 
     assert report.leases_expired == 1

@@ -18,7 +18,7 @@ from tests.integration.processing.helpers import (
     store_event,
 )
 from webhook_inbox.errors import RetryableEventError
-from webhook_inbox.store import inbox, pauses
+from webhook_inbox.store import inbox, inbox_upkeep, pauses
 
 INFINITY = "infinity"
 
@@ -50,7 +50,9 @@ def test_a_paused_provider_is_held_without_an_attempt_and_released_in_arrival_or
     held = row(conn, ids[0])
     assert (held["status"], held["attempts"], held["lease_owner"]) == ("received", 0, None)
     # Held rows are due never: the sweeper's wake-up read passes them by.
-    assert inbox.claim_due_for_enqueue(conn, limit=100, stale_seconds=1, stale_limit=100) == []
+    assert (
+        inbox_upkeep.claim_due_for_enqueue(conn, limit=100, stale_seconds=1, stale_limit=100) == []
+    )
     [paused] = pauses.active_pauses(conn)
     assert (paused.provider, paused.event_type, paused.paused_by, paused.held) == (
         "stripe", "*", "ops@example", 3,

@@ -27,7 +27,7 @@ from tests.integration.processing.helpers import (
     sqs_event_for,
     store_event,
 )
-from webhook_inbox.store import db, inbox
+from webhook_inbox.store import db, inbox_upkeep
 from webhook_inbox.store.inbox import LeasedEvent
 
 MAX_ATTEMPTS = 3  # the processor fixture's
@@ -63,7 +63,7 @@ def _leases_run_out_and_the_sweeper_recovers_them(conn: psycopg.Connection[Any])
         "UPDATE webhook_events SET lease_expires_at = now() - interval '1 second'"
         " WHERE status = 'processing'"
     )
-    inbox.expire_leases(conn, max_attempts=MAX_ATTEMPTS, limit=100)
+    inbox_upkeep.expire_leases(conn, max_attempts=MAX_ATTEMPTS, limit=100)
 
 
 def _open(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:

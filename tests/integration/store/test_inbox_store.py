@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from webhook_inbox.errors import LeaseLost
-from webhook_inbox.store import inbox, outbox
+from webhook_inbox.store import inbox, inbox_upkeep, outbox
 
 
 def _claim(
@@ -157,10 +157,10 @@ def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) ->
         conn, row_id, owner="w", delay_seconds=3600, error_kind="retryable", error="x"
     )
     assert inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60) == []
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
 
     conn.execute("UPDATE webhook_events SET available_at = now() WHERE id = %s", (row_id,))
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
         (row_id, "failed", False)
     ]
     assert [e.id for e in inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)] == [
@@ -180,25 +180,25 @@ def test_terminal_rows_are_never_leased(conn: psycopg.Connection[Any]) -> None:
 
 def test_never_enqueued_rows_are_claimed_once_until_stale(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
         (row_id, "received", False)
     ]
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
     conn.execute(
         "UPDATE webhook_events SET enqueued_at = now() - interval '10 minutes',"
         " available_at = now() - interval '10 minutes' WHERE id = %s",
         (row_id,),
     )
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
         (row_id, "received", True)
     ]
 
 
 def test_a_cleared_stamp_makes_the_row_due_at_once(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
-    inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300)
+    inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300)
     inbox.clear_enqueued(conn, [row_id])
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == [
         (row_id, "received", False)
     ]
 
@@ -214,7 +214,7 @@ def test_a_claim_that_will_enqueue_is_stamped_and_not_due(conn: psycopg.Connecti
         payload={"id": "evt_1"},
         enqueuing=True,
     )
-    assert inbox.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
+    assert inbox_upkeep.claim_due_for_enqueue(conn, limit=10, stale_seconds=300) == []
 
 
 def test_expired_leases_become_failed_or_dead_letter(conn: psycopg.Connection[Any]) -> None:
@@ -225,7 +225,7 @@ def test_expired_leases_become_failed_or_dead_letter(conn: psycopg.Connection[An
     _expire_lease(conn, retry_id)
     _expire_lease(conn, spent_id)
 
-    outcome = dict(inbox.expire_leases(conn, max_attempts=5, limit=100))
+    outcome = dict(inbox_upkeep.expire_leases(conn, max_attempts=5, limit=100))
 
     assert outcome == {retry_id: "failed", spent_id: "dead_letter"}
     row = conn.execute(
@@ -267,7 +267,7 @@ def test_take_leases_returns_leased_and_dead_lettered_rows_field_by_field(
 def test_status_summary_covers_every_status(conn: psycopg.Connection[Any]) -> None:
     _claim(conn, "evt_1")
     _claim(conn, "evt_2")
-    summary = inbox.status_summary(conn)
+    summary = inbox_upkeep.status_summary(conn)
     assert set(summary) == set(inbox.STATUSES)
     assert summary["received"].count == 2
     assert summary["received"].oldest_received_at is not None
@@ -360,7 +360,7 @@ def test_every_attempt_that_did_not_process_the_event_is_recorded_with_its_times
     inbox.mark_failed(conn, row_id, owner="w1", delay_seconds=0, error_kind="Timeout", error="x")
     inbox.lease_events(conn, [row_id], owner="w2", lease_seconds=60)
     lease_runs_out()
-    inbox.expire_leases(conn, max_attempts=10, limit=100)  # attempt 2: the sweeper
+    inbox_upkeep.expire_leases(conn, max_attempts=10, limit=100)  # attempt 2: the sweeper
     inbox.lease_events(conn, [row_id], owner="w3", lease_seconds=60)
     lease_runs_out()
     inbox.lease_events(conn, [row_id], owner="w4", lease_seconds=60)  # attempt 3: a takeover

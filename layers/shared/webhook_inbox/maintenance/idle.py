@@ -32,7 +32,7 @@ from webhook_inbox.errors import LedgerUnavailable
 from webhook_inbox.idle_ledger import MARK_MARGIN_S
 from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.settings import SweeperSettings
-from webhook_inbox.store import inbox, outbox, pauses
+from webhook_inbox.store import inbox_upkeep, outbox, pauses
 from webhook_inbox.store.backlog_metrics import Backlog
 
 # The sweeper's clock and the database's are both synchronised (Amazon Time Sync); work due
@@ -100,7 +100,7 @@ def _judge(
 def next_due(conn: Connection[Any], config: SweeperSettings) -> float | None:
     """The earliest moment the database says the sweeper has work (epoch s); None: none."""
     found = [
-        inbox.next_due(
+        inbox_upkeep.next_due(
             conn,
             stale_seconds=config.reenqueue_stale_seconds,
             payload_days=config.payload_retention_days,

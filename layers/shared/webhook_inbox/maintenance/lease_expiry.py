@@ -7,7 +7,7 @@ First, so that the re-enqueue step that follows sends these rows in the same run
 from __future__ import annotations
 
 from webhook_inbox.maintenance.context import BatchedStep
-from webhook_inbox.store import inbox
+from webhook_inbox.store import inbox_upkeep
 
 
 class LeaseExpiry(BatchedStep):
@@ -17,7 +17,9 @@ class LeaseExpiry(BatchedStep):
         conn, config, report = self.context.conn, self.context.config, self.context.report
         limit = config.lease_batch
         with conn.transaction():
-            expired = inbox.expire_leases(conn, max_attempts=config.max_attempts, limit=limit)
+            expired = inbox_upkeep.expire_leases(
+                conn, max_attempts=config.max_attempts, limit=limit
+            )
         report.leases_expired += len(expired)
         report.leases_dead_lettered += sum(1 for _, s in expired if s == "dead_letter")
         return len(expired) == limit

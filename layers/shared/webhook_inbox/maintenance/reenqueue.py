@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from webhook_inbox import aws
 from webhook_inbox.maintenance.context import BatchedStep, SweepContext
 from webhook_inbox.maintenance.publishers import aws_error_text
-from webhook_inbox.store import inbox
+from webhook_inbox.store import inbox, inbox_upkeep
 
 
 class Reenqueue(BatchedStep):
@@ -32,7 +32,7 @@ class Reenqueue(BatchedStep):
         # stamp that the stale rule re-sends later.
         stale_limit = min(config.stale_batch, self._stale_left)
         with conn.transaction():
-            rows = inbox.claim_due_for_enqueue(
+            rows = inbox_upkeep.claim_due_for_enqueue(
                 conn,
                 limit=config.enqueue_batch,
                 stale_seconds=config.reenqueue_stale_seconds,
@@ -50,7 +50,7 @@ class Reenqueue(BatchedStep):
                 if unsent:
                     inbox.clear_enqueued(conn, unsent)
                 if not_rewoken:
-                    inbox.backdate_enqueued(
+                    inbox_upkeep.backdate_enqueued(
                         conn, not_rewoken, stale_seconds=config.reenqueue_stale_seconds
                     )
         report.reenqueued += len(sent)

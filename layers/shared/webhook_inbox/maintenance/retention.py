@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from webhook_inbox.errors import StoreLockTimeout
 from webhook_inbox.maintenance.context import BatchedStep, SweepContext
-from webhook_inbox.store import inbox, outbox, partitions
+from webhook_inbox.store import inbox_upkeep, outbox, partitions
 from webhook_inbox.store.partitions import Partition
 
 
@@ -24,7 +24,7 @@ class PayloadPurge(BatchedStep):
         conn, config = self.context.conn, self.context.config
         limit = config.retention_batch
         with conn.transaction():
-            purged = inbox.purge_payloads(
+            purged = inbox_upkeep.purge_payloads(
                 conn, older_than_days=config.payload_retention_days, limit=limit
             )
         self.context.report.payloads_purged += purged
@@ -43,7 +43,7 @@ class ExpiredRowDeletion(BatchedStep):
         limit = config.retention_batch
         days = config.key_retention_days
         with conn.transaction():
-            events = inbox.delete_expired_events(conn, older_than_days=days, limit=limit)
+            events = inbox_upkeep.delete_expired_events(conn, older_than_days=days, limit=limit)
             if events:
                 outbox.forget_source_event_ids(conn, events)
         with conn.transaction():
@@ -99,7 +99,7 @@ class PartitionRetention(BatchedStep):
                 self._todo[0] = replace(partition, attached=False)
             return bool(self._todo)
         with conn.transaction():
-            attempts = inbox.forget_attempts(
+            attempts = inbox_upkeep.forget_attempts(
                 conn, low=partition.low, high=partition.high, limit=partitions.KEY_BATCH
             )
         if attempts == partitions.KEY_BATCH:

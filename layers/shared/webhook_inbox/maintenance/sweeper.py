@@ -16,8 +16,8 @@ Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 4. the backlog measurement the alarms watch (:mod:`~webhook_inbox.maintenance.backlog_measurement`);
 5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, published outbox rows and
    the rows stored before the switch to partitions, then whole inbox partitions past the key
-   retention (``inbox.purge_payloads``, ``outbox.delete_published``,
-   ``inbox.delete_expired_events``, ``partitions.detach_if_expired``);
+   retention (``inbox_upkeep.purge_payloads``, ``outbox.delete_published``,
+   ``inbox_upkeep.delete_expired_events``, ``partitions.detach_if_expired``);
 6. until the inbox is partitioned, the switch, a step at a time
    (:mod:`~webhook_inbox.maintenance.partition_upkeep`, ``partitions.advance_switch``);
 7. a run that changed nothing asks when work next comes due, for the idle ledger

@@ -14,7 +14,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from webhook_inbox.store import inbox, outbox
+from webhook_inbox.store import inbox, inbox_upkeep, outbox
 from webhook_inbox.store.queries import SqlFile
 from webhook_inbox.store.store_errors import translated
 
@@ -216,7 +216,7 @@ def system_status(conn: Connection[Any]) -> SystemStatus:
     row = conn.execute(statement("inbox_extremes")).fetchone()
     oldest, live, expired = row if row is not None else (None, 0, 0)
     return SystemStatus(
-        events=inbox.status_summary(conn),
+        events=inbox_upkeep.status_summary(conn),
         oldest_unfinished_received_at=oldest,
         live_leases=int(live),
         expired_leases=int(expired),

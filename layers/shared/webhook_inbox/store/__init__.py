@@ -1,6 +1,7 @@
 """The store: the process's database connection and credentials, one data module per table
 (:mod:`.inbox`, :mod:`.outbox`, :mod:`.pauses`, :mod:`.pacing`, each running the named
-statements of its file in ``sql/``; :mod:`.partitions` for the inbox's layout), the one
+statements of its file in ``sql/``; :mod:`.inbox_upkeep`, the sweeper's part of the inbox;
+:mod:`.partitions` for the inbox's layout), the one
 mapping of psycopg's errors (:mod:`.store_errors`), the backlog counts and the migrations.
 Every stage uses it; it uses only the shared base."""
 
@@ -10,6 +11,7 @@ __all__ = [
     "credentials",
     "db",
     "inbox",
+    "inbox_upkeep",
     "migrate",
     "outbox",
     "pacing",

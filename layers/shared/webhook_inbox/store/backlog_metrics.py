@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from webhook_inbox.store import inbox, outbox, pauses
+from webhook_inbox.store import inbox_upkeep, outbox, pauses
 from webhook_inbox.store.store_errors import translated
 
 # The statuses whose size is a backlog; processed and ignored are history, not backlog.
@@ -38,7 +38,7 @@ def measure(conn: Connection[Any]) -> Backlog:
     # Processing rows count as unprocessed: a row that keeps failing alternates between failed
     # and processing, and the age must not drop to zero whenever it happens to be leased.
     oldest = held_age = 0.0
-    for status, share in inbox.event_backlog(conn).items():
+    for status, share in inbox_upkeep.event_backlog(conn).items():
         counts[status] = share.count
         if status in UNPROCESSED_STATUSES:
             oldest = max(oldest, share.oldest_age_seconds)
