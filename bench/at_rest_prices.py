@@ -259,10 +259,10 @@ RDS_LOG_EXPORT_BYTES_PER_MONTH = 5_000_000
 # outbox excluded. That run spread the sweeper over 10 M webhooks a month; its share is taken
 # out here, the at-rest table counts it.
 TRAFFIC_RUN = "2026-12-06"
-TRAFFIC_PER_MILLION = {"HttpApi": 2.076, "FunctionUrl": 1.046}
+TRAFFIC_PER_MILLION = {"HttpApi": 2.033, "FunctionUrl": 1.002}
 # Invocations per webhook in that run, with their p50 duration (ms), memory and peak RSS (MB):
 # ingest one per webhook, the processor one per batch of 10.
-TRAFFIC_INVOCATIONS = ((1.0, 41, 256, 72), (0.1, 82, 256, 39))
+TRAFFIC_INVOCATIONS = ((1.0, 32, 256, 71), (0.1, 53, 256, 39))
 # The system log levels that run had (ingest's, the processor's): Lambda's platform lines are
 # in its figure where they are INFO, and a set's levels add or take away the difference.
 TRAFFIC_MEASURED_LEVELS = ("WARN", "INFO")
@@ -270,8 +270,8 @@ TRAFFIC_MEASURED_LEVELS = ("WARN", "INFO")
 # (docs/benchmarks.md): a set whose memory differs from the run's (ingest 256 MB, processor
 # 256 MB) moves the traffic figure by the difference.
 TRAFFIC_GB_S_PER_MILLION_INVOCATIONS = {
-    "IngestMemorySize": {128: 0.1064, 256: 0.1490, 512: 0.2344, 1024: 0.4051, 1769: 0.6536},
-    "ProcessorMemorySize": {128: 0.1958, 256: 0.2869, 512: 0.4689, 1024: 0.8333, 1769: 1.3631},
+    "IngestMemorySize": {128: 0.0829, 256: 0.1150, 512: 0.1791, 1024: 0.3074, 1769: 0.4942},
+    "ProcessorMemorySize": {128: 0.1210, 256: 0.1789, 512: 0.2945, 1024: 0.5254, 1769: 0.8619},
 }
 TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
 TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
