@@ -91,7 +91,7 @@ def _ddl(name: str, partition: Partition, **extra: Any) -> sql.Composed:
 
 
 def _lock_wait(conn: Connection[Any]) -> None:
-    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{CLAIM_LOCK_WAIT_MS}ms",))
+    conn.execute(_statement("lock_wait"), {"lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms"})
 
 
 @translated

@@ -136,6 +136,11 @@ SELECT c.relname AS name, c.relispartition AS attached
  WHERE c.relkind = 'r' AND c.relname ~ '^webhook_events_(p[0-9]{8}|legacy)$'
  ORDER BY c.relname
 
+-- name: lock_wait
+-- How long this transaction's next lock may be waited for: the claim's lock wait, so a busy
+-- inbox makes a partition step give up (and come back next run) before a writer notices.
+SELECT set_config('lock_timeout', %(lock_timeout)s, true)
+
 -- name: lock_partitions
 -- Serialises the sweepers that create or retire partitions (two runs may overlap): SHARE UPDATE
 -- EXCLUSIVE conflicts with itself and with no reader or writer of rows. Then whether the
