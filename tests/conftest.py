@@ -122,7 +122,8 @@ def template_database(pg_server: PostgresServer) -> str:
         migrate(conn)
         migrate(conn, package="webhook_inbox_app")
     with psycopg.connect(url, autocommit=True) as conn:
-        # What the sweeper's first run does: the partitioned inbox, partitions ahead.
+        # What the sweeper's runs do (the switch a day after the migration): the partitioned
+        # inbox, partitions ahead.
         partitions.switch_to_partitions(conn)
         partitions.create_ahead(conn, days=2)
     return TEMPLATE_DB

@@ -30,6 +30,17 @@ def test_the_sweeper_switches_the_inbox_and_tries_again_when_it_was_busy(
         assert partitions.switch_state(conn).next_step == "prepare"  # as it was
         writer.commit()
 
+        waiting = make_sweep(conn, aws, events).run()
+
+        # Every step but the switch itself, which waits for the release that applied 0010 to
+        # have been in place for a day (the release before's claim fails on partitions).
+        assert waiting.errors == []
+        assert not waiting.partitions_switched
+        assert waiting.completed_steps[-1] == "partition_switch"
+        assert partitions.switch_state(conn).next_step == "switch"
+        assert not partitions.is_partitioned(conn)
+        _applied_a_day_ago(conn)
+
         switched = make_sweep(conn, aws, events).run()
 
         assert switched.partitions_switched
@@ -55,3 +66,11 @@ def inbox_row_of(conn: psycopg.Connection[Any], event_id: str) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def _applied_a_day_ago(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "UPDATE schema_migrations SET applied_at = now() - make_interval(hours => %s)"
+        " WHERE version = '0010'",
+        (partitions.RELEASE_SETTLE_HOURS,),
+    )

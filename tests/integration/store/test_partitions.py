@@ -150,13 +150,38 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
         assert counts == (2 * (len(old.claimed) + len(new.claimed)),)
 
 
-def _unpartitioned(url: str, *, upto: str | None = None) -> None:
+def test_the_switch_waits_a_day_after_the_migration_for_the_release_before_to_be_gone(
+    empty_database_url: str,
+) -> None:
+    """The release before's claim runs through a gradual deploy of this one (and again after a
+    rollback of it), and it cannot run against the partitioned table: the sweeper's switch waits
+    until migration 0010 has been in place for RELEASE_SETTLE_HOURS; the steps before it do not."""
+    url = empty_database_url
+    _unpartitioned(url, upto="switch", settled=False)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert partitions.advance_switch(conn) == partitions.WAIT_FOR_RELEASE
+        assert partitions.switch_state(conn).next_step == "switch"  # nothing done
+        conn.execute(OLD_CLAIM, ("evt_1", DIGEST))  # the release before still claims
+        _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS - 1)
+        assert partitions.advance_switch(conn) == partitions.WAIT_FOR_RELEASE
+        _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS)
+        assert partitions.advance_switch(conn) == "switch"
+        # Why it waited: the release before's claim on the partitioned table fails (its ingest
+        # answers an error and the sender retries; after a day nothing of it runs any more).
+        with pytest.raises(psycopg.errors.InvalidColumnReference):
+            conn.execute(OLD_CLAIM, ("evt_2", DIGEST))
+        assert not _claim(conn, "evt_1").is_new  # its rows are kept, found by their keys
+
+
+def _unpartitioned(url: str, *, upto: str | None = None, settled: bool = True) -> None:
     """Every migration applied (the inbox not switched yet), populated; then the switch's steps
-    up to, not including, ``upto``."""
+    up to, not including, ``upto``. Settled: 0010 applied long enough ago for the switch."""
     with psycopg.connect(url) as conn:
         migrate(conn)
     _populate(url)
     with psycopg.connect(url, autocommit=True) as conn:
+        if settled:
+            _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS)
         while upto and partitions.switch_state(conn).next_step != upto:
             partitions.advance_switch(conn)
 
@@ -177,6 +202,15 @@ def test_a_busy_inbox_leaves_the_switch_as_it_was_after_the_claims_lock_wait(
             writer.rollback()
             assert partitions.switch_state(conn).next_step == step  # nothing changed
         assert CLAIM_LOCK_WAIT_MS <= waited_ms < CLAIM_LOCK_WAIT_MS + 2000
+
+
+def _age_migration(conn: psycopg.Connection[Any], *, hours: int) -> None:
+    """Migration 0010 as if applied ``hours`` ago."""
+    conn.execute(
+        "UPDATE schema_migrations SET applied_at = now() - make_interval(hours => %s)"
+        " WHERE version = '0010'",
+        (hours,),
+    )
 
 
 def _unpartitioned_upto(url: str, step: str) -> None:

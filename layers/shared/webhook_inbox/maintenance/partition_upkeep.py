@@ -9,7 +9,10 @@ Last (:class:`PartitionSwitch`): until the inbox is partitioned, the run spends 
 left on the switch from the unpartitioned table, one step at a time
 (:func:`~webhook_inbox.store.partitions.advance_switch`): the steps that lock the inbox wait at
 most the claim's lock wait, and a busy inbox is tried again on the next run; the table works
-unpartitioned meanwhile. Last because it is the only long work here (filling keys, one scan).
+unpartitioned meanwhile. The switch itself waits until migration 0010 has been applied for a
+day (``partitions.RELEASE_SETTLE_HOURS``): the release before's claim fails on a partitioned
+table, and that release runs on through a gradual deploy or comes back with a rollback. Last
+because it is the only long work here (filling keys, one scan).
 """
 
 from __future__ import annotations
@@ -75,7 +78,9 @@ class PartitionSwitch:
                 report.note_error(self.name, "the range check's scan did not finish in this run")
                 return
             longest_ms = max(longest_ms, (time.monotonic() - started) * 1000)
-            if step is None or step == "switch":
+            # Done for this run: the inbox is partitioned, was switched now, or only the switch
+            # is left and waits for the release before to be gone for good.
+            if step in (None, "switch", partitions.WAIT_FOR_RELEASE):
                 report.partitions_switched = step == "switch"
                 report.completed_steps.append(self.name)
                 return

@@ -44,6 +44,14 @@ _EPOCH = date(1970, 1, 1)
 KEY_BATCH = 5000
 # The steps of the switch (advance_switch), in order.
 SWITCH_STEPS = ("prepare", "backfill_keys", "validate_range", "switch")
+# What advance_switch answers when only the switch itself is left and the release before may
+# still run: the release that applied migration 0010 has not been in place for
+# RELEASE_SETTLE_HOURS yet (SwitchState.settled).
+WAIT_FOR_RELEASE = "wait_for_release"
+# Past the deploy that applied 0010: its gradual traffic shift (20 minutes at the longest
+# DeploymentType), the rest of the stack's update and a rollback of it, which would bring the
+# release before back (its claim fails on the partitioned table).
+RELEASE_SETTLE_HOURS = 24
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class SwitchState:
     keyed: bool  # the keys' trigger is on
     range_checked: bool  # the old table's range check is validated
     backfilling: bool  # existing rows' keys are still to fill
+    settled: bool = True  # migration 0010 is RELEASE_SETTLE_HOURS old (or was never applied)
 
     @property
     def next_step(self) -> str | None:
@@ -122,20 +131,29 @@ class SwitchState:
 @translated
 def switch_state(conn: Connection[Any]) -> SwitchState:
     with conn.transaction():
-        row = conn.execute(_statement("switch_state")).fetchone()
+        row = conn.execute(
+            _statement("switch_state"), {"settle_hours": RELEASE_SETTLE_HOURS}
+        ).fetchone()
     if row is None:  # cannot happen: webhook_events exists once migrated
         raise StoreError("webhook_events is missing")
     return SwitchState(*(bool(v) for v in row))
 
 
 @translated
-def advance_switch(conn: Connection[Any], *, validate_timeout_ms: int = 0) -> str | None:
+def advance_switch(
+    conn: Connection[Any], *, validate_timeout_ms: int = 0, wait_for_release: bool = True
+) -> str | None:
     """Take the next step of the switch to the partitioned inbox; its name (``SWITCH_STEPS``),
     None when the inbox already is partitioned. The steps that lock the inbox wait at most the
     claim's lock wait (:class:`~webhook_inbox.errors.StoreLockTimeout` leaves everything as it
     was); the others block no writer. ``validate_timeout_ms`` bounds the one long statement, the
-    scan that validates the old table's range (0: no bound)."""
-    step = switch_state(conn).next_step
+    scan that validates the old table's range (0: no bound). The switch itself waits for the
+    release before to be gone for good (:data:`WAIT_FOR_RELEASE`, nothing done) unless
+    ``wait_for_release`` is False: the earlier steps are safe while it runs, the switch is not."""
+    state = switch_state(conn)
+    step = state.next_step
+    if step == "switch" and wait_for_release and not state.settled:
+        return WAIT_FOR_RELEASE
     if step == "prepare":
         with conn.transaction():
             _lock_wait(conn)
@@ -161,10 +179,11 @@ def advance_switch(conn: Connection[Any], *, validate_timeout_ms: int = 0) -> st
 
 
 def switch_to_partitions(conn: Connection[Any]) -> bool:
-    """Every step of the switch at once (tests, benchmarks, an operator's shell): whether this
-    call made the switch (False: the inbox already was partitioned)."""
+    """Every step of the switch at once (tests, benchmarks, an operator's shell, who knows that
+    no function of a release before migration 0010 runs any more): whether this call made the
+    switch (False: the inbox already was partitioned)."""
     switched = False
-    while (step := advance_switch(conn)) is not None:
+    while (step := advance_switch(conn, wait_for_release=False)) is not None:
         switched = step == "switch"
     return switched
 

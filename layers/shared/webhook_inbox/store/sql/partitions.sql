@@ -13,14 +13,22 @@ SELECT relkind = 'p' FROM pg_class WHERE oid = 'webhook_events'::regclass
 
 -- name: switch_state
 -- How far the switch has come: the keys' trigger on, the existing rows' keys still to fill (a
--- backfill row left), the old table's range check validated, the table partitioned.
+-- backfill row left), the old table's range check validated, the table partitioned; and whether
+-- the release that brought migration 0010 has been in place for settle_hours (settled), past
+-- the deploy that applied it, that deploy's gradual traffic shift and a rollback of it: the
+-- release before's claim cannot run against the partitioned table (its ON CONFLICT names
+-- (provider, event_id), which no index of a partitioned table can serve), so the switch itself
+-- waits for it to be gone for good.
 SELECT c.relkind = 'p' AS partitioned,
        EXISTS (SELECT FROM pg_trigger t
                 WHERE t.tgrelid = c.oid AND t.tgname = 'webhook_events_keys') AS keyed,
        coalesce((SELECT k.convalidated FROM pg_constraint k
                   WHERE k.conrelid = c.oid AND k.conname = 'webhook_events_legacy_range'),
                 false) AS range_checked,
-       b.from_id IS NOT NULL AS backfilling
+       b.from_id IS NOT NULL AS backfilling,
+       coalesce((SELECT m.applied_at <= now() - make_interval(hours => %(settle_hours)s)
+                   FROM schema_migrations m WHERE m.version = '0010'),
+                true) AS settled
   FROM pg_class c
   LEFT JOIN webhook_event_keys_backfill b ON true
  WHERE c.oid = 'webhook_events'::regclass
