@@ -11,7 +11,8 @@ Each (tree, function) runs in a fresh interpreter whose ``sys.path`` is that tre
 application (and its ``functions/<name>/app.py``), as Lambda would load it:
 
 - ingest: ``--deliveries`` signed Stripe deliveries (HTTP API v2 events), ``--duplicate-share``
-  of them sent a second time; the real SendMessage goes over HTTP to a moto server;
+  of them sent a second time, each right behind its original; the real SendMessage goes over
+  HTTP to a moto server;
 - processor: the stored rows in SQS-shaped batches of ``--batch-size`` (what the event source
   mapping hands over), the example application's handlers, commits and all;
 - sweeper: ``--sweeps`` scheduled runs after that (the steady state: little left to do).
@@ -458,8 +459,18 @@ def _child_events(spec: dict[str, Any], function: str) -> list[tuple[dict[str, A
             body = stripe_body(event_id, now)
             mac = hmac.new(secret, f"{now}.".encode() + body, hashlib.sha256).hexdigest()
             made.append(v2_event("stripe", body, {"Stripe-Signature": f"t={now},v1={mac}"}))
-        duplicates = made[: int(len(made) * spec["duplicate_share"])]
-        return [(e, 202) for e in made] + [(e, 200) for e in duplicates]
+        # Each duplicate right behind its original, as a sender's retry meets a stored event
+        # whose wake-up is recent or already processed: no second SendMessage (the bill counts
+        # one per webhook). Sent after every original, ten seconds on, the claim would find
+        # each row still waiting with its wake-up older than REWAKE_AFTER_S and send it again,
+        # which a running processor (within a second of the wake-up) leaves no time for.
+        duplicated = int(len(made) * spec["duplicate_share"])
+        mix: list[tuple[dict[str, Any], int | None]] = []
+        for n, event in enumerate(made):
+            mix.append((event, 202))
+            if n < duplicated:
+                mix.append((event, 200))
+        return mix
     if function == "processor":
         with psycopg.connect(spec["env"]["DATABASE_URL"]) as conn:
             ids = [
@@ -946,7 +957,8 @@ def render(  # noqa: PLR0917 - one report, all its inputs
     lines = ["## Cost per million webhooks (all in)", "", f"`{command}` — {_machine()}.", ""]
     lines += [
         f"Mix: {args.deliveries} signed Stripe deliveries per round"
-        f" ({args.duplicate_share:.0%} sent twice), processor batches of {workload.batch_size},"
+        f" ({args.duplicate_share:.0%} sent twice, each right behind its original),"
+        f" processor batches of {workload.batch_size},"
         f" {args.sweeps} sweeps;"
         f" {args.rounds} rounds, trees alternating. PostgreSQL round trip {args.db_rtt_ms} ms and"
         f" every AWS call {args.send_ms} ms, injected by `tests/faults/proxy.py` (moto behind it"
