@@ -259,10 +259,10 @@ RDS_LOG_EXPORT_BYTES_PER_MONTH = 5_000_000
 # outbox excluded. That run spread the sweeper over 10 M webhooks a month; its share is taken
 # out here, the at-rest table counts it.
 TRAFFIC_RUN = "2026-12-06"
-TRAFFIC_PER_MILLION = {"HttpApi": 2.033, "FunctionUrl": 1.002}
+TRAFFIC_PER_MILLION = {"HttpApi": 2.015, "FunctionUrl": 0.984}
 # Invocations per webhook in that run, with their p50 duration (ms), memory and peak RSS (MB):
 # ingest one per webhook, the processor one per batch of 10.
-TRAFFIC_INVOCATIONS = ((1.0, 32, 256, 71), (0.1, 53, 256, 39))
+TRAFFIC_INVOCATIONS = ((1.0, 29, 256, 71), (0.1, 59, 256, 39))
 # The system log levels that run had (ingest's, the processor's): Lambda's platform lines are
 # in its figure where they are INFO, and a set's levels add or take away the difference.
 TRAFFIC_MEASURED_LEVELS = ("WARN", "INFO")
@@ -270,12 +270,12 @@ TRAFFIC_MEASURED_LEVELS = ("WARN", "INFO")
 # (docs/benchmarks.md): a set whose memory differs from the run's (ingest 256 MB, processor
 # 256 MB) moves the traffic figure by the difference.
 TRAFFIC_GB_S_PER_MILLION_INVOCATIONS = {
-    "IngestMemorySize": {128: 0.0829, 256: 0.1150, 512: 0.1791, 1024: 0.3074, 1769: 0.4942},
-    "ProcessorMemorySize": {128: 0.1210, 256: 0.1789, 512: 0.2945, 1024: 0.5254, 1769: 0.8619},
+    "IngestMemorySize": {128: 0.0746, 256: 0.1025, 512: 0.1582, 1024: 0.2696, 1769: 0.4319},
+    "ProcessorMemorySize": {128: 0.1497, 256: 0.2222, 512: 0.3669, 1024: 0.6570, 1769: 1.0772},
 }
 TRAFFIC_MEASURED_MEMORY = {"IngestMemorySize": 256, "ProcessorMemorySize": 256}
 TRAFFIC_INVOCATIONS_PER_WEBHOOK = {"IngestMemorySize": 1.0, "ProcessorMemorySize": 0.1}
-SWEEPER_SHARE_PER_MILLION = 0.0058  # requests $0.00086, GB-s $0.0021, logs 5.6 B/webhook $0.0028
+SWEEPER_SHARE_PER_MILLION = 0.0060  # requests $0.00086, GB-s $0.0024, logs 5.6 B/webhook $0.0028
 # Custom metrics any traffic brings (billed by the hour they are published in, so a month with
 # webhooks every hour pays all of each): one provider's Accepted, Duplicate and DeliveryRefused
 # (ingest's metric filters; DeliveryRefused is 0 for a verified delivery) and the processor's

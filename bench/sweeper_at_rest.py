@@ -36,6 +36,7 @@ def measure(sweeps: int, db_rtt_ms: float, send_ms: float) -> dict[str, object]:
             "batch_size": 10,
             "moto_endpoint": infra["moto_endpoint"],
             "sweeps": sweeps,
+            "send_ms": send_ms,  # each AWS call counted at the injected round trip
         }
         found = cost.run_child(spec)
     runs = found["invocations"][1:]  # the first opens the connection: a cold start's share

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 
 import boto3
+import psycopg
 import pytest
 from moto import mock_aws
 
@@ -36,7 +37,7 @@ from webhook_inbox.processing import batch as processing
 from webhook_inbox.store import db
 
 # Bytes per stored event (its deliveries, a tenth of a batch, the sweep spread over the mix).
-INGEST_BYTES_PER_WEBHOOK = 200  # 22 lines of ~174 B for 20 events (14-digit row ids)
+INGEST_BYTES_PER_WEBHOOK = 170  # 22 lines of 150 B for 20 events (no row id: the event id's)
 PROCESSOR_BYTES_PER_WEBHOOK = 72  # one ~0.67 KB summary per batch listing its ten row ids
 # The sweeper runs once a minute whatever the traffic: bytes per run.
 SWEEPER_BYTES_PER_RUN = 2_500
@@ -46,7 +47,7 @@ SWEEPER_BYTES_PER_RUN = 2_500
 BYTES_PER_WEBHOOK = 400
 
 # INFO lines carry no ``level`` (Lambda reads a line without one as INFO).
-INGEST_FIELDS = {"message", "timestamp", "service", "provider", "event_id", "row_id"}
+INGEST_FIELDS = {"message", "timestamp", "service", "provider", "event_id"}
 BATCH_FIELDS = {
     "message", "timestamp", "request_id", "records", "leased", "redelivered",
     "duration_ms", "processed", "_aws", "service", "Processed", "ProcessingLatency",
@@ -112,8 +113,10 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
             assert ingest_app.handler(event, FakeLambdaContext())["statusCode"] in {200, 202}
         ingest_lines = _take(captured, capsys)
 
-        # The rows' ids as ingest logged them (an id carries its day: no counting from 1).
-        row_ids = sorted({json.loads(line)["row_id"] for line in ingest_lines})
+        # The rows' ids, by event id (an id carries its day: no counting from 1).
+        with psycopg.connect(database_url) as conn:
+            row_of = dict(conn.execute("SELECT event_id, id FROM webhook_events").fetchall())
+        row_ids = sorted(row_of.values())
         assert len(row_ids) == 20
         for first in (0, 10):
             batch = {"Records": [
@@ -132,14 +135,14 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
     assert len(ingest_lines) == 22
     parsed = [json.loads(line) for line in ingest_lines]
     assert set(parsed[0]) == INGEST_FIELDS
-    # Processed events are listed in their batch's summary by row id, which ingest's line pairs
-    # with the event id (the row holds the rest).
+    # Processed events are listed in their batch's summary by row id; the row pairs it with the
+    # event id ingest's line names (and holds the rest).
     assert len(processor_lines) == 2
     batches = [json.loads(line) for line in processor_lines]
     assert all(set(batch) == BATCH_FIELDS for batch in batches)
     listed = [row_id for batch in batches for row_id in batch["processed"]]
     assert sorted(listed) == row_ids
-    assert set(listed) == {json.loads(line)["row_id"] for line in ingest_lines}
+    assert set(listed) == {row_of[json.loads(line)["event_id"]] for line in ingest_lines}
     # The summary; no BacklogCount document, since every status's count is zero at this point
     # and zeros are not published.
     assert len(sweeper_lines) == 1

@@ -187,7 +187,13 @@ def runs(
             )
             unpinned = sns.scheme.sign(new_pin, b"{}", timestamp=now)
             found["ingest_503_sender"] = deliver(v2_event("sns", unpinned.body, unpinned.headers))
-            rows = [line["row_id"] for run in (found["accepted"],) for line in run.lines]
+            # Ingest's accepted line names the event, not its row: the row from the database.
+            rows = [
+                conn.execute(
+                    "SELECT id FROM webhook_events WHERE event_id = %s", (line["event_id"],)
+                ).fetchone()[0]
+                for line in found["accepted"].lines
+            ]
             rows.append(
                 store_event(conn, event_type="invoice.payment_failed", payload={"id": "in_1"})
             )

@@ -92,7 +92,8 @@ def test_no_payload_or_secret_reaches_logs_or_metrics(
     assert reasons == {"signature", "stale", "unknown_provider", "schema"}
     accepted = [r for r in deliveries if r["message"] == "accepted"]
     assert all(r["event_id"].startswith("evt_") and r["provider"] == "acme" for r in accepted)
-    assert all("row_id" in r for r in accepted)
+    # The row is found from the event id: an accepted line does not repeat its id.
+    assert not any("row_id" in r for r in accepted)
     (down,) = [r for r in deliveries if r["message"] == "unavailable"]
     assert (down["reason"], "duration_ms" in down, "request_id" in down) == ("store", True, True)
     # No EMF here any more: the template's metric filters count these lines.
@@ -143,6 +144,7 @@ def test_a_failed_enqueue_is_counted_beside_its_acceptance(
     harness: IngestHarness,
     captured_logs: io.StringIO,
     monkeypatch: pytest.MonkeyPatch,
+    conn: psycopg.Connection[Any],
 ) -> None:
     from webhook_inbox import aws
 
@@ -154,6 +156,11 @@ def test_a_failed_enqueue_is_counted_beside_its_acceptance(
     ]
     assert line["enqueue_failed"] is True
     assert "request_id" in line
+    # The row the sweeper will wake, named where the wake-up failed.
+    (row_id,) = conn.execute(
+        "SELECT id FROM webhook_events WHERE event_id = 'evt_unsent'"
+    ).fetchone() or (None,)
+    assert line["row_id"] == row_id
     filters = [f for f in metric_filters(deployed_with={}) if f.log_group == "IngestLogGroup"]
     # Counted (a value of 0, DeliveryRefused's for a verified delivery, counts nothing).
     counted = sorted(f.metric for f in filters if f.matches(line) and f.value)
