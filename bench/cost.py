@@ -622,8 +622,8 @@ def function_env(infra: dict[str, Any], database_url: str) -> dict[str, str]:
 
 def _database_for(infra: dict[str, Any], tree: Path, name: str) -> str:
     """A database migrated by ``tree``'s own migrations, reached through the proxy; where the
-    tree partitions its inbox, switched as the sweeper's first run switches it (the row ids, and
-    so the log lines that name them, are a deployed stack's)."""
+    tree partitions its inbox, switched as the sweeper switches it a day after the migration
+    (the row ids, and so the log lines that name them, are a deployed stack's)."""
     url = infra["server"].create_database(name)
     script = (
         "import sys, psycopg; sys.path[:0] = sys.argv[2:4]\n"
