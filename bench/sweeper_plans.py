@@ -114,6 +114,16 @@ SELECT 't', 'k' || g, '{}', CASE WHEN g %% 1000 = 0 THEN 'pending' ELSE 'publish
 """
 
 
+def _first_modify(node: dict[str, Any]) -> dict[str, Any] | None:
+    if node["Node Type"] == "ModifyTable":
+        return node
+    for child in node.get("Plans", []):
+        found = _first_modify(child)
+        if found:
+            return found
+    return None
+
+
 def measure(url: str, rows: int, backlog: float) -> list[dict[str, Any]]:
     with psycopg.connect(url, autocommit=True) as conn:
         for table in partitions.TABLES:
@@ -136,8 +146,10 @@ def measure(url: str, rows: int, backlog: float) -> list[dict[str, Any]]:
                 conn.execute("SET LOCAL statement_timeout = 0")
                 plan = conn.execute(explain, PARAMS).fetchone()[0][0]  # type: ignore[index, call-overload]
             top = plan["Plan"]
-            # An UPDATE/DELETE without RETURNING outputs nothing: count what its scan fed it.
-            fed = top["Plans"][0] if top["Node Type"] == "ModifyTable" else top
+            # An UPDATE/DELETE without RETURNING outputs nothing: count what its scan fed it
+            # (the first one in the plan: a statement whose DELETE is a CTE answers a count).
+            modify = _first_modify(top)
+            fed = modify["Plans"][0] if modify else top
             found.append(
                 {
                     "rows": rows,
