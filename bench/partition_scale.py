@@ -307,7 +307,7 @@ def report(results: list[dict[str, Any]], repeat: int) -> str:
     small, big = results[0], results[-1]
     sizes = " ".join(f"--rows {r['rows']}" for r in results)
     lines = [
-        "## Partitioned inbox and outbox: 1M against 20M rows",
+        "## Partitioned inbox and outbox at two sizes",
         "",
         f"`python bench/partition_scale.py {sizes} --repeat {repeat}` ·"
         f" {machine_line(big['details'])}",
