@@ -24,7 +24,8 @@ CREATE INDEX IF NOT EXISTS outbox_message_keys_message_idx ON outbox_message_key
 -- Once the sweeper has put it on outbox_messages (outbox_partitions.sql, prepare_switch): whatever
 -- inserts or deletes a message (add_message, the release before this one, an operator's psql, a
 -- test) keeps the keys exact. add_message inserts the key itself first (its ON CONFLICT is the
--- deduplication), so for its rows this finds the key already pointing at the message.
+-- deduplication), so for its messages one probe finds the key already pointing at the message
+-- and nothing more is done: the processor pays one index probe a message for the trigger.
 CREATE OR REPLACE FUNCTION webhook_inbox_keep_message_key() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
@@ -32,13 +33,15 @@ BEGIN
          WHERE deduplication_key = OLD.deduplication_key AND message_id = OLD.id;
         RETURN NULL;
     END IF;
+    PERFORM FROM outbox_message_keys
+     WHERE deduplication_key = NEW.deduplication_key AND message_id = NEW.id;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO outbox_message_keys (deduplication_key, message_id)
     VALUES (NEW.deduplication_key, NEW.id)
     ON CONFLICT (deduplication_key) DO NOTHING;
-    IF NOT FOUND AND NOT EXISTS (
-        SELECT FROM outbox_message_keys
-         WHERE deduplication_key = NEW.deduplication_key AND message_id = NEW.id)
-    THEN
+    IF NOT FOUND THEN  -- the key is another message's
         RAISE EXCEPTION 'duplicate key value violates unique constraint "outbox_messages_dedup"'
               USING ERRCODE = 'unique_violation', CONSTRAINT = 'outbox_messages_dedup';
     END IF;
