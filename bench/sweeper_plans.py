@@ -1,6 +1,8 @@
 """What each sweeper step costs on a big inbox: EXPLAIN (ANALYZE, BUFFERS) per statement.
 
-Fills ``webhook_events`` with ``generate_series`` (every status represented: mostly processed
+Switches the inbox and the outbox to their partitioned layout first, as the sweeper's first
+runs do (every row then lands in today's partition, keys by trigger). Fills ``webhook_events``
+with ``generate_series`` (every status represented: mostly processed
 history, a backlog of received rows sent to SQS 9 minutes ago and still waiting there: past the
 8-minute stale window, so each re-enqueue batch re-wakes 250 of them besides the rows never sent)
 and ``outbox_messages``, then runs every statement
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.common import bench_database, machine_details, machine_line  # noqa: E402
+from webhook_inbox.store import partition_switch, partitions  # noqa: E402
 from webhook_inbox.store.queries import query  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "sweeper_plans.md"
@@ -42,6 +45,7 @@ PARAMS: dict[str, Any] = {
     "max_attempts": 5,
     "days": 30,
     "lease_seconds": 60,
+    "key_days": 30,
 }
 STEPS = [
     ("inbox", "expire_leases"),
@@ -52,6 +56,7 @@ STEPS = [
     ("inbox", "purge_payloads"),
     ("inbox", "delete_expired_events"),
     ("outbox", "delete_published"),
+    ("outbox", "next_due_message"),
 ]
 
 # The re-enqueue as released before migration 0004: the baseline the fix is measured against.
@@ -109,9 +114,24 @@ SELECT 't', 'k' || g, '{}', CASE WHEN g %% 1000 = 0 THEN 'pending' ELSE 'publish
 """
 
 
+def _first_modify(node: dict[str, Any]) -> dict[str, Any] | None:
+    if node["Node Type"] == "ModifyTable":
+        return node
+    for child in node.get("Plans", []):
+        found = _first_modify(child)
+        if found:
+            return found
+    return None
+
+
 def measure(url: str, rows: int, backlog: float) -> list[dict[str, Any]]:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE webhook_events, outbox_messages RESTART IDENTITY CASCADE")
+        for table in partitions.TABLES:
+            partition_switch.switch_to_partitions(conn, table)
+            partitions.create_ahead(conn, days=1, table=table)
+        conn.execute(
+            "TRUNCATE webhook_events, outbox_messages, webhook_event_keys, outbox_message_keys"
+        )
         started = time.monotonic()
         conn.execute(FILL, {"rows": rows, "backlog": int(backlog * 10000)})  # type: ignore[arg-type]
         conn.execute(FILL_OUTBOX, {"rows": rows})  # type: ignore[arg-type]
@@ -126,8 +146,10 @@ def measure(url: str, rows: int, backlog: float) -> list[dict[str, Any]]:
                 conn.execute("SET LOCAL statement_timeout = 0")
                 plan = conn.execute(explain, PARAMS).fetchone()[0][0]  # type: ignore[index, call-overload]
             top = plan["Plan"]
-            # An UPDATE/DELETE without RETURNING outputs nothing: count what its scan fed it.
-            fed = top["Plans"][0] if top["Node Type"] == "ModifyTable" else top
+            # An UPDATE/DELETE without RETURNING outputs nothing: count what its scan fed it
+            # (the first one in the plan: a statement whose DELETE is a CTE answers a count).
+            modify = _first_modify(top)
+            fed = modify["Plans"][0] if modify else top
             found.append(
                 {
                     "rows": rows,
@@ -157,7 +179,8 @@ def main() -> None:
         f"`python bench/sweeper_plans.py {' '.join(f'--rows {n}' for n in sizes)}"
         f" --backlog {args.backlog}` · batch {BATCH} · {machine_line(details)}",
         "",
-        "EXPLAIN (ANALYZE, BUFFERS) of each statement one sweep runs, rolled back. "
+        "EXPLAIN (ANALYZE, BUFFERS) of each statement one sweep runs, rolled back, on the"
+        " partitioned inbox and outbox (every row in today's partition). "
         f"{args.backlog:.0%} of the inbox is `received`, sent to SQS 9 minutes ago and waiting"
         " there: past the 8-minute stale window, so `claim_due_for_enqueue` re-wakes 250 of them"
         " (besides the 100 rows never sent). Columns: execution time, shared buffers touched,"

@@ -114,7 +114,7 @@ handlers.install(APPLICATION_HANDLERS)
 @pytest.fixture(scope="session")
 def template_database(pg_server: PostgresServer) -> str:
     """A database with every migration applied, cloned for each test."""
-    from webhook_inbox.store import partitions
+    from webhook_inbox.store import partition_switch, partitions
     from webhook_inbox.store.migrate import migrate
 
     url = pg_server.create_database(TEMPLATE_DB)
@@ -122,10 +122,11 @@ def template_database(pg_server: PostgresServer) -> str:
         migrate(conn)
         migrate(conn, package="webhook_inbox_app")
     with psycopg.connect(url, autocommit=True) as conn:
-        # What the sweeper's runs do (the switch a day after the migration): the partitioned
-        # inbox, partitions ahead.
-        partitions.switch_to_partitions(conn)
-        partitions.create_ahead(conn, days=2)
+        # What the sweeper's runs do (each switch a day after its migration): the partitioned
+        # inbox and outbox, partitions ahead.
+        for table in partitions.TABLES:
+            partition_switch.switch_to_partitions(conn, table)
+            partitions.create_ahead(conn, days=2, table=table)
     return TEMPLATE_DB
 
 

@@ -4,7 +4,9 @@
   (webhook_events), ``outbox.py`` (outbox_messages), ``pauses.py`` (handler_pauses,
   handler_failures, and the held rows they release) and ``pacing.py`` (handler_pacing,
   handler_admissions, and the leased rows pacing hands back), each with the one SQL file of its
-  name beside it (``inbox_upkeep.py``, the sweeper's part of the inbox, shares ``inbox.sql``). The
+  name beside it (``inbox_upkeep.py``, the sweeper's part of the inbox, shares ``inbox.sql``);
+  ``partitions.py`` and ``partition_switch.py`` change the layout of both tables (DDL, keys),
+  each table's own statements in its own file (``partitions.sql``, ``outbox_partitions.sql``). The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
   ``handler_guard.py`` (the savepoint around each handler, with its own SQL file) are the only
   other modules that talk SQL, and none touches a table's rows; the one exception is the
@@ -32,12 +34,19 @@ DATA_MODULES = {
     "outbox.py": "outbox.sql",
     "pauses.py": "pauses.sql",
     "pacing.py": "pacing.sql",
-    "partitions.py": "partitions.sql",  # the inbox's partitions (DDL), retention by partition
+    # The partitions of the inbox and the outbox (DDL), retention by partition: what both tables
+    # share and the inbox's own in partitions.sql, the outbox's own in outbox_partitions.sql.
+    "partitions.py": ("partitions.sql", "outbox_partitions.sql"),
+    "partition_switch.py": ("partitions.sql", "outbox_partitions.sql"),
+}
+SQL_FILES = {
+    f for files in DATA_MODULES.values() for f in (files if isinstance(files, tuple) else (files,))
 }
 # Besides inbox.sql, the statements that move webhook_events rows, and the one move each makes.
 MOVES_INBOX_ROWS = {"pauses.sql", "pacing.sql"}
-# The inbox's layout (its partitions): DDL on webhook_events, never a row moved.
+# The inbox's layout (its partitions): DDL on webhook_events, never a row moved; the outbox's.
 INBOX_LAYOUT = {"partitions.sql"}
+OUTBOX_LAYOUT = {"outbox_partitions.sql"}
 # Transaction control around the processor's handlers: savepoints and a setting, no table.
 TRANSACTION_GUARD = {"handler_guard.py": "handler_guard.sql"}
 SCHEMA_AND_SESSION = {"migrate.py", "db.py"}
@@ -94,7 +103,7 @@ def test_the_entry_points_run_no_sql_of_their_own() -> None:
 
 def test_one_sql_file_per_data_module_and_nothing_else() -> None:
     assert sorted(p.name for p in (PACKAGE_DIR / "store" / "sql").glob("*.sql")) == sorted(
-        {*DATA_MODULES.values(), *TRANSACTION_GUARD.values()}
+        {*SQL_FILES, *TRANSACTION_GUARD.values()}
     )
 
 
@@ -113,25 +122,31 @@ def test_each_table_is_in_its_own_sql_file_only() -> None:
     owners = {"inbox.sql": "webhook_events", "outbox.sql": "outbox_messages"}
     for sql_file, table in owners.items():
         assert table in _statements(sql_file)
-        for other in set(DATA_MODULES.values()) - {sql_file}:
-            # pauses.sql releases held rows, pacing.sql hands back the leased rows it defers.
-            if not (other in MOVES_INBOX_ROWS | INBOX_LAYOUT and table == "webhook_events"):
+        for other in SQL_FILES - {sql_file}:
+            # pauses.sql releases held rows, pacing.sql hands back the leased rows it defers;
+            # the layout files change their table's layout.
+            allowed = {
+                "webhook_events": MOVES_INBOX_ROWS | INBOX_LAYOUT,
+                "outbox_messages": OUTBOX_LAYOUT,
+            }[table]
+            if other not in allowed:
                 assert table not in _statements(other), (other, table)
-    for layout in INBOX_LAYOUT:
-        moves = re.findall(
-            r"(?:insert\s+into|update|delete\s+from)\s+webhook_events\b",
-            _statements(layout).lower(),
-        )
-        assert moves == [], (layout, moves)
+    for layouts, table in ((INBOX_LAYOUT, "webhook_events"), (OUTBOX_LAYOUT, "outbox_messages")):
+        for layout in layouts:
+            moves = re.findall(
+                rf"(?:insert\s+into|update|delete\s+from)\s+{table}\b",
+                _statements(layout).lower(),
+            )
+            assert moves == [], (layout, moves)
     for table in ("handler_pauses", "handler_failures"):
         assert table in _statements("pauses.sql")
         # The lease reads the pauses (to hold what they match); nothing else does.
         assert f"update {table}" not in _statements("inbox.sql").lower()
     for table in ("handler_pacing", "handler_admissions"):
-        for other in set(DATA_MODULES.values()) - {"pacing.sql"}:
+        for other in SQL_FILES - {"pacing.sql"}:
             assert table not in _statements(other), (other, table)
     # An attempt's end is recorded by the inbox statement that ends it, and nowhere else.
-    for other in set(DATA_MODULES.values()) - {"inbox.sql"}:
+    for other in SQL_FILES - {"inbox.sql"}:
         assert "webhook_event_attempts" not in _statements(other), other
     # pacing.sql's one statement on webhook_events: the leased rows it defers, handed back.
     assert _statements("pacing.sql").lower().count("webhook_events") == 1
@@ -158,9 +173,7 @@ def _statement_names(sql_file: Path) -> set[str]:
 
 def test_the_state_machine_page_names_every_statement_and_only_real_ones() -> None:
     page = (ROOT / "docs" / "state-machine.md").read_text()
-    runtime = set().union(
-        *(_statement_names(PACKAGE_DIR / "store" / "sql" / f) for f in DATA_MODULES.values())
-    )
+    runtime = set().union(*(_statement_names(PACKAGE_DIR / "store" / "sql" / f) for f in SQL_FILES))
     tools = _statement_names(OPERATOR_SQL)
     mentioned = set(re.findall(r"`([a-z_]+)`", page))
     assert sorted(runtime - mentioned) == []

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.integration.cli.conftest import seed_event, seed_outbox, table_snapshot
+from webhook_inbox.store import partitions
 from webhook_inbox.store.queries import query
 from webhook_inbox_tools.cli.app import build_parser
 
@@ -201,6 +203,37 @@ def test_outbox_list_and_retry_of_a_dead_message(cli: Any, conn: psycopg.Connect
         " previous_last_error FROM operator_actions"
     ).fetchall()
     assert audit == [("outbox_retry", "bob", "bus is back", dead, "dead", 10, "bus unavailable")]
+
+
+def test_outbox_list_and_retry_on_every_partition_of_the_partitioned_outbox(
+    cli: Any, conn: psycopg.Connection[Any]
+) -> None:
+    """The outbox is partitioned by day (the test database is, as the sweeper switches a
+    deployed one): a dead message of the old table's partition (stored before the switch), one
+    of an old day's partition and one of today's are listed newest first and retried alike."""
+    day = datetime.now(UTC).date() - timedelta(days=40)
+    partitions.create_ahead(conn, days=0, today=day, table=partitions.OUTBOX)
+    old_day = partitions.day_partition(day, partitions.OUTBOX)
+    legacy, in_old_day = 42, old_day.low + 1
+    for message_id, key in ((legacy, "k_legacy"), (in_old_day, "k_old_day")):
+        conn.execute(
+            "INSERT INTO outbox_messages (id, topic, deduplication_key, payload, status,"
+            " attempts, last_error) VALUES (%s, 't', %s, '{}', 'dead', 10, 'bus unavailable')",
+            (message_id, key),
+        )
+    today = seed_outbox(conn, "k_today", status="dead", attempts=10)
+    assert partitions.is_partitioned(conn, partitions.OUTBOX)
+
+    listed = cli("outbox", "list", "--status", "dead", "--json").json()
+    assert [m["id"] for m in listed["messages"]] == [today, in_old_day, legacy]
+
+    for message_id in (legacy, in_old_day, today):
+        result = cli("outbox", "retry", str(message_id), "--reason", "bus is back")
+        assert result.code == 0, result.err
+    statuses = conn.execute("SELECT status, count(*) FROM outbox_messages GROUP BY 1").fetchall()
+    assert statuses == [("pending", 3)]
+    audit = conn.execute("SELECT outbox_id FROM operator_actions ORDER BY outbox_id").fetchall()
+    assert audit == [(legacy,), (in_old_day,), (today,)]
 
 
 def test_outbox_retry_refuses_messages_that_are_not_dead(

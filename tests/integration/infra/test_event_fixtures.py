@@ -137,8 +137,8 @@ SWEEPER_STEPS = [
     "reenqueue",
     "outbox",
     "purge_payloads",
-    "delete_expired",
     "drop_partitions",
+    "delete_expired",
     "partition_switch",
 ]
 

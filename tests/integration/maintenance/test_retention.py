@@ -152,8 +152,9 @@ def test_old_keys_and_published_outbox_rows_go_after_the_key_retention(
     report = make_sweep(conn, aws, events, payload_retention_days=30, key_retention_days=90).run()
 
     assert (report.events_deleted, report.outbox_deleted) == (2, 1)
-    # The day's partition, and the old table's (empty in a database created partitioned).
-    assert (report.partitions_dropped, report.partitions_kept) == (2, 1)
+    # The day's partition, and the two old tables' (the inbox's and the outbox's, empty in a
+    # database created partitioned).
+    assert (report.partitions_dropped, report.partitions_kept) == (3, 1)
     assert conn.execute("SELECT count(*) FROM webhook_event_attempts").fetchone() == (0,)
     assert not _exists(conn, expired)
     assert not _exists(conn, expired_dead)
@@ -196,7 +197,9 @@ def test_rows_stored_before_the_switch_go_row_by_row_with_their_keys(
     report = make_sweep(conn, aws, events, key_retention_days=90).run()
 
     assert report.events_deleted == 1
-    assert report.partitions_dropped == 0  # the old table's partition still holds rows
+    # The inbox's old table's partition still holds rows (the outbox's, empty, went).
+    assert "webhook_events_legacy" in {p.name for p in partitions.partitions(conn)}
+    assert report.partitions_dropped == 1
     assert (_exists(conn, old), _exists(conn, recent), _exists(conn, unfinished)) == (
         False,
         True,

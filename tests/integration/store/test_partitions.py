@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from webhook_inbox.errors import StoreConflict, StoreLockTimeout, StoreStatementTimeout
-from webhook_inbox.store import inbox, partitions
+from webhook_inbox.store import inbox, partition_switch, partitions
 from webhook_inbox.store import migrate as migrate_module
 from webhook_inbox.store.inbox import CLAIM_LOCK_WAIT_MS
 from webhook_inbox.store.migrate import available_migrations, migrate
@@ -101,7 +101,7 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
     while len(old.claimed) < claimed_before + 20:
         time.sleep(0.01)
     with psycopg.connect(url, autocommit=True) as conn:
-        assert partitions.advance_switch(conn) == "prepare"
+        assert partition_switch.advance_switch(conn) == "prepare"
     claimed_before = len(old.claimed)
     while len(old.claimed) < claimed_before + 20:
         time.sleep(0.01)
@@ -112,8 +112,8 @@ def test_the_switch_loses_nothing_and_makes_no_claim_wait_past_its_lock_wait(
     while len(new.claimed) < 20:
         time.sleep(0.01)
     with psycopg.connect(url, autocommit=True) as conn:
-        assert partitions.switch_to_partitions(conn)
-        assert not partitions.switch_to_partitions(conn)  # once
+        assert partition_switch.switch_to_partitions(conn)
+        assert not partition_switch.switch_to_partitions(conn)  # once
     claimed_before = len(new.claimed)
     while len(new.claimed) < claimed_before + 20:  # claims go on after the switch
         assert not new.errors, new.errors
@@ -157,15 +157,15 @@ def test_the_switch_waits_a_day_after_the_migration_for_the_release_before_to_be
     rollback of it), and it cannot run against the partitioned table: the sweeper's switch waits
     until migration 0010 has been in place for RELEASE_SETTLE_HOURS; the steps before it do not."""
     url = empty_database_url
-    _unpartitioned(url, upto="switch", settled=False)
+    _unpartitioned(url, upto="switch")
     with psycopg.connect(url, autocommit=True) as conn:
-        assert partitions.advance_switch(conn) == partitions.WAIT_FOR_RELEASE
-        assert partitions.switch_state(conn).next_step == "switch"  # nothing done
+        assert partition_switch.advance_switch(conn) == partition_switch.WAIT_FOR_RELEASE
+        assert partition_switch.switch_state(conn).next_step == "switch"  # nothing done
         conn.execute(OLD_CLAIM, ("evt_1", DIGEST))  # the release before still claims
-        _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS - 1)
-        assert partitions.advance_switch(conn) == partitions.WAIT_FOR_RELEASE
-        _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS)
-        assert partitions.advance_switch(conn) == "switch"
+        _age_migration(conn, hours=partition_switch.RELEASE_SETTLE_HOURS - 1)
+        assert partition_switch.advance_switch(conn) == partition_switch.WAIT_FOR_RELEASE
+        _age_migration(conn, hours=partition_switch.RELEASE_SETTLE_HOURS)
+        assert partition_switch.advance_switch(conn) == "switch"
         # Why it waited: the release before's claim on the partitioned table fails (its ingest
         # answers an error and the sender retries; after a day nothing of it runs any more).
         with pytest.raises(psycopg.errors.InvalidColumnReference):
@@ -173,17 +173,24 @@ def test_the_switch_waits_a_day_after_the_migration_for_the_release_before_to_be
         assert not _claim(conn, "evt_1").is_new  # its rows are kept, found by their keys
 
 
-def _unpartitioned(url: str, *, upto: str | None = None, settled: bool = True) -> None:
+def _age_migration(conn: psycopg.Connection[Any], *, hours: int) -> None:
+    """Migration 0010 as if applied ``hours`` ago."""
+    conn.execute(
+        "UPDATE schema_migrations SET applied_at = now() - make_interval(hours => %s)"
+        " WHERE version = '0010'",
+        (hours,),
+    )
+
+
+def _unpartitioned(url: str, *, upto: str | None = None) -> None:
     """Every migration applied (the inbox not switched yet), populated; then the switch's steps
-    up to, not including, ``upto``. Settled: 0010 applied long enough ago for the switch."""
+    up to, not including, ``upto``."""
     with psycopg.connect(url) as conn:
         migrate(conn)
     _populate(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        if settled:
-            _age_migration(conn, hours=partitions.RELEASE_SETTLE_HOURS)
-        while upto and partitions.switch_state(conn).next_step != upto:
-            partitions.advance_switch(conn)
+        while upto and partition_switch.switch_state(conn).next_step != upto:
+            partition_switch.advance_switch(conn)
 
 
 def test_a_busy_inbox_leaves_the_switch_as_it_was_after_the_claims_lock_wait(
@@ -197,26 +204,17 @@ def test_a_busy_inbox_leaves_the_switch_as_it_was_after_the_claims_lock_wait(
             _claim(writer, f"held_{step}")  # an open transaction holding the inbox
             started = time.monotonic()
             with pytest.raises(StoreLockTimeout):
-                partitions.advance_switch(conn)
+                partition_switch.advance_switch(conn, wait_for_release=False)
             waited_ms = (time.monotonic() - started) * 1000
             writer.rollback()
-            assert partitions.switch_state(conn).next_step == step  # nothing changed
+            assert partition_switch.switch_state(conn).next_step == step  # nothing changed
         assert CLAIM_LOCK_WAIT_MS <= waited_ms < CLAIM_LOCK_WAIT_MS + 2000
-
-
-def _age_migration(conn: psycopg.Connection[Any], *, hours: int) -> None:
-    """Migration 0010 as if applied ``hours`` ago."""
-    conn.execute(
-        "UPDATE schema_migrations SET applied_at = now() - make_interval(hours => %s)"
-        " WHERE version = '0010'",
-        (hours,),
-    )
 
 
 def _unpartitioned_upto(url: str, step: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        while partitions.switch_state(conn).next_step != step:
-            partitions.advance_switch(conn)
+        while partition_switch.switch_state(conn).next_step != step:
+            partition_switch.advance_switch(conn)
 
 
 def test_the_keys_of_existing_rows_are_filled_before_the_switch(empty_database_url: str) -> None:
@@ -229,9 +227,9 @@ def test_the_keys_of_existing_rows_are_filled_before_the_switch(empty_database_u
             " SELECT 'stripe', 'late_' || g, 't', sha256(g::text::bytea), '{}'"
             " FROM generate_series(1, 12000) AS g"
         )
-        assert partitions.advance_switch(conn) == "prepare"
+        assert partition_switch.advance_switch(conn) == "prepare"
         steps = []
-        while (step := partitions.advance_switch(conn)) is not None:
+        while (step := partition_switch.advance_switch(conn, wait_for_release=False)) is not None:
             steps.append(step)
         # From the first row on: 17,000 rows, four batches of at most 5,000; then the scan and
         # the switch.
@@ -261,7 +259,7 @@ def test_a_row_stored_before_its_key_is_filled_is_a_duplicate_and_found(
         keys = conn.execute("SELECT event_row_id FROM webhook_event_keys").fetchall()
         assert keys == [(stored[0],)]  # the claim filled its key with the stored row's id
         # And after the switch, its row in the old table's partition, the same.
-        partitions.switch_to_partitions(conn)
+        partition_switch.switch_to_partitions(conn)
         assert _claim(conn, "evt_44").is_new is False
         assert _claim(conn, "evt_new").is_new is True
 
@@ -275,11 +273,11 @@ def test_a_range_check_scan_cut_short_is_started_over_next_time(empty_database_u
         # statement timeout this exercises, as a table too large for one run's time would).
         other.execute("LOCK TABLE webhook_events IN SHARE UPDATE EXCLUSIVE MODE")
         with pytest.raises(StoreStatementTimeout):
-            partitions.advance_switch(conn, validate_timeout_ms=200)
+            partition_switch.advance_switch(conn, validate_timeout_ms=200)
         other.rollback()
-        assert partitions.switch_state(conn).next_step == "validate_range"
-        assert partitions.advance_switch(conn) == "validate_range"
-        assert partitions.advance_switch(conn) == "switch"
+        assert partition_switch.switch_state(conn).next_step == "validate_range"
+        assert partition_switch.advance_switch(conn) == "validate_range"
+        assert partition_switch.advance_switch(conn, wait_for_release=False) == "switch"
 
 
 def test_partitions_ahead_are_created_once_and_claims_land_in_todays(

@@ -1,9 +1,9 @@
 """The processor's and sweeper's queries read their indexes, not the whole table (most rows
 are history).
 
-The inbox is partitioned by day: a plan reads each partition through that partition's copy of
-the index (named after the partition), and the planner may scan an empty partition (today's
-neighbours, the old table's) sequentially, at no cost.
+The inbox and the outbox are partitioned by day: a plan reads each partition through that
+partition's copy of the index (named after the partition), and the planner may scan an empty
+partition (today's neighbours, the old table's) sequentially, at no cost.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def _plan(conn: psycopg.Connection[Any], group: str, name: str) -> str:
         ),
         ("inbox", "lease_events", {"webhook_events_pkey"}),
         ("outbox", "claim_messages", {"outbox_messages_ready_idx"}),
-        ("outbox", "message_backlog", {"outbox_messages_status_idx"}),
+        ("outbox", "message_backlog", {"outbox_messages_backlog_idx"}),
         # The sweeper's own statements: backlog metrics and retention.
         ("inbox", "event_backlog", {"webhook_events_backlog_idx"}),
         ("inbox", "purge_payloads", {"webhook_events_purgeable_idx"}),

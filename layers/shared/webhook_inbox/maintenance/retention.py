@@ -1,9 +1,10 @@
 """Retention: terminal rows lose their payload first (``PAYLOAD_RETENTION_DAYS``), their row and
-deduplication key later (``KEY_RETENTION_DAYS``), a whole day's partition at a time, with the
-published outbox messages of that age.
+deduplication key later (``KEY_RETENTION_DAYS``), a whole day's partition at a time, inbox and
+outbox alike.
 
-Three steps, run in this order: the purge; the outbox's deletion, with the inbox rows stored
-before the switch to partitions; the partitions' drop.
+Three steps, run in this order: the purge; the partitions' drop (inbox and outbox); what that
+leaves, row by row: the rows stored before the switches to partitions, and the published
+outbox messages of a day's partition that a pending or dead message keeps.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class PayloadPurge(BatchedStep):
 
 
 class ExpiredRowDeletion(BatchedStep):
-    """Row by row: published outbox messages past the key retention (the outbox is not
-    partitioned), and inbox rows stored before the switch to partitions (ids below 2^32), whose
-    old table retention cannot drop by day."""
+    """Row by row, what retention by partition (the step before) leaves: inbox rows stored
+    before the switch to partitions (ids below 2^32), whose old table retention cannot drop by
+    day; published outbox messages past the key retention in the outbox's old table, and in a
+    day's partition that a pending or dead message keeps (``outbox.delete_published`` leaves a
+    day alone until its whole day is past the retention)."""
 
     name = "delete_expired"
 
@@ -54,10 +57,11 @@ class ExpiredRowDeletion(BatchedStep):
 
 
 class PartitionRetention(BatchedStep):
-    """Inbox rows past the key retention go a day's partition at a time: detached (only when
-    every row in it is terminal and unchanged for the retention), their attempts and keys
-    forgotten in batches, then dropped. A partition still holding a row that is not terminal
-    stays, and is counted (``partitions_kept``): an event unfinished after the whole key
+    """Rows past the key retention go a day's partition at a time, inbox then outbox: detached
+    only when every row in it is finished (inbox: terminal and unchanged for the retention;
+    outbox: published) and past the retention, their attempts and keys forgotten in batches,
+    then dropped. A partition still holding an unfinished row stays, and is counted
+    (``partitions_kept``): an event unfinished, or a message dead, after the whole key
     retention is a problem for an operator, not for retention. A run cut short leaves a
     detached table that the next run finishes."""
 
@@ -72,7 +76,8 @@ class PartitionRetention(BatchedStep):
         last_day = datetime.now(UTC).date() - timedelta(days=days + 1)
         return [
             p
-            for p in partitions.partitions(self.context.conn)
+            for table in partitions.TABLES
+            for p in partitions.partitions(self.context.conn, table)
             if not p.attached or p.day is None or p.day <= last_day
         ]
 
@@ -87,10 +92,11 @@ class PartitionRetention(BatchedStep):
             try:
                 kept = partitions.detach_if_expired(conn, partition, days=config.key_retention_days)
             except StoreLockTimeout:
-                # Writers held the inbox longer than a claim would wait: the next run.
-                self.context.report.note_error(self.name, "the inbox was busy; detach next run")
-                self._todo = []
-                return False
+                # Writers held the table longer than a claim would wait: the next run.
+                table = partition.table
+                report.note_error(self.name, f"the {table.noun} was busy; detach next run")
+                self._todo = [p for p in self._todo if p.table != table]
+                return bool(self._todo)
             if kept:
                 if kept.unfinished and partition.day is not None:
                     report.partitions_kept += 1
@@ -98,16 +104,28 @@ class PartitionRetention(BatchedStep):
             else:
                 self._todo[0] = replace(partition, attached=False)
             return bool(self._todo)
-        with conn.transaction():
-            attempts = inbox_upkeep.forget_attempts(
-                conn, low=partition.low, high=partition.high, limit=partitions.KEY_BATCH
-            )
-        if attempts == partitions.KEY_BATCH:
-            return True  # the keys after the attempts, next batch
-        forgotten = partitions.forget_keys(conn, partition)
-        report.events_deleted += forgotten
-        if forgotten < partitions.KEY_BATCH:
-            if partitions.drop_detached(conn, partition):
-                report.partitions_dropped += 1
+        if self._retire(partition):
             self._todo.pop(0)
         return bool(self._todo)
+
+    def _retire(self, partition: Partition) -> bool:
+        """A batch of a detached partition's forgetting (the inbox's attempts, then keys); its
+        drop once all is forgotten. Whether it is done with."""
+        conn, report = self.context.conn, self.context.report
+        if partition.table == partitions.INBOX:
+            with conn.transaction():
+                attempts = inbox_upkeep.forget_attempts(
+                    conn, low=partition.low, high=partition.high, limit=partitions.KEY_BATCH
+                )
+            if attempts == partitions.KEY_BATCH:
+                return False  # the keys after the attempts, next batch
+        forgotten = partitions.forget_keys(conn, partition)
+        if partition.table == partitions.INBOX:
+            report.events_deleted += forgotten
+        else:
+            report.outbox_deleted += forgotten
+        if forgotten == partitions.KEY_BATCH:
+            return False
+        if partitions.drop_detached(conn, partition):
+            report.partitions_dropped += 1
+        return True

@@ -1,8 +1,8 @@
 """The sweeper's run: its maintenance jobs, in this order, each in bounded batches inside the
 Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 
-0. partitions ahead (:mod:`~webhook_inbox.maintenance.partition_upkeep`): the inbox's partitions
-   for today and the next days;
+0. partitions ahead (:mod:`~webhook_inbox.maintenance.partition_upkeep`): the inbox's and the
+   outbox's partitions for today and the next days;
 1. lease expiry (:mod:`~webhook_inbox.maintenance.lease_expiry`): expired leases → failed (due
    now) or dead_letter;
    paused events (:mod:`~webhook_inbox.maintenance.circuit_probes`): rows of resumed pauses →
@@ -14,12 +14,13 @@ Lambda's time budget (one module per job in :mod:`webhook_inbox.maintenance`):
 3. the outbox (:mod:`~webhook_inbox.maintenance.outbox_publishing`) → EventBridge / SNS (see
    :mod:`webhook_inbox.maintenance.outbox_drain`);
 4. the backlog measurement the alarms watch (:mod:`~webhook_inbox.maintenance.backlog_measurement`);
-5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, published outbox rows and
-   the rows stored before the switch to partitions, then whole inbox partitions past the key
-   retention (``inbox_upkeep.purge_payloads``, ``outbox.delete_published``,
-   ``inbox_upkeep.delete_expired_events``, ``partitions.detach_if_expired``);
-6. until the inbox is partitioned, the switch, a step at a time
-   (:mod:`~webhook_inbox.maintenance.partition_upkeep`, ``partitions.advance_switch``);
+5. retention (:mod:`~webhook_inbox.maintenance.retention`): payloads, then whole inbox and
+   outbox partitions past the key retention, then row by row what that leaves (the rows stored
+   before the switches to partitions, published messages of a partition a dead one keeps)
+   (``inbox_upkeep.purge_payloads``, ``partitions.detach_if_expired``,
+   ``inbox_upkeep.delete_expired_events``, ``outbox.delete_published``);
+6. until the inbox and the outbox are partitioned, their switches, a step at a time
+   (:mod:`~webhook_inbox.maintenance.partition_upkeep`, ``partition_switch.advance_switch``);
 7. a run that changed nothing asks when work next comes due, for the idle ledger
    (:mod:`~webhook_inbox.maintenance.idle`).
 
@@ -73,8 +74,8 @@ STEPS: tuple[type[Step], ...] = (
     OutboxPublishing,
     BacklogMeasurement,
     PayloadPurge,
-    ExpiredRowDeletion,
     PartitionRetention,
+    ExpiredRowDeletion,
     PartitionSwitch,
 )
 

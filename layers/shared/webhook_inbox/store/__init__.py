@@ -1,7 +1,7 @@
 """The store: the process's database connection and credentials, one data module per table
 (:mod:`.inbox`, :mod:`.outbox`, :mod:`.pauses`, :mod:`.pacing`, each running the named
 statements of its file in ``sql/``; :mod:`.inbox_upkeep`, the sweeper's part of the inbox;
-:mod:`.partitions` for the inbox's layout), the one
+:mod:`.partitions` and :mod:`.partition_switch` for the layout of the inbox and the outbox), the one
 mapping of psycopg's errors (:mod:`.store_errors`), the backlog counts and the migrations.
 Every stage uses it; it uses only the shared base."""
 
@@ -15,6 +15,7 @@ __all__ = [
     "migrate",
     "outbox",
     "pacing",
+    "partition_switch",
     "partitions",
     "pauses",
     "queries",

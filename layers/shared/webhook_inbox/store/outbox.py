@@ -1,4 +1,9 @@
-"""Data layer for the transactional outbox (outbox_messages). SQL in ``sql/outbox.sql``."""
+"""Data layer for the transactional outbox (outbox_messages). SQL in ``sql/outbox.sql``.
+
+Deduplication keys live in ``outbox_message_keys`` (the table is partitioned by day once the
+sweeper has switched it: :mod:`webhook_inbox.store.partition_switch`); :func:`add_message` keeps
+them in the same statement as the message.
+"""
 
 from __future__ import annotations
 
@@ -124,11 +129,14 @@ def message_backlog(conn: Connection[Any]) -> OutboxBacklog:
 
 @translated
 def delete_published(conn: Connection[Any], *, older_than_days: int, limit: int) -> int:
-    """Delete published messages created before the cutoff (bounded, SKIP LOCKED); row count."""
+    """Delete published messages created before the cutoff (bounded, SKIP LOCKED), with their
+    keys; how many went. In a day's partition, only once its whole day is past the cutoff: what
+    retention by partition left (statement ``delete_published``)."""
     if older_than_days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
     params = {"days": older_than_days, "limit": limit}
-    return conn.execute(_statement("delete_published"), params).rowcount
+    row = conn.execute(_statement("delete_published"), params).fetchone()
+    return int(row[0]) if row else 0
 
 
 @translated

@@ -5,10 +5,31 @@
 
 -- name: add_message
 -- Called inside the domain handler's transaction. A redelivered or replayed event produces the
--- same deduplication key, so its message is written once.
-INSERT INTO outbox_messages (topic, deduplication_key, payload, source_event_id)
-VALUES (%(topic)s, %(deduplication_key)s, %(payload)s, %(source_event_id)s)
-ON CONFLICT (deduplication_key) DO NOTHING
+-- same deduplication key, so its message is written once. The deduplication is the insert into
+-- outbox_message_keys (the outbox is partitioned by day, and a unique index on it could only
+-- hold per partition: docs/design.md, "Partitions and retention"): a new key gets the id of its
+-- message (webhook_inbox_next_message_id: ids carry their day, the partition key) and the
+-- message is inserted with it; a key already there inserts nothing (a concurrent insert of the
+-- same key waits for the first one's transaction, as the unique index did). A key new to the
+-- keys table whose message was stored before the switch (stored: found by the old table's
+-- unique index, which id below 2^32 prunes the search to, no partition at all once the old
+-- table is gone) is a duplicate: the key is filled with that message's id, nothing inserted.
+-- One statement, so that the processor's pipeline sends it with the next one (queue_message).
+WITH given AS MATERIALIZED (
+    SELECT (SELECT o.id FROM outbox_messages o
+             WHERE o.deduplication_key = %(deduplication_key)s AND o.id < 4294967296) AS stored
+), keyed AS (
+    INSERT INTO outbox_message_keys (deduplication_key, message_id)
+    SELECT %(deduplication_key)s, coalesce(g.stored, webhook_inbox_next_message_id())
+      FROM given g
+    ON CONFLICT (deduplication_key) DO NOTHING
+    RETURNING message_id
+)
+INSERT INTO outbox_messages (id, topic, deduplication_key, payload, source_event_id)
+OVERRIDING SYSTEM VALUE  -- the id its key holds (until the switch the column is an identity)
+SELECT k.message_id, %(topic)s, %(deduplication_key)s, %(payload)s, %(source_event_id)s
+  FROM keyed k, given g
+ WHERE g.stored IS NULL
 RETURNING id
 
 -- name: claim_messages
@@ -48,8 +69,9 @@ UPDATE outbox_messages
  WHERE id = %(id)s AND status = 'pending'
 
 -- name: message_backlog
--- For the sweeper's alarm metric and the operator's status. Served by outbox_messages_status_idx
--- (status, created_at); the age is measured by the database clock that wrote created_at.
+-- For the sweeper's alarm metric and the operator's status. Served by outbox_messages_backlog_idx
+-- (0012: pending and dead messages alone, an index-only scan whatever the history kept); the age
+-- is measured by the database clock that wrote created_at.
 SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
        count(*) FILTER (WHERE status = 'dead') AS dead,
        min(created_at) FILTER (WHERE status = 'pending') AS oldest_pending_created_at,
@@ -59,16 +81,36 @@ SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
  WHERE status IN ('pending', 'dead')
 
 -- name: delete_published
--- Published messages older than the key retention. Pending and dead messages stay: the first are
--- still owed, the second wait for an operator.
-DELETE FROM outbox_messages
- WHERE id = ANY(ARRAY(
-        SELECT id FROM outbox_messages
-         WHERE status = 'published'
-           AND created_at < now() - make_interval(days => %(days)s)
-         ORDER BY created_at
-         LIMIT %(limit)s
-           FOR UPDATE SKIP LOCKED))
+-- Published messages older than the key retention, row by row, with their keys and the audit
+-- trail's references (as ON DELETE SET NULL did before the switch dropped the foreign key; the
+-- keys' trigger deletes the key too once it is on, not before the switch's first step). Pending
+-- and dead messages stay: the first are still owed, the second wait for an operator. A day's
+-- partition goes whole when every message in it may (partitions.py, detach_if_expired, which
+-- the sweeper runs first); here only what that leaves: the old table's rows (ids below 2^32),
+-- and the published messages of a day's partition kept by a pending or dead one. A day's
+-- messages are deleted here only once its whole day is past the retention (the day's start
+-- before today's start less the retention), so this never eats into a day whose partition is
+-- about to go whole. Served by outbox_messages_status_idx. One row: how many went.
+WITH gone AS (
+    DELETE FROM outbox_messages
+     WHERE id = ANY(ARRAY(
+            SELECT id FROM outbox_messages
+             WHERE status = 'published'
+               AND created_at < now() - make_interval(days => %(days)s)
+               AND (id < 4294967296
+                    OR created_at < date_trunc('day', now(), 'UTC')
+                                    - make_interval(days => %(days)s))
+             ORDER BY created_at
+             LIMIT %(limit)s
+               FOR UPDATE SKIP LOCKED))
+    RETURNING id, deduplication_key
+), keys_gone AS (
+    DELETE FROM outbox_message_keys k USING gone
+     WHERE k.deduplication_key = gone.deduplication_key AND k.message_id = gone.id
+), audit_kept AS (
+    UPDATE operator_actions SET outbox_id = NULL WHERE outbox_id = ANY(ARRAY(SELECT id FROM gone))
+)
+SELECT count(*) FROM gone
 
 -- name: release_claims
 -- Give back messages this sweeper claimed but never tried to publish (its time ran out): the
@@ -79,13 +121,23 @@ UPDATE outbox_messages
 
 -- name: next_due_message
 -- The earliest moment the sweeper has outbox work, as epoch seconds by the database clock (NULL:
--- none): a pending message due (its backoff over, its claim's lease run out), or a published one
--- past the key retention (delete_published).
+-- none): a pending message due (its backoff over, its claim's lease run out); a published
+-- message of the old table past the key retention (delete_published, outbox_messages_status_idx);
+-- the oldest day's partition holding a published message, once its whole day is past the
+-- retention (dropped whole, or its published messages deleted if a pending or dead one keeps
+-- it): found by the primary key from 2^32 on, in id order, which is day order (the first
+-- published message of the oldest partitions; before the switch the range is empty). A
+-- partition left with dead messages alone is not due: they wait for an operator.
 SELECT extract(epoch FROM least(
          (SELECT min(greatest(available_at, coalesce(lease_expires_at, available_at)))
             FROM outbox_messages WHERE status = 'pending'),
-         (SELECT min(created_at) FROM outbox_messages WHERE status = 'published')
-           + make_interval(days => %(key_days)s)
+         (SELECT min(created_at) FROM outbox_messages
+           WHERE status = 'published' AND id < 4294967296)
+           + make_interval(days => %(key_days)s),
+         to_timestamp(((SELECT min(id) FROM outbox_messages
+                         WHERE status = 'published' AND id >= 4294967296) >> 32)
+                      * 86400::float8)
+           + make_interval(days => %(key_days)s + 1)
        ))::float8 AS next_due
 
 -- name: drop_inbox_reference

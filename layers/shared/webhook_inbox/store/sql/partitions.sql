@@ -1,15 +1,18 @@
--- The inbox's partitions: the switch from the unpartitioned table, partitions created ahead, and
--- retention by partition. Run by webhook_inbox/store/partitions.py alone (docs/design.md,
--- "Partitions and retention"). webhook_events is partitioned by range of id, one partition per
--- UTC day: an id is (day since 1970-01-01) << 32 | a sequence's low 32 bits, so a row's id names
--- its partition and every lookup by id reads one partition. The table as it was before the
--- switch is webhook_events_legacy, the partition of ids below 2^32 (its sequence's ids).
--- Blocks with {placeholders} are DDL: store/partitions.py fills in the partition's name and
--- bounds (psycopg.sql: identifiers quoted, bounds as literals). These statements change the
--- inbox's layout, never its rows (inbox.sql moves those).
+-- The partitions of the inbox and the outbox: the switch from an unpartitioned table, partitions
+-- created ahead, and retention by partition. Run by webhook_inbox/store/partitions.py and
+-- partition_switch.py alone (docs/design.md, "Partitions and retention"). Both tables are
+-- partitioned by range of id, one partition per UTC day: an id is (day since 1970-01-01) << 32 |
+-- a sequence's low 32 bits, so a row's id names its partition and every lookup by id reads one
+-- partition. The table as it was before its switch is <table>_legacy, the partition of ids below
+-- 2^32 (its sequence's ids).
+-- This file holds the statements both tables share, written over {table} (and the inbox's own:
+-- its switch, what keeps one of its partitions, its keys); outbox_partitions.sql holds the
+-- outbox's own. Blocks with {placeholders} are DDL: store/partitions.py fills in the table, the
+-- partition's name and bounds (psycopg.sql: identifiers quoted, bounds as literals). These
+-- statements change a table's layout, never its rows (inbox.sql and outbox.sql move those).
 
 -- name: is_partitioned
-SELECT relkind = 'p' FROM pg_class WHERE oid = 'webhook_events'::regclass
+SELECT relkind = 'p' FROM pg_class WHERE oid = {table_name}::regclass
 
 -- name: switch_state
 -- How far the switch has come: the keys' trigger on, the existing rows' keys still to fill (a
@@ -27,7 +30,7 @@ SELECT c.relkind = 'p' AS partitioned,
                 false) AS range_checked,
        b.from_id IS NOT NULL AS backfilling,
        coalesce((SELECT m.applied_at <= now() - make_interval(hours => %(settle_hours)s)
-                   FROM schema_migrations m WHERE m.version = '0010'),
+                   FROM schema_migrations m WHERE m.version = %(migration)s),
                 true) AS settled
   FROM pg_class c
   LEFT JOIN webhook_event_keys_backfill b ON true
@@ -77,9 +80,14 @@ WITH batch AS MATERIALIZED (
 )
 SELECT count(*) FROM batch
 
+-- name: scan_timeout
+-- How long this transaction's statements may run: the range check's scan gets what is left of
+-- the sweeper's run (partition_switch.py), and is started over next run if that was not enough.
+SELECT set_config('statement_timeout', %(timeout)s, true)
+
 -- name: validate_range
 -- One scan of the old table under SHARE UPDATE EXCLUSIVE, which no reader or writer waits for.
-ALTER TABLE webhook_events VALIDATE CONSTRAINT webhook_events_legacy_range
+ALTER TABLE {table} VALIDATE CONSTRAINT {legacy_range}
 
 -- name: switch_to_partitions
 -- One transaction, under the caller's lock timeout (the claim's: 500 ms), holding the table's
@@ -138,22 +146,23 @@ ALTER TABLE webhook_events ATTACH PARTITION webhook_events_legacy
     FOR VALUES FROM (MINVALUE) TO (4294967296)
 
 -- name: partitions
--- The attached partitions, and the inbox's tables left detached by a retention cut short.
+-- The table's attached partitions, and its tables left detached by a retention cut short
+-- ({pattern}: the names '<table>_pYYYYMMDD' and '<table>_legacy').
 SELECT c.relname AS name, c.relispartition AS attached
   FROM pg_class c
- WHERE c.relkind = 'r' AND c.relname ~ '^webhook_events_(p[0-9]{8}|legacy)$'
+ WHERE c.relkind = 'r' AND c.relname ~ {pattern}
  ORDER BY c.relname
 
 -- name: lock_wait
 -- How long this transaction's next lock may be waited for: the claim's lock wait, so a busy
--- inbox makes a partition step give up (and come back next run) before a writer notices.
+-- table makes a partition step give up (and come back next run) before a writer notices.
 SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 
 -- name: lock_partitions
 -- Serialises the sweepers that create or retire partitions (two runs may overlap): SHARE UPDATE
 -- EXCLUSIVE conflicts with itself and with no reader or writer of rows. Then whether the
 -- partition is there, and attached, as this transaction sees it after the lock (partition_state).
-LOCK TABLE webhook_events IN SHARE UPDATE EXCLUSIVE MODE
+LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE
 
 -- name: partition_state
 SELECT c.relispartition FROM pg_class c WHERE c.oid = to_regclass(%(name)s)
@@ -161,20 +170,20 @@ SELECT c.relispartition FROM pg_class c WHERE c.oid = to_regclass(%(name)s)
 -- name: create_partition
 -- A new day's partition without making a writer wait: built apart (an empty table, its check
 -- proving the range, so the attach scans nothing), then attached, which takes SHARE UPDATE
--- EXCLUSIVE on webhook_events (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE).
+-- EXCLUSIVE on the table (CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE).
 -- The parent's indexes and trigger are created on the empty table by the attach.
-CREATE TABLE {partition} (LIKE webhook_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+CREATE TABLE {partition} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 ALTER TABLE {partition} ADD CONSTRAINT {range_check} CHECK (id >= {low} AND id < {high});
-ALTER TABLE webhook_events ATTACH PARTITION {partition} FOR VALUES FROM ({low}) TO ({high});
+ALTER TABLE {table} ATTACH PARTITION {partition} FOR VALUES FROM ({low}) TO ({high});
 ALTER TABLE {partition} DROP CONSTRAINT {range_check}
 
--- name: lock_inbox
+-- name: lock_table
 -- Retention's detach, under the claim's lock timeout: held for milliseconds (catalog changes and
--- two index probes), so a claim waits at most that timeout, once per partition dropped.
-LOCK TABLE webhook_events IN ACCESS EXCLUSIVE MODE
+-- two index probes), so a writer waits at most that timeout, once per partition dropped.
+LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE
 
 -- name: detach_partition
-ALTER TABLE webhook_events DETACH PARTITION {partition}
+ALTER TABLE {table} DETACH PARTITION {partition}
 
 -- name: partition_blockers
 -- Why a partition past the key retention must stay: a row not yet terminal (received,
