@@ -150,6 +150,41 @@ def test_the_batched_mark_fails_whole_and_names_the_rows_whose_lease_was_lost(
     }
 
 
+def test_the_batched_mark_writes_each_kind_as_its_one_row_mark_does(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """One statement marks both kinds: a processed row loses its last error (mark_processed),
+    an ignored row keeps it and gets its disposition (mark_ignored); only processed rows come
+    back with a latency, and a batch of one kind answers empty arrays for the other."""
+    processed, ignored, alone = (_claim(conn, f"evt_{i}").id for i in range(3))
+    for row_id in (processed, ignored, alone):  # a failed attempt first: an error to keep or drop
+        inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)
+        inbox.mark_failed(
+            conn, row_id, owner="w", delay_seconds=0, error_kind="retryable", error="earlier"
+        )
+    inbox.lease_events(conn, [processed, ignored, alone], owner="w", lease_seconds=60)
+
+    marked = inbox.send_batch_marks(
+        conn, processed=[processed], ignored=[ignored], owner="w", disposition="no handler"
+    )
+    assert list(inbox.batch_latencies(marked)) == [processed]
+    only_ignored = inbox.send_batch_marks(
+        conn, processed=[], ignored=[alone], owner="w", disposition="no handler"
+    )
+    assert inbox.batch_latencies(only_ignored) == {}
+
+    rows = conn.execute(
+        "SELECT status, error_kind, last_error, disposition, processed_at IS NOT NULL,"
+        "       lease_owner, lease_expires_at FROM webhook_events WHERE id = ANY(%s) ORDER BY id",
+        ([processed, ignored, alone],),
+    ).fetchall()
+    assert rows == [
+        ("processed", None, None, None, True, None, None),
+        ("ignored", "retryable", "earlier", "no handler", True, None, None),
+        ("ignored", "retryable", "earlier", "no handler", True, None, None),
+    ]
+
+
 def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) -> None:
     row_id = _claim(conn, "evt_1").id
     inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)
