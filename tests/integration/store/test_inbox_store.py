@@ -12,6 +12,7 @@ import pytest
 
 from webhook_inbox.errors import LeaseLost
 from webhook_inbox.store import inbox, inbox_upkeep, outbox
+from webhook_inbox.store.queries import query
 
 
 def _claim(
@@ -183,6 +184,21 @@ def test_the_batched_mark_writes_each_kind_as_its_one_row_mark_does(
         ("ignored", "retryable", "earlier", "no handler", True, None, None),
         ("ignored", "retryable", "earlier", "no handler", True, None, None),
     ]
+
+
+def test_take_leases_unpacks_the_lease_statement_column_by_column(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """take_leases reads the lease's answer by position: its columns are LEASE_COLUMNS."""
+    row_id = _claim(conn, "evt_1").id
+    cur = conn.execute(
+        query("inbox", "lease_events"),
+        {"ids": [row_id], "owner": "w", "lease_seconds": 60, "max_attempts": 8},
+    )
+    assert tuple(column.name for column in cur.description or ()) == inbox.LEASE_COLUMNS
+    (leased,) = cur.fetchall()
+    event = dict(zip(inbox.LEASE_COLUMNS, leased, strict=True))
+    assert (event["id"], event["status"], event["event_id"]) == (row_id, "processing", "evt_1")
 
 
 def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) -> None:
