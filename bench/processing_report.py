@@ -1,6 +1,7 @@
 """The report and chart of ``bench.processing_throughput``: events/s, CPU per event, round trips
-and commits per variant, and the paired per-round ratios (the handler guard's price, a pacing
-limit's, and with ``--baseline`` the processor against another tree's).
+and commits per variant, and the paired per-round ratios (the framework's price over the same
+SQL issued directly, the handler guard's, a pacing limit's, and with ``--baseline`` the processor
+against another tree's).
 """
 
 from __future__ import annotations
@@ -108,6 +109,13 @@ def report(
         ),
         "",
         f"Statements the processor sends per batch: {mix}.",
+        "",
+        f"Framework: processor ÷ {SAME_SQL} (the same statements, transactions and waits issued"
+        " directly), per round over"
+        f" {rounds} rounds: events/s {_paired(samples, 'processor', SAME_SQL, lambda s: s.rate)};"
+        " client CPU per event"
+        f" {_paired(samples, 'processor', SAME_SQL, lambda s: s.client_ms)}; client and server"
+        f" CPU per event {_paired(samples, 'processor', SAME_SQL, _total_ms)}.",
         "",
         f"Handler guard: processor ÷ processor without the guard, per round over {rounds}"
         f" rounds: events/s {_paired(samples, 'processor', UNGUARDED, lambda s: s.rate)};"

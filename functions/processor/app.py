@@ -54,7 +54,7 @@ _METRIC_OF = {
 }
 
 
-def observe(result: EventResult) -> int | None:
+def observe(result: EventResult, latencies_ms: list[int]) -> int | None:
     """Log one state transition (true once committed), named after its outcome.
 
     A processed event, the common case, gets no line of its own: its row id is returned for the
@@ -63,13 +63,13 @@ def observe(result: EventResult) -> int | None:
     row id, so the summary names the row and nothing the row already says. Every other
     transition gets one compact line: the row id, provider, event id and attempt, the event's
     type, duration and cause. The Lambda context is never repeated: the summary carries the
-    request id once.
+    request id once. The event's latency, if it has one, goes to ``latencies_ms`` (the batch's
+    ProcessingLatency values, added to the metrics together).
     """
     event = result.event
     if result.latency is not None:
         # Whole milliseconds: the dashboard's average and maximum need no finer grain.
-        latency_ms = round(result.latency.total_seconds() * 1000)
-        metrics.add_metric(name="ProcessingLatency", unit=MetricUnit.Milliseconds, value=latency_ms)
+        latencies_ms.append(round(result.latency.total_seconds() * 1000))
     if result.outcome == "processed":
         return event.id
     if result.outcome == "deferred":
@@ -137,7 +137,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary: dict[str, Any] = {"request_id": context.aws_request_id, "records": len(messages)}
     try:
         outcome = process(messages, context)
-        processed = [row for result in outcome.results if (row := observe(result)) is not None]
+        latencies_ms: list[int] = []
+        processed = [
+            row for result in outcome.results if (row := observe(result, latencies_ms)) is not None
+        ]
+        observability.add_metric_values(
+            metrics, name="ProcessingLatency", unit=MetricUnit.Milliseconds, values=latencies_ms
+        )
         if processed:
             summary["processed"] = processed
         for outcome_name, n in Counter(r.outcome for r in outcome.results).items():

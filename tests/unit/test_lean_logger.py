@@ -35,3 +35,43 @@ def test_an_info_line_has_no_level_and_the_others_keep_theirs(lines: io.StringIO
     assert set(info) == {"message", "timestamp", "provider"}
     assert (warning["level"], error["level"]) == ("WARNING", "ERROR")
     assert info["timestamp"].endswith("Z")  # Lambda's filter needs a valid RFC 3339 timestamp
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "batch",
+        "fast pass rolled back",
+        "true",
+        "true story",
+        "null",
+        "NaN",
+        "Infinity ",
+        "é",
+        '{"a": 1}',
+        "[1, 2]",
+        "123",
+        "-Infinity",
+        " true",
+        "",
+        "{not json",
+    ],
+)
+def test_a_message_is_read_as_json_exactly_when_powertools_would(message: str) -> None:
+    # Powertools logs a message that json.loads reads as what it holds, any other as text (it
+    # keeps the message when the parse raises); the lean logger skips the failing parse of a
+    # plain word, with the same result.
+    try:
+        expected = json.dumps(json.loads(message))
+    except ValueError:
+        expected = json.dumps(message)
+    try:
+        got = json.dumps(observability._message_as_json(message))
+    except ValueError:
+        got = json.dumps(message)
+    assert got == expected
+
+
+def test_a_word_is_logged_as_text(lines: io.StringIO) -> None:
+    observability.lean_logger().warning("batch abandoned")
+    assert json.loads(lines.getvalue())["message"] == "batch abandoned"

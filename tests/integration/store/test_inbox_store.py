@@ -12,6 +12,7 @@ import pytest
 
 from webhook_inbox.errors import LeaseLost
 from webhook_inbox.store import inbox, inbox_upkeep, outbox
+from webhook_inbox.store.queries import query
 
 
 def _claim(
@@ -148,6 +149,56 @@ def test_the_batched_mark_fails_whole_and_names_the_rows_whose_lease_was_lost(
         kept: ("processed", False),
         ignored_kept: ("ignored", False),
     }
+
+
+def test_the_batched_mark_writes_each_kind_as_its_one_row_mark_does(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """One statement marks both kinds: a processed row loses its last error (mark_processed),
+    an ignored row keeps it and gets its disposition (mark_ignored); only processed rows come
+    back with a latency, and a batch of one kind answers empty arrays for the other."""
+    processed, ignored, alone = (_claim(conn, f"evt_{i}").id for i in range(3))
+    for row_id in (processed, ignored, alone):  # a failed attempt first: an error to keep or drop
+        inbox.lease_events(conn, [row_id], owner="w", lease_seconds=60)
+        inbox.mark_failed(
+            conn, row_id, owner="w", delay_seconds=0, error_kind="retryable", error="earlier"
+        )
+    inbox.lease_events(conn, [processed, ignored, alone], owner="w", lease_seconds=60)
+
+    marked = inbox.send_batch_marks(
+        conn, processed=[processed], ignored=[ignored], owner="w", disposition="no handler"
+    )
+    assert list(inbox.batch_latencies(marked)) == [processed]
+    only_ignored = inbox.send_batch_marks(
+        conn, processed=[], ignored=[alone], owner="w", disposition="no handler"
+    )
+    assert inbox.batch_latencies(only_ignored) == {}
+
+    rows = conn.execute(
+        "SELECT status, error_kind, last_error, disposition, processed_at IS NOT NULL,"
+        "       lease_owner, lease_expires_at FROM webhook_events WHERE id = ANY(%s) ORDER BY id",
+        ([processed, ignored, alone],),
+    ).fetchall()
+    assert rows == [
+        ("processed", None, None, None, True, None, None),
+        ("ignored", "retryable", "earlier", "no handler", True, None, None),
+        ("ignored", "retryable", "earlier", "no handler", True, None, None),
+    ]
+
+
+def test_take_leases_unpacks_the_lease_statement_column_by_column(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """take_leases reads the lease's answer by position: its columns are LEASE_COLUMNS."""
+    row_id = _claim(conn, "evt_1").id
+    cur = conn.execute(
+        query("inbox", "lease_events"),
+        {"ids": [row_id], "owner": "w", "lease_seconds": 60, "max_attempts": 8},
+    )
+    assert tuple(column.name for column in cur.description or ()) == inbox.LEASE_COLUMNS
+    (leased,) = cur.fetchall()
+    event = dict(zip(inbox.LEASE_COLUMNS, leased, strict=True))
+    assert (event["id"], event["status"], event["event_id"]) == (row_id, "processing", "evt_1")
 
 
 def test_failed_rows_wait_for_their_retry_time(conn: psycopg.Connection[Any]) -> None:

@@ -47,7 +47,6 @@ again without it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import traceback
@@ -144,9 +143,11 @@ def fast(
     if marked is None:
         return FastPass(results)
     latency_of = inbox.batch_latencies(marked)
+    # Built anew rather than by dataclasses.replace, which inspects the fields on every call
+    # (1 % of the processor's client CPU): a processed result has its event and duration only.
     return FastPass(
         [
-            dataclasses.replace(r, latency=latency_of[r.event.id])
+            EventResult(r.event, r.outcome, r.duration_ms, latency=latency_of[r.event.id])
             if r.outcome == "processed"
             else r
             for r in results

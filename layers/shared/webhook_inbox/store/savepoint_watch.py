@@ -46,7 +46,12 @@ class WatchingConnection(psycopg.Connection[TupleRow]):
 
     def note_statement(self, query: Query) -> None:
         """Called by the connection's cursors while :attr:`watching`, before each statement."""
-        if _may_open_savepoint(query, self):
+        # The statements of the sql files, the common case, answered from the cache at once.
+        if type(query) is sql.SQL:
+            opens = _sql_file_statement_opens(query.as_string())
+        else:
+            opens = _may_open_savepoint(query, self)
+        if opens:
             self._savepoint_sent = True
 
     @contextmanager
