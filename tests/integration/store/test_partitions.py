@@ -307,6 +307,36 @@ def _old_day(conn: psycopg.Connection[Any], days_ago: int, statuses: list[str]) 
     return partition
 
 
+def test_a_days_partition_past_the_retention_is_not_due_at_every_run(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """A day's partition whose rows are past the key retention but which must stay (a held
+    event, a recent replay) would make every run due if its rows' ages counted: an idle stack's
+    database would never be left to pause. It goes on the run a day that connects regardless;
+    only the rows stored before the switch, deleted row by row, are counted."""
+    from webhook_inbox.store import inbox_upkeep
+
+    _old_day(conn, 100, ["processed", "dead_letter", "received"])  # kept: one unfinished
+    _old_day(conn, 95, ["processed", "ignored"])  # past the retention, whole
+    conn.execute("UPDATE webhook_events SET available_at = '9999-01-01' WHERE status = 'received'")
+
+    def due() -> float | None:  # payloads kept a year: the key retention's moment alone
+        return inbox_upkeep.next_due(conn, stale_seconds=300, payload_days=365, key_days=90)
+
+    first = due()
+    assert first is not None
+    assert first > datetime.now(UTC).timestamp()  # the payloads' purge, a year on
+    # A row stored before the switch, past the retention: due since its retention ran out.
+    at = datetime.now(UTC) - timedelta(days=91)
+    conn.execute(
+        "INSERT INTO webhook_events (id, provider, event_id, event_type, body_sha256, payload,"
+        " status, received_at, updated_at) VALUES (7, 'stripe', 'evt_legacy', 't', %s, '{}',"
+        " 'processed', %s, %s)",
+        (DIGEST, at, at),
+    )
+    assert due() == pytest.approx((at + timedelta(days=90)).timestamp(), abs=1e-3)
+
+
 def test_retention_drops_a_finished_days_partition_and_keeps_an_unfinished_one(
     conn: psycopg.Connection[Any],
 ) -> None:

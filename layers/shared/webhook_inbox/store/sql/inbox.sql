@@ -459,8 +459,14 @@ SELECT count(*) FROM gone
 -- without connecting, that nothing here can come due before then unless a function writes:
 -- an expired lease; a row never sent, due at its available_at; a sent row still waiting, due
 -- for its re-wake stale_seconds after greatest(enqueued_at, available_at) (claim_due_for_enqueue);
--- a payload to purge; a key to forget. Held rows ('9999-01-01') wait for a resume or a probe,
--- which pauses.sql next_due_pause covers. Each min() reads one end of an index (0001, 0002, 0004).
+-- a payload to purge; a key to forget, of a row stored before the switch to partitions (ids
+-- below 2^32: the old table's partition alone is read), which delete_expired_events deletes row by
+-- row. A day's partition is not counted: it goes whole once its last row is past the retention
+-- and nothing in it is unfinished, a moment its first row's age does not tell (counting that
+-- row, a partition kept by a held event or a recent replay would be due at every run, and a
+-- paused database never left paused); the run a day that connects regardless drops it, a day at
+-- most after it could go. Held rows ('9999-01-01') wait for a resume or a probe, which
+-- pauses.sql next_due_pause covers. Each min() reads one end of an index (0001, 0002, 0004).
 SELECT extract(epoch FROM least(
          (SELECT min(lease_expires_at) FROM webhook_events WHERE status = 'processing'),
          (SELECT min(available_at) FROM webhook_events
@@ -474,6 +480,6 @@ SELECT extract(epoch FROM least(
            WHERE status IN ('processed', 'ignored') AND payload IS NOT NULL)
            + make_interval(days => %(payload_days)s),
          (SELECT min(updated_at) FROM webhook_events
-           WHERE status IN ('processed', 'ignored', 'dead_letter'))
+           WHERE status IN ('processed', 'ignored', 'dead_letter') AND id < 4294967296)
            + make_interval(days => %(key_days)s)
        ))::float8 AS next_due
