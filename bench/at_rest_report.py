@@ -88,7 +88,7 @@ def platform_bytes_per_webhook(system_log_level: str, ingest_system_log_level: s
     at its levels (``p.TRAFFIC_MEASURED_LEVELS``): ingest's invocation at
     ``ingest_system_log_level`` and a batch's share of the processor's at ``system_log_level``,
     at the durations and memory of that run."""
-    from bench.cost import platform_lines
+    from bench.cost_bill import platform_lines
 
     def size(level: str, invocation: tuple[float, float, int, int]) -> float:
         per_webhook, duration_ms, memory_mb, used_mb = invocation
@@ -226,7 +226,7 @@ def render(sets: dict[str, SetBill]) -> str:
         " Lambda's platform.start and platform.report lines where the set's"
         " `IngestSystemLogLevel` or `SystemLogLevel` (the processor's) differs from that run's"
         f" ({' and '.join(p.TRAFFIC_MEASURED_LEVELS)}: ingest's invocation and a tenth of the"
-        " processor's per webhook, rendered by bench/cost.py at that run's durations), plus or"
+        " processor's per webhook, rendered by bench/cost_bill.py at that run's durations), plus or"
         " minus what the set's ingest/processor memory sizes change in that run's GB-seconds"
         " (its memory table; the run had"
         f" {'/'.join(str(v) for v in p.TRAFFIC_MEASURED_MEMORY.values())} MB), plus the custom"

@@ -63,7 +63,7 @@ def idle_sweep(d: Deployment, function: str) -> IdleSweep:
     own = [json.loads(line) for line in render_run(env, billed, skipped=ledger)]
     threshold = LEVELS[env.get("POWERTOOLS_LOG_LEVEL", "INFO").upper()]
     kept = [line for line in own if LEVELS.get(str(line.get("level", "ERROR")), 40) >= threshold]
-    from bench.cost import platform_lines
+    from bench.cost_bill import platform_lines
 
     platform = platform_lines(
         logging_config, duration_ms=billed, memory_mb=memory, used_mb=PEAK_RSS_MB, init_ms=None

@@ -16,19 +16,21 @@ import json
 import os
 import statistics
 
-from bench import cost
+from bench import cost_rig
+from bench.cost_child import ROOT
 from bench.idle_sweep import idle_sweep
+from bench.memory_sizing import billed_ms
 from bench.template_deployment import deployment
 
 MEMORY_SIZES = (128, 256, 512, 1024, 1769)
 
 
 def measure(sweeps: int, db_rtt_ms: float, send_ms: float) -> dict[str, object]:
-    with cost.infrastructure(db_rtt_ms, send_ms) as infra:
-        url = cost._database_for(infra, cost.ROOT, f"wi_idle_sweep_{os.getpid()}")
-        env = cost.function_env(infra, url)
+    with cost_rig.infrastructure(db_rtt_ms, send_ms) as infra:
+        url = cost_rig._database_for(infra, ROOT, f"wi_idle_sweep_{os.getpid()}")
+        env = cost_rig.function_env(infra, url)
         spec = {
-            "tree": str(cost.ROOT),
+            "tree": str(ROOT),
             "function": "sweeper",
             "env": env,
             "deliveries": 0,
@@ -38,10 +40,10 @@ def measure(sweeps: int, db_rtt_ms: float, send_ms: float) -> dict[str, object]:
             "sweeps": sweeps,
             "send_ms": send_ms,  # each AWS call counted at the injected round trip
         }
-        found = cost.run_child(spec)
+        found = cost_rig.run_child(spec)
     runs = found["invocations"][1:]  # the first opens the connection: a cold start's share
     billed = {
-        mb: statistics.median(cost.billed_ms(r["wall_ms"], r["cpu_ms"], mb) for r in runs)
+        mb: statistics.median(billed_ms(r["wall_ms"], r["cpu_ms"], mb) for r in runs)
         for mb in MEMORY_SIZES
     }
     return {

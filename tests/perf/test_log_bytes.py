@@ -1,14 +1,14 @@
 """Regression guard: CloudWatch Logs bytes per webhook, the largest cost after the per-request
-charges (issue 18; bench/cost.py prices them).
+charges (issue 18; bench/cost_bill.py prices them).
 
 The real handlers run in-process over a real PostgreSQL and moto: 20 new Stripe deliveries and 2
 duplicates, the stored rows in two processor batches of 10, one sweep. Everything the functions
 write is captured: the shared Powertools handler's stream (every function's log lines and the
 metrics the processor and sweeper embed) and stdout (the sweeper's per-status BacklogCount
 documents). The runtime's own lines (platform.start and platform.report) are counted as the
-template's LoggingConfig keeps them, rendered as bench/cost.py renders them: at the defaults the
-processor's report is kept (the evidence of a timeout or a memory kill, shared by a batch of ten)
-and ingest's is not (it writes its own evidence), and the total per webhook stays under 400 B.
+template's LoggingConfig keeps them, rendered as bench/cost_bill.py renders them: at the defaults
+the processor's report is kept (the evidence of a timeout or a memory kill, shared by a batch of
+ten) and ingest's is not (it writes its own evidence), and the total per webhook stays under 400 B.
 Line counts and field sets are exact; bytes vary only with the width of measured numbers
 (durations, latencies, row ids), so the byte bounds are exact figures with a few bytes of room,
 far below any added field.
@@ -27,7 +27,8 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from bench.cost import ROOT, Deployment, _stripe_id, platform_lines
+from bench.cost_bill import Deployment, platform_lines
+from bench.cost_child import ROOT, _stripe_id
 from bench.stripe_events import stripe_body
 from tests.ingest_support import v2_event
 from tests.support import FakeLambdaContext, load_event, load_function
@@ -151,7 +152,7 @@ def test_log_bytes_per_webhook_stay_within_the_budget(
     assert _size(processor_lines) / 20 <= PROCESSOR_BYTES_PER_WEBHOOK, processor_lines[0]
     assert _size(sweeper_lines) <= SWEEPER_BYTES_PER_RUN, sweeper_lines[0]
 
-    # With Lambda's lines as the template keeps them (bench/cost.py renders them the same way).
+    # With Lambda's lines as the template keeps them (bench/cost_bill.py renders them the same way).
     template = Deployment.of(ROOT)
     runtime = {
         function: _size(

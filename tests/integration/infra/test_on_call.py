@@ -28,7 +28,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from bench.cost import _stripe_id
+from bench.cost_child import _stripe_id
 from bench.stripe_events import stripe_body
 from tests.alarm_model import (
     STACK,
