@@ -6,30 +6,15 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from tests.integration.maintenance.conftest import Aws, RecordingEvents, make_sweep
+from tests.outbox_days import old_outbox_day
 from webhook_inbox.maintenance.report import SweepReport
 from webhook_inbox.store import db, partitions
 from webhook_inbox.store.partitions import OUTBOX
-
-
-def _old_day(conn: psycopg.Connection[Any], days_ago: int, statuses: list[str]) -> str:
-    day = datetime.now(UTC).date() - timedelta(days=days_ago)
-    partitions.create_ahead(conn, days=0, today=day, table=OUTBOX)
-    partition = partitions.day_partition(day, OUTBOX)
-    at = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=12)
-    for n, status in enumerate(statuses):
-        conn.execute(
-            "INSERT INTO outbox_messages (id, topic, deduplication_key, payload, status,"
-            " created_at, updated_at, published_at)"
-            " VALUES (%s, 't', %s, '{}', %s, %s, %s, CASE WHEN %s = 'published' THEN %s END)",
-            (partition.low + n + 1, f"k_{days_ago}_{n}", status, at, at, status, at),
-        )
-    return partition.name
 
 
 def _outbox_partitions(conn: psycopg.Connection[Any]) -> set[str]:
@@ -39,9 +24,9 @@ def _outbox_partitions(conn: psycopg.Connection[Any]) -> set[str]:
 def test_a_published_day_goes_whole_and_a_day_with_a_dead_message_stays(
     conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
 ) -> None:
-    published = _old_day(conn, 95, ["published"] * 7)
-    dead = _old_day(conn, 93, ["published", "published", "dead"])
-    recent = _old_day(conn, 80, ["published"])
+    published = old_outbox_day(conn, 95, ["published"] * 7).name
+    dead = old_outbox_day(conn, 93, ["published", "published", "dead"]).name
+    recent = old_outbox_day(conn, 80, ["published"]).name
 
     report = make_sweep(conn, aws, events, key_retention_days=90).run()
 
@@ -60,7 +45,7 @@ def test_a_published_day_goes_whole_and_a_day_with_a_dead_message_stays(
 def test_two_overlapping_runs_retire_the_same_partitions_without_failing(
     conn: psycopg.Connection[Any], database_url: str, aws: Aws, events: RecordingEvents
 ) -> None:
-    days = [_old_day(conn, 100 + n, ["published"] * 50) for n in range(4)]
+    days = [old_outbox_day(conn, 100 + n, ["published"] * 50).name for n in range(4)]
     barrier = threading.Barrier(2)
 
     def sweep(_: int) -> SweepReport:

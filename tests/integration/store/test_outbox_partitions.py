@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.outbox_days import old_outbox_day
 from webhook_inbox.errors import StoreError, StoreLockTimeout
 from webhook_inbox.store import migrate as migrate_module
 from webhook_inbox.store import outbox, partition_switch, partitions
@@ -235,28 +236,12 @@ def test_the_outbox_switch_waits_for_the_inbox_and_a_busy_outbox_changes_nothing
             assert CLAIM_LOCK_WAIT_MS <= waited_ms < CLAIM_LOCK_WAIT_MS + 2000
 
 
-def _old_day(conn: psycopg.Connection[Any], days_ago: int, statuses: list[str]) -> Any:
-    """A day's outbox partition ``days_ago`` days ago, with one message per status."""
-    day = datetime.now(UTC).date() - timedelta(days=days_ago)
-    partitions.create_ahead(conn, days=0, today=day, table=OUTBOX)
-    partition = partitions.day_partition(day, OUTBOX)
-    at = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=12)
-    for n, status in enumerate(statuses):
-        conn.execute(
-            "INSERT INTO outbox_messages (id, topic, deduplication_key, payload, status,"
-            " created_at, updated_at, published_at)"
-            " VALUES (%s, 't', %s, '{}', %s, %s, %s, CASE WHEN %s = 'published' THEN %s END)",
-            (partition.low + n + 1, f"k_{days_ago}_{n}", status, at, at, status, at),
-        )
-    return partition
-
-
 def test_retention_drops_a_published_day_and_keeps_a_day_with_a_pending_or_dead_message(
     conn: psycopg.Connection[Any],
 ) -> None:
-    published = _old_day(conn, 100, ["published", "published", "published"])
-    pending = _old_day(conn, 99, ["published", "pending"])
-    dead = _old_day(conn, 98, ["published", "dead"])
+    published = old_outbox_day(conn, 100, ["published", "published", "published"])
+    pending = old_outbox_day(conn, 99, ["published", "pending"])
+    dead = old_outbox_day(conn, 98, ["published", "dead"])
     conn.execute(
         "INSERT INTO operator_actions (action, operator, reason, outbox_id)"
         " VALUES ('outbox_retry', 'ops', 'test', %s)",
@@ -292,10 +277,10 @@ def test_row_by_row_deletion_leaves_a_day_whole_until_its_whole_day_is_past_the_
     conn: psycopg.Connection[Any],
 ) -> None:
     # A kept day past the retention: its published message goes row by row, the dead one stays.
-    dead = _old_day(conn, 98, ["published", "dead"])
+    dead = old_outbox_day(conn, 98, ["published", "dead"])
     # The day on the retention's edge: its early messages are past the retention by the
     # clock, but its day is not, so it is left whole for tomorrow's drop.
-    edge = _old_day(conn, 90, ["published"])
+    edge = old_outbox_day(conn, 90, ["published"])
     conn.execute(
         "UPDATE outbox_messages SET created_at = date_trunc('day', now(), 'UTC')"
         " - interval '90 days' + interval '1 second' WHERE id = %s",
@@ -322,7 +307,7 @@ def test_row_by_row_deletion_leaves_a_day_whole_until_its_whole_day_is_past_the_
 def test_next_due_is_a_days_whole_retention_and_a_dead_message_alone_is_never_due(
     conn: psycopg.Connection[Any],
 ) -> None:
-    day = _old_day(conn, 5, ["published", "dead"])
+    day = old_outbox_day(conn, 5, ["published", "dead"])
     due = outbox.next_due(conn, key_days=90)
     start = datetime.combine(datetime.now(UTC).date() - timedelta(days=5), datetime.min.time(), UTC)
     assert due == (start + timedelta(days=91)).timestamp()
