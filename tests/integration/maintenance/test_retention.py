@@ -212,6 +212,59 @@ def test_rows_stored_before_the_switch_go_row_by_row_with_their_keys(
     assert conn.execute("SELECT source_event_id FROM outbox_messages").fetchall() == [(None,)]
 
 
+def test_a_kept_days_finished_rows_go_row_by_row_and_a_day_not_wholly_past_stays_whole(
+    conn: psycopg.Connection[Any], aws: Aws, events: RecordingEvents
+) -> None:
+    # The day of 95 days ago is kept whole by an event still owed processing; its finished
+    # rows past the retention go row by row (with their keys and attempts), as the outbox's
+    # published messages of a kept day do. The day of 90 days ago is not yet wholly past the
+    # 90-day retention: its partition goes whole tomorrow, so nothing in it goes row by row
+    # today, not even a row past the retention.
+    stuck = _stored_days_ago(conn, "evt_stuck", 95)
+    finished = _stored_days_ago(conn, "evt_finished", 95)
+    conn.execute(
+        "UPDATE webhook_events SET updated_at = now() - interval '95 days' WHERE id = %s",
+        (stuck,),
+    )
+    make_terminal(conn, finished, "processed", days_ago=94)
+    conn.execute(
+        "INSERT INTO webhook_event_attempts (event_row_id, attempt, started_at, ended_at,"
+        " outcome) VALUES (%s, 1, now() - interval '94 days', now() - interval '94 days',"
+        " 'failed')",
+        (finished,),
+    )
+    conn.execute(
+        "INSERT INTO outbox_messages (topic, deduplication_key, payload, source_event_id)"
+        " VALUES ('t', 'from-finished', '{}', %s)",
+        (finished,),
+    )
+    tomorrows = _stored_days_ago(conn, "evt_tomorrows", 90)
+    make_terminal(conn, tomorrows, "processed", days_ago=90)
+    conn.execute(
+        "UPDATE webhook_events SET updated_at = updated_at - interval '1 minute' WHERE id = %s",
+        (tomorrows,),
+    )
+
+    report = make_sweep(conn, aws, events, key_retention_days=90).run()
+
+    assert report.partitions_kept == 1
+    assert report.events_deleted == 1
+    assert (_exists(conn, stuck), _exists(conn, finished), _exists(conn, tomorrows)) == (
+        True,
+        False,
+        True,
+    )
+    keys = conn.execute(
+        "SELECT event_id FROM webhook_event_keys WHERE event_id LIKE 'evt_%%' ORDER BY 1"
+    ).fetchall()
+    assert keys == [("evt_stuck",), ("evt_tomorrows",)]
+    attempts = conn.execute(
+        "SELECT count(*) FROM webhook_event_attempts WHERE event_row_id = %s", (finished,)
+    ).fetchone()
+    assert attempts == (0,)
+    assert conn.execute("SELECT source_event_id FROM outbox_messages").fetchall() == [(None,)]
+
+
 def test_retention_works_in_bounded_batches(
     conn: psycopg.Connection[Any],
     aws: Aws,

@@ -3,8 +3,9 @@ deduplication key later (``KEY_RETENTION_DAYS``), a whole day's partition at a t
 outbox alike.
 
 Three steps, run in this order: the purge; the partitions' drop (inbox and outbox); what that
-leaves, row by row: the rows stored before the switches to partitions, and the published
-outbox messages of a day's partition that a pending or dead message keeps.
+leaves, row by row: the rows stored before the switches to partitions, and the finished rows
+of a day's partition that an unfinished row keeps (inbox: an event still owed processing or
+replayed recently; outbox: a pending or dead message).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ class PayloadPurge(BatchedStep):
 class ExpiredRowDeletion(BatchedStep):
     """Row by row, what retention by partition (the step before) leaves: inbox rows stored
     before the switch to partitions (ids below 2^32), whose old table retention cannot drop by
-    day; published outbox messages past the key retention in the outbox's old table, and in a
-    day's partition that a pending or dead message keeps (``outbox.delete_published`` leaves a
-    day alone until its whole day is past the retention)."""
+    day, and the finished rows of a day's partition that an unfinished or recently replayed
+    event keeps; published outbox messages past the key retention in the outbox's old table,
+    and in a day's partition that a pending or dead message keeps. Either table's statement
+    leaves a day alone until its whole day is past the retention."""
 
     name = "delete_expired"
 

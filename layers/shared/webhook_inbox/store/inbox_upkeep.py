@@ -93,9 +93,10 @@ def purge_payloads(conn: Connection[Any], *, older_than_days: int, limit: int) -
 
 @translated
 def delete_expired_events(conn: Connection[Any], *, older_than_days: int, limit: int) -> list[int]:
-    """Delete terminal rows stored before the switch to partitions (processed, ignored,
-    dead_letter) last changed before the cutoff, with their keys and attempts; the ids that
-    went (the caller clears the outbox's references to them)."""
+    """Delete terminal rows (processed, ignored, dead_letter) last changed before the cutoff
+    that retention by partition leaves (stored before the switch to partitions, or in a day's
+    partition an unfinished row keeps, once that whole day is past the cutoff), with their keys
+    and attempts; the ids that went (the caller clears the outbox's references to them)."""
     if older_than_days < 1 or limit < 1:
         raise ValueError("retention days and batch limit must be positive")
     row = conn.execute(

@@ -410,10 +410,14 @@ UPDATE webhook_events AS e
            FOR UPDATE SKIP LOCKED))
 
 -- name: delete_expired_events
--- Row by row, for the rows stored before the inbox was partitioned (ids below 2^32: the whole
--- table until the switch, its first partition after; newer rows go a day's partition at a time,
--- partitions.sql): after the key retention a terminal row goes, deduplication key and all, with
--- its attempts (webhook_event_attempts has no foreign key: see migration 0009). The key is
+-- Row by row, what retention by partition (partitions.sql, which the sweeper runs first) leaves:
+-- the rows stored before the inbox was partitioned (ids below 2^32: the whole table until the
+-- switch, its first partition after), and the finished rows of a day's partition kept by an
+-- unfinished or recently replayed event. A day's rows go here only once its whole day is past
+-- the retention (an id carries its day: ids below today's less the retention, shifted by 32),
+-- so this never eats into the day whose partition goes whole tomorrow. After the key
+-- retention a terminal row goes, deduplication key and all, with its attempts
+-- (webhook_event_attempts has no foreign key: see migration 0009). The key is
 -- deleted here as well as by the keys' trigger, which is not on the table before the sweeper's
 -- first switch step. Audit rows that name it lose the reference, as ON DELETE SET NULL did
 -- before the switch dropped the foreign keys (the caller does the same for outbox messages,
@@ -424,7 +428,9 @@ WITH gone AS (
             SELECT id FROM webhook_events
              WHERE status IN ('processed', 'ignored', 'dead_letter')
                AND updated_at < now() - make_interval(days => %(days)s)
-               AND id < 4294967296
+               AND id < greatest(4294967296,
+                                 ((now() AT TIME ZONE 'UTC')::date - %(days)s
+                                  - date '1970-01-01')::bigint << 32)
              ORDER BY updated_at
              LIMIT %(limit)s
                FOR UPDATE SKIP LOCKED))
