@@ -26,6 +26,7 @@ PARAMS: dict[str, Any] = {
     "stale_limit": 100,
     "max_attempts": 5,
     "days": 30,
+    "from_id": 1,
 }
 
 

@@ -44,12 +44,15 @@ def drain_batch(
     *,
     limit: int,
     lease_seconds: float,
+    from_id: int,
     policy: RetryPolicy,
     keep_going: Callable[[], bool],
     rng: random.Random | None = None,
 ) -> DrainOutcome:
     with conn.transaction():
-        messages = outbox.claim_messages(conn, limit=limit, lease_seconds=lease_seconds)
+        messages = outbox.claim_messages(
+            conn, limit=limit, lease_seconds=lease_seconds, from_id=from_id
+        )
     if not messages:
         return DrainOutcome(0, 0, 0, 0, 0)
 

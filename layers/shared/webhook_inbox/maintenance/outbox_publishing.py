@@ -4,19 +4,33 @@ batch).
 
 Its claims are leased for the run's remaining time plus a margin, so a crashed run's messages
 come back soon after it would have ended, and never while it may still publish them.
+
+The step reads the oldest pending message's id once and claims from it on: each claim then
+plans only the days from that one on, not the whole history kept. A message made pending again
+meanwhile with an older id (an operator's ``outbox retry``) goes on the next run.
 """
 
 from __future__ import annotations
 
-from webhook_inbox.maintenance.context import BatchedStep
+from webhook_inbox.maintenance.context import BatchedStep, SweepContext
 from webhook_inbox.maintenance.outbox_drain import RetryPolicy, drain_batch
+from webhook_inbox.store import outbox
 
 
 class OutboxPublishing(BatchedStep):
     name = "outbox"
 
+    def __init__(self, context: SweepContext) -> None:
+        super().__init__(context)
+        self._from_id: int | None = None
+
     def batch(self) -> bool:
         context, config, report = self.context, self.context.config, self.context.report
+        if self._from_id is None:
+            with context.conn.transaction():
+                self._from_id = outbox.oldest_pending_message(context.conn)
+            if self._from_id is None:
+                return False  # nothing owed; what the processor adds meanwhile, next run
         lease_seconds = max(
             config.outbox_lease_margin_s,
             context.budget.remaining_ms() / 1000 + config.outbox_lease_margin_s,
@@ -26,6 +40,7 @@ class OutboxPublishing(BatchedStep):
             context.publisher,
             limit=config.outbox_batch,
             lease_seconds=lease_seconds,
+            from_id=self._from_id,
             policy=RetryPolicy(
                 max_attempts=config.outbox_max_attempts,
                 base_seconds=config.retry_base_seconds,

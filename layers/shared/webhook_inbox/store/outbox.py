@@ -89,15 +89,33 @@ def queue_message(
     )
 
 
+# Below every id: no bound (ids of the table before its switch to partitions start at 1).
+_ANY_ID = -(1 << 63)
+
+
+@translated
+def oldest_pending_message(conn: Connection[Any]) -> int | None:
+    """The id of the oldest message still owed publishing; None if there is none."""
+    row = conn.execute(_statement("oldest_pending_message")).fetchone()
+    return None if row is None else row[0]
+
+
 @translated
 def claim_messages(
-    conn: Connection[Any], *, limit: int, lease_seconds: float
+    conn: Connection[Any], *, limit: int, lease_seconds: float, from_id: int | None = None
 ) -> list[OutboxMessage]:
-    """Lease up to ``limit`` due messages (FOR UPDATE SKIP LOCKED, then a time lease)."""
+    """Lease up to ``limit`` due messages (FOR UPDATE SKIP LOCKED, then a time lease), only
+    among ids from ``from_id`` (:func:`oldest_pending_message`, read once per run: the planner
+    then leaves out every day before it)."""
     if lease_seconds <= 0:
         raise ValueError("a lease must be positive")
+    params = {
+        "limit": limit,
+        "lease_seconds": lease_seconds,
+        "from_id": _ANY_ID if from_id is None else from_id,
+    }
     with conn.cursor(row_factory=class_row(OutboxMessage)) as cur:
-        cur.execute(_statement("claim_messages"), {"limit": limit, "lease_seconds": lease_seconds})
+        cur.execute(_statement("claim_messages"), params)
         return cur.fetchall()
 
 

@@ -35,20 +35,29 @@ RETURNING id
 -- name: claim_messages
 -- Lease a batch of due messages. SKIP LOCKED keeps concurrent sweepers on disjoint rows while the
 -- statement runs; the lease (lease_expires_at) keeps them apart after it commits, and lets another
--- sweeper take the row if this one dies before marking it.
+-- sweeper take the row if this one dies before marking it. from_id (oldest_pending_message, read
+-- once per run) bounds both the search and the update's target, so the planner prunes both to
+-- the days from the oldest pending message's on: without it each claim planned every day's
+-- partition twice, about 9 ms at a 90-day history (bench/partition_planning.py).
 UPDATE outbox_messages AS m
    SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
        attempts = m.attempts + 1,
        updated_at = now()
 -- ARRAY(…) keeps the plan a primary-key lookup per claimed row whatever the table's size.
- WHERE m.id = ANY(ARRAY(
+ WHERE m.id >= %(from_id)s
+   AND m.id = ANY(ARRAY(
         SELECT id FROM outbox_messages
-         WHERE status = 'pending' AND available_at <= now()
+         WHERE id >= %(from_id)s AND status = 'pending' AND available_at <= now()
            AND (lease_expires_at IS NULL OR lease_expires_at <= now())
          ORDER BY available_at, id
          LIMIT %(limit)s
            FOR UPDATE SKIP LOCKED))
 RETURNING m.id, m.topic, m.deduplication_key, m.payload, m.attempts, m.source_event_id
+
+-- name: oldest_pending_message
+-- The id of the oldest message still owed publishing (NULL: none): claim_messages' lower bound
+-- for a run. One probe of each partition's outbox_messages_backlog_idx (pending and dead alone).
+SELECT min(id) FROM outbox_messages WHERE status = 'pending'
 
 -- name: mark_published
 UPDATE outbox_messages
