@@ -113,7 +113,9 @@ def test_the_happy_path_costs_the_guard_two_statements_per_batch(
     with count_wire(processor_conn) as box:
         assert failures(invoke(processor, sqs_event_for(ids))) == []
 
-    # The lease and the batch's marks are WITH statements, the example handler's INSERTs: the
-    # SELECTs are the guard's, the batch's transaction recorded and the check.
-    assert box[0].statements.count("SELECT") == 2, box[0].statements
+    # The lease and the batch's marks are WITH statements, the example handler's customer an
+    # INSERT and its outbox message a SELECT (of webhook_inbox_add_message, one per event): the
+    # other SELECTs are the guard's, the batch's transaction recorded and the check.
+    assert box[0].statements.count("INSERT") == len(ids), box[0].statements
+    assert box[0].statements.count("SELECT") == 2 + len(ids), box[0].statements
     assert all(row(conn, i)["status"] == "processed" for i in ids)

@@ -9,12 +9,14 @@ partition (today's neighbours, the old table's) sequentially, at no cost.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from webhook_inbox.store import partitions
 from webhook_inbox.store.queries import query
 
 PARAMS: dict[str, Any] = {
@@ -139,3 +141,36 @@ def test_the_re_enqueue_reads_both_of_its_indexes(populated: psycopg.Connection[
         names = _index_names(populated, index)
         assert any(re.search(rf"\b{name}\b", plan) for name in names), (index, plan)
     assert _full_scans(populated, plan) == [], plan
+
+
+# The processor's statements that update inbox rows by id. An UPDATE joined to a subquery (or an
+# unnest) that holds the ids in an array is not pruned by the join: every day's partition (99 at
+# the default key retention) was planned as its target on every batch. (A single id is: the
+# planner carries the constant across the join.)
+BY_ID = [
+    ("inbox", "lease_events", {}),
+    ("inbox", "mark_batch_done", {"processed": [], "ignored": [], "disposition": ""}),
+    ("inbox", "mark_failed", {"delay_seconds": 1, "error_kind": "x", "error": "x"}),
+    ("inbox", "mark_dead_letter", {"error_kind": "x", "error": "x"}),
+    ("pacing", "defer_rows", {"due_at": []}),
+]
+
+
+@pytest.mark.parametrize(("group", "name", "params"), BY_ID, ids=[n for _, n, _ in BY_ID])
+def test_the_processors_updates_plan_only_the_partitions_of_their_ids(
+    conn: psycopg.Connection[Any], group: str, name: str, params: dict[str, Any]
+) -> None:
+    today = datetime.now(UTC).date()
+    for back in range(1, 31):  # a month of history, as a deployed inbox has
+        partitions.create_ahead(conn, days=0, today=today - timedelta(days=back))
+    day = partitions.day_partition(today)
+    row_id = day.low + 7
+    given = {**PARAMS, **params, "ids": [row_id], "id": row_id}
+    if name == "mark_batch_done":
+        given["processed"] = [row_id]
+    statement = query(group, name).as_string(conn)
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute("EXPLAIN " + statement, given).fetchall()  # type: ignore[operator]
+    plan = "\n".join(r[0] for r in rows)
+    planned = set(re.findall(r"\bon (webhook_events_\w+)", plan))
+    assert planned == {day.name}, plan

@@ -60,7 +60,7 @@ def add_message(
             "source_event_id": source_event_id,
         },
     ).fetchone()
-    return row is not None
+    return row is not None and row[0] is not None
 
 
 @translated

@@ -133,6 +133,13 @@ UPDATE webhook_events
 -- failing: the provider has a handler with a run of failures, so a success must end it.
 -- taken_over: the row's previous attempt ended with its lease (SQS redelivered it before a sweep
 -- expired it): recorded in webhook_event_attempts as expire_leases records one.
+-- The pause's match is handler_pause_matches (migration 0006) written out: the planner inlines
+-- that SQL function by parsing its body again on every call, 50 µs of this statement's planning
+-- on every batch; tests/integration/store/test_lease_pause_match.py holds them to one answer.
+-- e.id = ANY(ids) repeats the subquery's condition for the planner: the join alone names no
+-- partition, so every day's partition of the inbox was planned as a target of the UPDATE (9.7 ms
+-- of planning per batch at 99 partitions, the default key retention's); with it the planner
+-- prunes the target to the ids' partitions, as it does the subquery's scan.
 WITH leased AS (
     UPDATE webhook_events AS e
        SET status = CASE WHEN c.spent THEN 'dead_letter'
@@ -157,7 +164,9 @@ WITH leased AS (
                    w.updated_at AS leased_at, w.lease_expires_at AS lease_ended_at,
                    EXISTS (SELECT FROM handler_pauses p
                             WHERE p.resumed_at IS NULL AND p.provider = w.provider
-                              AND handler_pause_matches(p.event_type, w.event_type)
+                              AND (p.event_type IN ('*', w.event_type)
+                                   OR (right(p.event_type, 1) = '*'
+                                       AND starts_with(w.event_type, left(p.event_type, -1))))
                               AND (p.holds_new OR w.attempts > 0)
                               AND p.probe_event_id IS DISTINCT FROM w.id) AS held,
                    EXISTS (SELECT FROM handler_failures f WHERE f.provider = w.provider) AS failing
@@ -168,7 +177,7 @@ WITH leased AS (
                     OR (w.status = 'processing' AND w.lease_expires_at <= now()))
              ORDER BY w.id
                FOR UPDATE SKIP LOCKED) AS c
-     WHERE e.id = c.id
+     WHERE e.id = c.id AND e.id = ANY(%(ids)s)
     RETURNING e.status, e.id, e.provider, e.event_id, e.delivery_id, e.event_type, e.payload,
               e.attempts, e.received_at, e.lease_expires_at, e.error_kind,
               c.held AND NOT c.spent AS held, c.failing,

@@ -11,26 +11,15 @@
 -- message (webhook_inbox_next_message_id: ids carry their day, the partition key) and the
 -- message is inserted with it; a key already there inserts nothing (a concurrent insert of the
 -- same key waits for the first one's transaction, as the unique index did). A key new to the
--- keys table whose message was stored before the switch (stored: found by the old table's
--- unique index, which id below 2^32 prunes the search to, no partition at all once the old
--- table is gone) is a duplicate: the key is filled with that message's id, nothing inserted.
--- One statement, so that the processor's pipeline sends it with the next one (queue_message).
-WITH given AS MATERIALIZED (
-    SELECT (SELECT o.id FROM outbox_messages o
-             WHERE o.deduplication_key = %(deduplication_key)s AND o.id < 4294967296) AS stored
-), keyed AS (
-    INSERT INTO outbox_message_keys (deduplication_key, message_id)
-    SELECT %(deduplication_key)s, coalesce(g.stored, webhook_inbox_next_message_id())
-      FROM given g
-    ON CONFLICT (deduplication_key) DO NOTHING
-    RETURNING message_id
-)
-INSERT INTO outbox_messages (id, topic, deduplication_key, payload, source_event_id)
-OVERRIDING SYSTEM VALUE  -- the id its key holds (until the switch the column is an identity)
-SELECT k.message_id, %(topic)s, %(deduplication_key)s, %(payload)s, %(source_event_id)s
-  FROM keyed k, given g
- WHERE g.stored IS NULL
-RETURNING id
+-- keys table whose message was stored before the switch (found by the old table's unique
+-- index) is a duplicate: the key is filled with that message's id, nothing inserted.
+-- The statement is the function webhook_inbox_add_message (migration 0014): PL/pgSQL keeps its
+-- plan per session, where sent as it is the server planned it on every message (the processor
+-- writes one per event), and a prepared statement would pin the session behind RDS Proxy.
+-- One row: the new message's id, NULL when the key was already there. One statement, so that
+-- the processor's pipeline sends it with the next one (queue_message).
+SELECT webhook_inbox_add_message(%(topic)s, %(deduplication_key)s, %(payload)s,
+                                 %(source_event_id)s::bigint) AS id
 
 -- name: claim_messages
 -- Lease a batch of due messages. SKIP LOCKED keeps concurrent sweepers on disjoint rows while the

@@ -45,13 +45,15 @@ UPDATE handler_pacing AS p
 -- name: defer_rows
 -- Leased rows the pacing turned away: handed back as release_leases hands them back (the attempt
 -- not spent), due at their own moment, and not enqueued (the caller sends the delayed wake-up
--- and stamps it, or the sweeper sends it when due).
+-- and stamps it, or the sweeper sends it when due). e.id = ANY(ids) as well as the join: the
+-- planner prunes the UPDATE's target partitions by the former alone (inbox.sql, lease_events).
 UPDATE webhook_events AS e
    SET status = CASE WHEN e.attempts <= 1 THEN 'received' ELSE 'failed' END,
        attempts = e.attempts - 1, available_at = d.due_at, updated_at = now(),
        lease_owner = NULL, lease_expires_at = NULL, enqueued_at = NULL
   FROM unnest(%(ids)s::bigint[], %(due_at)s::timestamptz[]) AS d (id, due_at)
- WHERE e.id = d.id AND e.status = 'processing' AND e.lease_owner = %(owner)s
+ WHERE e.id = d.id AND e.id = ANY(%(ids)s)
+   AND e.status = 'processing' AND e.lease_owner = %(owner)s
 RETURNING e.id
 
 -- name: finish_admissions

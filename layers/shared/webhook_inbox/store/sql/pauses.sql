@@ -1,6 +1,7 @@
 -- Pauses and circuits (handler_pauses, handler_failures), run by store/pauses.py, and the moves
 -- of held webhook_events rows they decide. The processor's lease holds the rows
--- (inbox.sql lease_events); handler_pause_matches (migration 0006) is the one matching rule.
+-- (inbox.sql lease_events); handler_pause_matches (migration 0006) is the one matching rule
+-- (the lease writes it out, held to it by a test).
 
 -- name: pause
 -- An operator's pause; a key already paused answers nothing (the caller says so).
