@@ -64,6 +64,7 @@ def make_deliveries(n: int, now: int) -> list[Delivery]:
             "rewake_after_s": inbox.REWAKE_AFTER_S,
             "lock_timeout": None,  # the session's (the claim bounds its own wait, see inbox.py)
         }
+        params["recent_from"], params["recent_until"] = inbox.recent_ids()
         made.append(Delivery(v2_event(PROVIDER, body, headers), params))
     return made
 

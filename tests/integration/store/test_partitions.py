@@ -395,3 +395,37 @@ def test_a_direct_insert_of_a_stored_key_is_refused(conn: psycopg.Connection[Any
             " VALUES ('stripe', 'evt_once', 't', %s, '{}')",
             (DIGEST,),
         )
+
+
+def test_a_duplicate_of_a_row_older_than_the_last_few_days_is_counted_and_woken(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The claim counts recent duplicates itself; an older row's duplicate is counted by its
+    second statement, with the same answer: counted, and a waiting row re-stamped (rewake)."""
+    day = datetime.now(UTC).date() - timedelta(days=inbox.RECENT_DAYS_BACK + 7)
+    partitions.create_ahead(conn, days=0, today=day)
+    old_id = partitions.day_partition(day).low + 1
+    conn.execute(
+        "INSERT INTO webhook_events (id, provider, event_id, event_type, body_sha256, payload,"
+        " received_at) OVERRIDING SYSTEM VALUE VALUES (%s, 'stripe', 'evt_old', 't', %s, '{}',"
+        " now() - interval '10 days')",
+        (old_id, DIGEST),
+    )
+    fresh = _claim(conn, "evt_fresh")
+
+    [old_again] = inbox.claim_events(
+        conn,
+        provider="stripe",
+        events=[inbox.NewEvent("evt_old", "t", {})],
+        body_sha256=DIGEST,
+        enqueuing=True,
+    )
+    fresh_again = _claim(conn, "evt_fresh")
+
+    assert (old_again.id, old_again.is_new, old_again.counted) == (old_id, False, True)
+    assert (old_again.delivery_count, old_again.status, old_again.rewake) == (2, "received", True)
+    assert (fresh_again.id, fresh_again.is_new, fresh_again.delivery_count) == (fresh.id, False, 2)
+    stamped = conn.execute(
+        "SELECT enqueued_at IS NOT NULL FROM webhook_events WHERE id = %s", (old_id,)
+    ).fetchone()
+    assert stamped == (True,)

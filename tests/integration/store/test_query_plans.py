@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from webhook_inbox.store import partitions
+from webhook_inbox.store import inbox, partitions
 from webhook_inbox.store.queries import query
 
 PARAMS: dict[str, Any] = {
@@ -153,6 +153,8 @@ BY_ID = [
     ("inbox", "mark_failed", {"delay_seconds": 1, "error_kind": "x", "error": "x"}),
     ("inbox", "mark_dead_letter", {"error_kind": "x", "error": "x"}),
     ("pacing", "defer_rows", {"due_at": []}),
+    # Ingest's count of a delivery's duplicates.
+    ("inbox", "count_duplicates", {"enqueuing": True, "rewake_after_s": 2, "lock_timeout": None}),
 ]
 
 
@@ -174,3 +176,39 @@ def test_the_processors_updates_plan_only_the_partitions_of_their_ids(
     plan = "\n".join(r[0] for r in rows)
     planned = set(re.findall(r"\bon (webhook_events_\w+)", plan))
     assert planned == {day.name}, plan
+
+
+def test_a_claim_plans_only_the_last_few_days_partitions(conn: psycopg.Connection[Any]) -> None:
+    """Ingest's claim counts its duplicates on the days it names (the last few): the planner
+    keeps only those days' partitions however many days are kept (without the bound it planned
+    every one on every delivery)."""
+    today = datetime.now(UTC).date()
+    for back in range(1, 31):
+        partitions.create_ahead(conn, days=0, today=today - timedelta(days=back))
+    recent_from, recent_until = inbox.recent_ids()
+    given = {
+        "provider": "stripe",
+        "event_ids": ["evt_1"],
+        "delivery_ids": [None],
+        "event_types": ["t"],
+        "payloads": Jsonb([{}]),
+        "body_sha256": b"x",
+        "enqueuing": True,
+        "rewake_after_s": 2,
+        "lock_timeout": None,
+        "recent_from": recent_from,
+        "recent_until": recent_until,
+    }
+    statement = query("inbox", "claim_events").as_string(conn)
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute("EXPLAIN " + statement, given).fetchall()  # type: ignore[operator]
+    plan = "\n".join(r[0] for r in rows)
+    planned = {
+        datetime.strptime(d, "%Y%m%d").date()
+        for d in re.findall(r"\bwebhook_events_p(\d{8})\b", plan)
+    }
+    back, ahead = inbox.RECENT_DAYS_BACK, inbox.RECENT_DAYS_AHEAD
+    assert planned, plan
+    assert all(
+        today - timedelta(days=back) <= day <= today + timedelta(days=ahead) for day in planned
+    ), plan

@@ -310,7 +310,8 @@ def _open(application_name: str) -> psycopg.Connection[Any]:
 def run_repeatable(
     work: Callable[[psycopg.Connection[Any]], R], *, application_name: str = "webhook-inbox"
 ) -> tuple[R, bool]:
-    """Run ``work`` (one autocommit statement that is safe to repeat) on the process connection.
+    """Run ``work`` (autocommit statements, each safe to repeat: ingest's claim) on the process
+    connection.
 
     If it fails because a connection kept from an earlier call turned out dead, run it once more
     on a fresh connection. Returns ``(result, retried)``. A retried statement may have run twice:

@@ -4,8 +4,9 @@ With :mod:`.inbox_upkeep` (the sweeper's statements), the only module that runs 
 webhook_events' rows, and every statement it runs is in ``sql/inbox.sql`` (one per state
 transition: docs/state-machine.md). Each function is one statement, hence one round trip, but
 for two: ``send_batch_marks`` sends one whose answer the caller reads later (after its
-pipeline's sync), and ``claim_events`` reads the stored rows and claims the rest when its lock
-wait runs out.
+pipeline's sync), and ``claim_events`` counts in a second statement the duplicates of rows
+older than the last few days, and reads the stored rows and claims the rest when its lock wait
+runs out.
 None commits: the caller owns the transaction (docs/design.md says which each path uses).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from psycopg import Connection, Cursor
@@ -79,12 +80,12 @@ def claim_events(
     ``REWAKE_AFTER_S`` (``rewake``: their earlier wake-up may never have been sent); the caller
     must :func:`clear_enqueued` the rows it could not send.
 
-    On an autocommit connection a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's
-    lock: a row locked that long exists (its key found it; a plain read confirms it is
-    committed), so the duplicate is answered from it, uncounted (``counted`` false). The
-    statement's new rows rolled back with it, so the keys not stored yet are claimed again. A
-    duplicate whose row committed after the claim began (its key waited for that commit) is
-    claimed again too: a second round trip, in that race only.
+    One round trip, and a second for a duplicate of a row stored before the last few days (or
+    whose first claim committed while this one waited on its key). On an autocommit connection
+    a duplicate waits at most ``CLAIM_LOCK_WAIT_MS`` for its row's lock: a row locked that long
+    exists (its key found it; a plain read confirms it is committed), so the duplicate is
+    answered from it, uncounted (``counted`` false). When the first statement's wait runs out,
+    its new rows roll back with it, so the keys not stored yet are claimed again.
     """
     first_of_key: dict[str, NewEvent] = {}
     for event in events:
@@ -97,8 +98,6 @@ def claim_events(
     if missing:
         # After a lock timeout: a missing key's conflict was an insert of the same key, still
         # uncommitted; if it still is, the lock timeout propagates (503, the sender retries).
-        # Else: a duplicate whose row committed after the statement began, visible (and
-        # counted) now.
         claimed += _claim(conn, provider, missing, body_sha256, enqueuing)
     if len({c.event_id for c in claimed}) != len(first_of_key):
         # A key whose row is gone: retention detached its partition and has not yet forgotten
@@ -130,7 +129,6 @@ def claim_event(
     return claim
 
 
-@translated
 def _claim(
     conn: Connection[Any],
     provider: str,
@@ -138,10 +136,63 @@ def _claim(
     body_sha256: bytes,
     enqueuing: bool,
 ) -> list[ClaimResult]:
+    """The new events stored and the duplicates counted, in one round trip; a second counts the
+    duplicates the first left (a row stored before the last few days, or one the statement could
+    not see: ``count_duplicates``). A duplicate whose row stays locked past the lock wait there
+    is answered from the row as committed, uncounted."""
     # In autocommit the statement is its own transaction, so the lock wait applies to it alone;
     # inside a caller's transaction it would outlast the claim, and the session's applies.
     alone = conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
-    rows = conn.execute(
+    lock_timeout = f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None
+    rows = _claim_statement(
+        conn, provider, events, body_sha256, enqueuing=enqueuing, lock_timeout=lock_timeout
+    )
+    # Tuples, not a row factory: the claim is ingest's hot path, and class_row reads the
+    # columns' names on every call.
+    claimed = [
+        ClaimResult(id_, event_id, status, count, is_new, rewake=rewake)
+        for id_, event_id, status, count, is_new, rewake in rows
+        if status is not None
+    ]
+    uncounted = {event_id: id_ for id_, event_id, status, *_ in rows if status is None}
+    if uncounted:
+        try:
+            claimed += _count_duplicates(conn, list(uncounted.values()), enqueuing, lock_timeout)
+        except StoreLockTimeout:
+            claimed += _stored_claims(conn, provider, list(uncounted))
+    return claimed
+
+
+# The days whose duplicates claim_events counts itself (its planner keeps only their partitions):
+# a provider's retries come within hours or days; an older duplicate costs a second round trip.
+# A day either side of the caller's clock, so that a clock a little off the database's changes
+# nothing but which round trip counts a duplicate.
+RECENT_DAYS_BACK = 3
+RECENT_DAYS_AHEAD = 1
+
+
+def recent_ids(today: date | None = None) -> tuple[int, int]:
+    """The ids of the inbox rows stored in the last ``RECENT_DAYS_BACK`` days (ids carry their
+    day: docs/design.md, "Partitions and retention")."""
+    day = (today or datetime.now(UTC).date()).toordinal() - _EPOCH_ORDINAL
+    return (day - RECENT_DAYS_BACK) << 32, (day + RECENT_DAYS_AHEAD + 1) << 32
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+@translated
+def _claim_statement(
+    conn: Connection[Any],
+    provider: str,
+    events: Sequence[NewEvent],
+    body_sha256: bytes,
+    *,
+    enqueuing: bool,
+    lock_timeout: str | None,
+) -> list[tuple[Any, ...]]:
+    recent_from, recent_until = recent_ids()
+    return conn.execute(
         _statement("claim_events"),
         {
             "provider": provider,
@@ -152,15 +203,29 @@ def _claim(
             "body_sha256": body_sha256,
             "enqueuing": enqueuing,
             "rewake_after_s": REWAKE_AFTER_S,
-            "lock_timeout": f"{CLAIM_LOCK_WAIT_MS}ms" if alone else None,
+            "lock_timeout": lock_timeout,
+            "recent_from": recent_from,
+            "recent_until": recent_until,
         },
     ).fetchall()
-    # A duplicate whose row this statement cannot see is missing here (claim_events reads it).
-    # Tuples, not a row factory: the claim is ingest's hot path, and class_row reads the
-    # columns' names on every call.
+
+
+@translated
+def _count_duplicates(
+    conn: Connection[Any], ids: list[int], enqueuing: bool, lock_timeout: str | None
+) -> list[ClaimResult]:
+    rows = conn.execute(
+        _statement("count_duplicates"),
+        {
+            "ids": ids,
+            "enqueuing": enqueuing,
+            "rewake_after_s": REWAKE_AFTER_S,
+            "lock_timeout": lock_timeout,
+        },
+    ).fetchall()
     return [
-        ClaimResult(id_, event_id, status, count, is_new, rewake=rewake)
-        for id_, event_id, status, count, is_new, rewake in rows
+        ClaimResult(id_, event_id, status, count, False, rewake=rewake)
+        for id_, event_id, status, count, rewake in rows
     ]
 
 

@@ -5,29 +5,32 @@
 
 -- name: claim_events
 -- Every event of one delivery (usually one; a batch for SendGrid or HubSpot) in one round trip,
--- new and duplicate alike. The deduplication is the insert into webhook_event_keys (the inbox is
--- partitioned by day, and a unique index on it could only hold per partition: docs/design.md,
--- "Partitions and retention"). DO UPDATE (not DO NOTHING) so that a duplicate's key returns the
--- stored row's id even when the first insert committed after our snapshot; xmax = 0 only on a
--- freshly inserted tuple. A new key gets the id of its row (webhook_inbox_next_event_id: ids carry
--- their day, the partition key) and the row is inserted with it; a duplicate's row is counted by
--- id (an array, so that the executor prunes the partitions at start: a join would plan and open
--- every partition), so the update reads one partition. A key new to the keys table whose row was
--- stored before the switch (stored, below) is a duplicate: the key is filled with that row's id
--- and the row counted. The payloads come as one jsonb array (the client builds it as text; a
--- jsonb[] literal would have every quote in them escaped), zipped with the keys by ROWS FROM.
--- Keys are inserted in key order, so two concurrent deliveries of overlapping batches take their
--- locks in the same order and cannot deadlock; the caller passes each key once (a second copy in
--- one statement would be an error). A caller about to send the wake-ups itself records
--- enqueued_at now (no second round trip); if a send then fails it clears it (clear_enqueued), and
--- if it crashes in between, the sweeper's stale rule re-sends.
+-- new and recent duplicates alike. The deduplication is the insert into webhook_event_keys (the
+-- inbox is partitioned by day, and a unique index on it could only hold per partition:
+-- docs/design.md, "Partitions and retention"). DO UPDATE (not DO NOTHING) so that a duplicate's
+-- key returns the stored row's id even when the first insert committed after our snapshot;
+-- xmax = 0 only on a freshly inserted tuple. A new key gets the id of its row
+-- (webhook_inbox_next_event_id: ids carry their day, the partition key) and the row is inserted
+-- with it; a duplicate's row is counted by id. A key new to the keys table whose row was stored
+-- before the switch (stored, below) is a duplicate: the key is filled with that row's id and the
+-- row counted. The payloads come as one jsonb array (the client builds it as text; a jsonb[]
+-- literal would have every quote in them escaped), zipped with the keys by ROWS FROM. Keys are
+-- inserted in key order, so two concurrent deliveries of overlapping batches take their locks in
+-- the same order and cannot deadlock; the caller passes each key once (a second copy in one
+-- statement would be an error). A caller about to send the wake-ups itself records enqueued_at
+-- now (no second round trip); if a send then fails it clears it (clear_enqueued), and if it
+-- crashes in between, the sweeper's stale rule re-sends.
+-- The count names the days it may touch (recent_from, recent_until: the caller's last few days,
+-- and the old table's ids): the ids it counts come from this statement's keys, which the
+-- planner cannot prune to, and without the bound it planned (and locked) every day's partition
+-- on every delivery, new or not: 10 ms at a 90-day history against 0.5 on a fresh install
+-- (bench/partition_planning.py). A duplicate outside those days, or whose row this statement
+-- cannot see (inserted by a claim that committed after this one began: its key waited for that
+-- commit), comes back uncounted (status NULL) and the caller counts it (count_duplicates).
 -- Counting a duplicate takes the row's lock, which a processor's batch may hold until it commits.
 -- lock_wait bounds that wait for this statement's transaction (NULL: keep the session's): the
 -- executor reads the CTE, which sets it, before it inserts the first key. Past it the caller
 -- reads the rows without a lock (stored_claims).
--- A duplicate whose row this statement cannot see (inserted by a claim that committed after this
--- one began: its key waited for that commit) is missing from the answer; the caller claims it
--- again, and the next statement's snapshot sees the row.
 -- A duplicate of a row still waiting (received, or failed and due) whose wake-up was stamped more
 -- than rewake_after_s ago, or never, is stamped again and returned with rewake: the caller sends
 -- its wake-up once more. That is how a provider's retry after a 503 whose claim had committed
@@ -56,6 +59,10 @@ WITH lock_wait AS MATERIALIZED (
      ORDER BY g.event_id
     ON CONFLICT (provider, event_id) DO UPDATE SET event_row_id = k.event_row_id
     RETURNING k.event_id, k.event_row_id, (k.xmax = 0) AS new_key
+), duplicates AS (
+    SELECT k.event_row_id AS id, k.event_id
+      FROM keyed k JOIN given g USING (event_id)
+     WHERE NOT k.new_key OR g.stored IS NOT NULL
 ), inserted AS (
     INSERT INTO webhook_events
         (id, provider, event_id, delivery_id, event_type, body_sha256, payload, enqueued_at)
@@ -76,14 +83,51 @@ WITH lock_wait AS MATERIALIZED (
                 AND (e.enqueued_at IS NULL
                      OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
                THEN now() ELSE e.enqueued_at END
-     WHERE e.id = ANY(ARRAY(SELECT k.event_row_id FROM keyed k JOIN given g USING (event_id)
-                             WHERE NOT k.new_key OR g.stored IS NOT NULL))
+     WHERE (e.id < 4294967296 OR (e.id >= %(recent_from)s AND e.id < %(recent_until)s))
+       AND e.id = ANY(ARRAY(SELECT id FROM duplicates))
     RETURNING e.id, e.event_id, e.status, e.delivery_count, false AS is_new,
               (%(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 )
 SELECT * FROM inserted
 UNION ALL
 SELECT * FROM counted
+UNION ALL
+SELECT d.id, d.event_id, NULL, NULL, false, false
+  FROM duplicates d
+ WHERE d.id NOT IN (SELECT id FROM counted)
+
+-- name: count_duplicates
+-- The duplicates claim_events left uncounted (a row outside the days it names, or one it could
+-- not see), by their row ids, so the planner keeps only their days' partitions: counted and
+-- re-stamped as claim_events counts (see there), in a transaction of its own, so its snapshot
+-- sees a row whose claim committed while claim_events waited on the key. The rows are locked
+-- in id order (locked): two deliveries of overlapping batches wait for each other instead of
+-- deadlocking (claim_events' key order does not hold them, its transaction is over). lock_wait
+-- as in claim_events (read before any row is locked); past it the caller reads the rows
+-- without a lock (stored_claims). A row missing here is gone (retention retired its partition
+-- before forgetting its key).
+WITH lock_wait AS MATERIALIZED (
+    SELECT set_config('lock_timeout',
+                      coalesce(%(lock_timeout)s::text, current_setting('lock_timeout')), true)
+), locked AS MATERIALIZED (
+    SELECT id FROM webhook_events, lock_wait
+     WHERE id = ANY(%(ids)s)
+     ORDER BY id
+       FOR UPDATE OF webhook_events
+)
+UPDATE webhook_events AS e
+   SET delivery_count = e.delivery_count + 1,
+       last_delivery_at = now(),
+       enqueued_at = CASE
+           WHEN %(enqueuing)s
+            AND (e.status = 'received' OR (e.status = 'failed' AND e.available_at <= now()))
+            AND (e.enqueued_at IS NULL
+                 OR e.enqueued_at <= now() - make_interval(secs => %(rewake_after_s)s))
+           THEN now() ELSE e.enqueued_at END
+  FROM locked l
+ WHERE e.id = ANY(%(ids)s) AND e.id = l.id
+RETURNING e.id, e.event_id, e.status, e.delivery_count,
+          (%(enqueuing)s AND e.enqueued_at IS NOT DISTINCT FROM now()) AS rewake
 
 -- name: stored_claims
 -- Duplicates whose rows stayed locked past the claim's lock wait: the rows as committed, read
