@@ -1,10 +1,11 @@
 """The structure the design asks for, checked on the code rather than described.
 
-- Only the data modules run SQL on the runtime's tables: ``inbox.py`` and ``inbox_upkeep.py``
-  (webhook_events), ``outbox.py`` (outbox_messages), ``pauses.py`` (handler_pauses,
-  handler_failures, and the held rows they release) and ``pacing.py`` (handler_pacing,
-  handler_admissions, and the leased rows pacing hands back), each with the one SQL file of its
-  name beside it (``inbox_upkeep.py``, the sweeper's part of the inbox, shares ``inbox.sql``);
+- Only the data modules run SQL on the runtime's tables: ``inbox.py``, ``inbox_claims.py`` and
+  ``inbox_upkeep.py`` (webhook_events), ``outbox.py`` (outbox_messages), ``pauses.py``
+  (handler_pauses, handler_failures, and the held rows they release) and ``pacing.py``
+  (handler_pacing, handler_admissions, and the leased rows pacing hands back), each with the one
+  SQL file of its name beside it (``inbox_upkeep.py``, the sweeper's part of the inbox, and
+  ``inbox_claims.py``, ingest's, share ``inbox.sql``);
   ``partitions.py`` and ``partition_switch.py`` change the layout of both tables (DDL, keys),
   each table's own statements in its own file (``partitions.sql``, ``outbox_partitions.sql``). The
   migration runner (the schema), ``db.py`` (the role's session defaults) and
@@ -31,6 +32,7 @@ from tests.infra_support import PACKAGE_DIR, ROOT
 DATA_MODULES = {
     "inbox.py": "inbox.sql",
     "inbox_upkeep.py": "inbox.sql",  # the sweeper's statements on the inbox
+    "inbox_claims.py": "inbox.sql",  # ingest's claim
     "outbox.py": "outbox.sql",
     "pauses.py": "pauses.sql",
     "pacing.py": "pacing.sql",
