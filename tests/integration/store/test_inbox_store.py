@@ -315,6 +315,24 @@ def test_take_leases_returns_leased_and_dead_lettered_rows_field_by_field(
     assert (spent.error_kind, spent.lease_expires_at) == ("lease_expired", None)
 
 
+def test_a_batch_is_leased_in_id_order_whatever_join_the_planner_picks(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """The processor handles a batch in the order its lease returns (ids: arrival order). An
+    UPDATE's RETURNING follows the plan, so the statement orders it itself: here a sequential
+    scan of a heap whose even rows were updated (their new versions after the odd ones), as
+    rows updated again and again end up."""
+    ids = [_claim(conn, f"evt_{n:02d}").id for n in range(40)]
+    conn.execute("UPDATE webhook_events SET updated_at = now() WHERE id % 2 = 0")
+    with conn.transaction():
+        for plan in ("nestloop", "mergejoin", "indexscan", "bitmapscan"):
+            conn.execute(f"SET LOCAL enable_{plan} = off")
+        leases = inbox.take_leases(
+            conn, list(reversed(ids)), owner="w", lease_seconds=60, max_attempts=3
+        )
+    assert [e.id for e in leases.leased] == ids
+
+
 def test_status_summary_covers_every_status(conn: psycopg.Connection[Any]) -> None:
     _claim(conn, "evt_1")
     _claim(conn, "evt_2")

@@ -235,6 +235,7 @@ WITH leased AS (
 SELECT status, id, provider, event_id, delivery_id, event_type, payload, attempts, received_at,
        lease_expires_at, error_kind, held, failing
   FROM leased
+ ORDER BY id  -- the processor handles a batch in this order: arrival order, whatever the plan
 
 -- name: mark_processed
 -- Guarded by the lease: an id missing from the answer expired and another worker took it, so
