@@ -101,7 +101,7 @@ def lay_out(conn: Conn, history_days: int) -> None:
     conn.execute("ANALYZE")
 
 
-def params(conn: Conn, own: dict[str, Any]) -> dict[str, Any]:
+def params(own: dict[str, Any]) -> dict[str, Any]:
     today = partitions.day_partition(datetime.now(UTC).date())
     ids = [today.low + n for n in range(1, 11)]
     given: dict[str, Any] = {
@@ -128,7 +128,7 @@ def params(conn: Conn, own: dict[str, Any]) -> dict[str, Any]:
         "payloads": Jsonb([{}]),
         "body_sha256": DIGEST,
         "enqueuing": True,
-        "rewake_after_s": 2.0,
+        "rewake_after_s": inbox.REWAKE_AFTER_S,
         "lock_timeout": None,
     }
     given["recent_from"], given["recent_until"] = inbox.recent_ids()
@@ -140,9 +140,11 @@ def params(conn: Conn, own: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def planning(conn: Conn, statement: str, given: dict[str, Any]) -> Callable[[int], None]:
-    """One planning of ``statement``; the time taken is the caller's, so the server's planning
-    time is kept in ``found`` (the last one read wins: the fastest is taken below)."""
+def planning(
+    conn: Conn, statement: str, given: dict[str, Any]
+) -> tuple[Callable[[int], None], list[float]]:
+    """A call that plans ``statement`` once, and the list the server's planning time of each
+    call goes to (interleaved_ms times the whole call; only the planning is reported)."""
     explain = "EXPLAIN (SUMMARY, FORMAT JSON) " + statement
     found: list[float] = []
 
@@ -151,19 +153,18 @@ def planning(conn: Conn, statement: str, given: dict[str, Any]) -> Callable[[int
             plan = conn.execute(explain, given).fetchone()[0][0]  # type: ignore[index]
         found.append(plan["Planning Time"])
 
-    run.found = found  # type: ignore[attr-defined]
-    return run
+    return run, found
 
 
 def measure(fresh: Conn, kept: Conn, repeat: int) -> list[dict[str, Any]]:
     rows = []
     for who, group, name, own in STATEMENTS:
-        runs = []
-        for conn in (fresh, kept):
-            statement = query(group, name).as_string(conn)
-            runs.append(planning(conn, statement, params(conn, own)))
-        interleaved_ms(runs, repeat)
-        fastest = [min(run.found[1:]) for run in runs]  # type: ignore[attr-defined]
+        runs = [
+            planning(conn, query(group, name).as_string(conn), params(own))
+            for conn in (fresh, kept)
+        ]
+        interleaved_ms([run for run, _ in runs], repeat)
+        fastest = [min(found[1:]) for _, found in runs]  # the first call warms up
         rows.append({"who": who, "statement": f"{group}.{name}", "ms": fastest})
         progress(f"{who:38s} {group}.{name:28s} {fastest[0]:7.2f} {fastest[1]:7.2f} ms")
     for who, again in (("a new event", False), ("a duplicate", True)):
